@@ -1,0 +1,73 @@
+"""The experiment matrix: cells (suite x variant) x hardware x seeds, and the RunSpec of each run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from hwsweep.plan import Hardware, make_plan
+from hwsweep.recipe import Recipe
+from hwsweep.spec import RunSpec, run_dir
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One recipe: a suite with one combination of its sweep values."""
+
+    suite: str
+    variant: str
+    recipe: Recipe
+    sweep_values: dict
+    hardware: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Run:
+    suite: str
+    variant: str
+    hardware: str
+    seed: int
+
+    @property
+    def run_dir(self) -> str:
+        return run_dir(self.suite, self.variant, self.hardware, self.seed)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    cells: tuple[Cell, ...]
+    seeds: tuple[int, ...]
+    hardware: dict[str, Hardware]
+    baseline: str
+
+    @property
+    def suites(self) -> list[str]:
+        return list(dict.fromkeys(c.suite for c in self.cells))
+
+    @cached_property
+    def _cells(self) -> dict[tuple[str, str], Cell]:
+        return {(c.suite, c.variant): c for c in self.cells}
+
+    def runs(self, suite: str | None = None) -> list[Run]:
+        return [
+            Run(c.suite, c.variant, hw, seed)
+            for c in self.cells
+            if suite is None or c.suite == suite
+            for hw in c.hardware
+            for seed in self.seeds
+        ]
+
+    def spec(self, suite: str, variant: str, hardware: str, seed: int) -> RunSpec:
+        cell = self._cells[(suite, variant)]
+        hw = self.hardware[hardware]
+        return RunSpec(
+            suite=suite,
+            variant=variant,
+            hardware_name=hardware,
+            seed=int(seed),
+            recipe=cell.recipe,
+            hardware=hw,
+            plan=make_plan(cell.recipe, hw),
+            run_dir=run_dir(suite, variant, hardware, seed),
+            sweep_values=dict(cell.sweep_values),
+        )

@@ -1,0 +1,63 @@
+"""The typed training recipe. Field names match config keys one to one; the defaults
+live in the config schema, so every field here is required once the config is resolved."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwsweep.typed import from_dict
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    length: int
+    vocab_size: int
+    train_size: int
+    eval_size: int
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    width: int
+    depth: int
+    heads: int
+    mlp_ratio: int
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    name: str
+    lr: float
+    weight_decay: float
+    beta1: float
+    beta2: float
+    grad_clip: float
+
+
+@dataclass(frozen=True)
+class Schedule:
+    steps: int
+    warmup_steps: int
+    decay: str
+    min_lr_ratio: float
+
+
+@dataclass(frozen=True)
+class Recipe:
+    task: Task
+    model: Model
+    optimizer: Optimizer
+    schedule: Schedule
+    global_batch: int
+    micro_batch: int
+    precision: str
+    tf32: bool
+    reproducibility: str
+    checkpoint_every: int
+    log_every: int
+
+    @classmethod
+    def from_dict(cls, data: dict, path: str = "recipe") -> "Recipe":
+        return from_dict(cls, data, path)

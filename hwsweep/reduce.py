@@ -1,0 +1,95 @@
+"""Gradient reduction: standard DDP, or strict ordered reduction.
+
+Both present the same small interface to the trainer (`model`, `micro_step`, `backward`,
+`finish`), so strict parity is a separate reduction path, not a fork of the training loop.
+
+Strict: every micro-batch's gradient is kept separately, all of them are gathered, and they
+are summed in global micro-batch order (j = rank * accumulation + k) on every rank. The sum
+then has the same floating-point order at any world size, so world sizes 1, 2 and 4 at the
+same micro-batch train bitwise alike. It costs memory (accumulation x parameters per rank)
+and an all-gather instead of an all-reduce: fine for the models this is meant to audit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+def ordered_sum(parts: torch.Tensor) -> torch.Tensor:
+    """Sum along dim 0 strictly left to right, so the rounding does not depend on how the
+    rows were produced or how many processes held them."""
+    total = parts[0].clone()
+    for row in parts[1:]:
+        total += row
+    return total
+
+
+def gather_in_order(local: torch.Tensor) -> torch.Tensor:
+    """Concatenate every rank's rows in rank order: (world_size * rows, ...)."""
+    parts = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, local.contiguous())
+    return torch.cat(parts)
+
+
+def global_mean(local_values: list[torch.Tensor]) -> float:
+    """Mean of one scalar per micro-batch over the whole global batch, in global order."""
+    everything = gather_in_order(torch.stack([v.float() for v in local_values]))
+    return (ordered_sum(everything) / len(everything)).item()
+
+
+class StandardReduction:
+    """torch DDP: bucketed all-reduce overlapped with the final micro-step's backward."""
+
+    def __init__(self, model: torch.nn.Module, accumulation: int, device_ids):
+        self.module = model
+        self.model = DistributedDataParallel(model, device_ids=device_ids)
+        self.accumulation = accumulation
+
+    def micro_step(self, last: bool):
+        # Skip the all-reduce on every micro-step but the last: gradients accumulate locally.
+        return contextlib.nullcontext() if last else self.model.no_sync()
+
+    def backward(self, loss: torch.Tensor, scaler) -> None:
+        scaler.scale(loss / self.accumulation).backward()
+
+    def finish(self) -> None:
+        pass
+
+
+class StrictReduction:
+    def __init__(self, model: torch.nn.Module, accumulation: int):
+        self.module = self.model = model
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        for p in model.parameters():  # start from rank 0's weights, as DDP would
+            dist.broadcast(p.data, src=0)
+        self.local: list[torch.Tensor] = []
+
+    def micro_step(self, last: bool):
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor, scaler) -> None:
+        scaler.scale(loss).backward()
+        self.local.append(torch.cat([p.grad.reshape(-1) for p in self.params]))
+        for p in self.params:
+            p.grad = None
+
+    def finish(self) -> None:
+        everything = gather_in_order(torch.stack(self.local))
+        flat = ordered_sum(everything) / len(everything)
+        self.local.clear()
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            p.grad = flat[offset : offset + n].view_as(p).clone()
+            offset += n
+
+
+def make_reduction(level: str, model, accumulation: int, device):
+    if level == "strict":
+        return StrictReduction(model, accumulation)
+    ids = [device.torch_device.index] if device.accelerator == "cuda" else None
+    return StandardReduction(model, accumulation, ids)

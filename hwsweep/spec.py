@@ -1,0 +1,55 @@
+"""RunSpec: everything one run needs, fully resolved, and where its files go.
+
+The trainer and evaluator read a RunSpec and nothing else, so a run can be launched by
+hand (`torchrun ... -m hwsweep.train spec.json`) and a user's own trainer can honour the
+same two files (spec.json in, train.json out)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from hwsweep.plan import BatchPlan, Hardware
+from hwsweep.recipe import Recipe
+from hwsweep.typed import from_dict, to_dict
+
+# One place for the output layout; workflow/rules/common.smk builds its patterns from these.
+RUN_DIR = "results/{suite}/{variant}/{hardware}/seed{seed}"
+LOG_DIR = "logs/{suite}/{variant}/{hardware}/seed{seed}"
+SPEC_FILE = "spec.json"
+TRAIN_RECORD = "train.json"
+FINAL_CHECKPOINT = "final.pt"
+EVAL_RECORD = "eval.json"
+CHECKPOINT_DIR = "checkpoints"  # not a workflow output, so a failed job's checkpoints survive
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    suite: str
+    variant: str
+    hardware_name: str
+    seed: int
+    recipe: Recipe
+    hardware: Hardware
+    plan: BatchPlan
+    run_dir: str
+    sweep_values: dict
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunSpec":
+        return from_dict(cls, data, "spec")
+
+    @classmethod
+    def load(cls, path) -> "RunSpec":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    def to_dict(self) -> dict:
+        return to_dict(self)
+
+    def path(self, name: str) -> Path:
+        return Path(self.run_dir) / name
+
+
+def run_dir(suite: str, variant: str, hardware: str, seed: int) -> str:
+    return RUN_DIR.format(suite=suite, variant=variant, hardware=hardware, seed=seed)

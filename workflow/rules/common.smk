@@ -1,0 +1,90 @@
+# Bookkeeping only: paths, wildcards, input functions and resources. Never imports torch.
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from hwsweep import spec as layout
+from hwsweep.config import resolve_or_exit
+
+# Validates the config (schema + plan) before any job is scheduled; one line on error.
+MATRIX = resolve_or_exit(config)
+
+NAME = r"[A-Za-z0-9][A-Za-z0-9_-]*"
+
+
+wildcard_constraints:
+    suite=NAME,
+    hardware=NAME,
+    variant=r"[A-Za-z0-9][A-Za-z0-9_.+-]*",
+    seed=r"\d+",
+
+
+# The interpreter running snakemake also runs the jobs, so local runs need no activated venv.
+BIN = Path(sys.executable).parent
+PYTHON = shlex.quote(sys.executable)
+TORCHRUN = shlex.quote(str(BIN / "torchrun")) if (BIN / "torchrun").exists() else "torchrun"
+
+
+def run_file(name):
+    return f"{layout.RUN_DIR}/{name}"
+
+
+def log_file(name):
+    return f"{layout.LOG_DIR}/{name}"
+
+
+def run_spec_of(wildcards):
+    return MATRIX.spec(wildcards.suite, wildcards.variant, wildcards.hardware, int(wildcards.seed))
+
+
+def run_spec_json(wildcards):
+    """The resolved RunSpec as canonical JSON: a params value, so a changed recipe reruns."""
+    return json.dumps(run_spec_of(wildcards).to_dict(), sort_keys=True)
+
+
+def hardware_of(wildcards):
+    return MATRIX.hardware[wildcards.hardware]
+
+
+def train_processes(wildcards):
+    return hardware_of(wildcards).devices_per_node
+
+
+def train_threads(wildcards):
+    return hardware_of(wildcards).cpus_per_task
+
+
+def suite_run_files(suite, name):
+    return [f"{run.run_dir}/{name}" for run in MATRIX.runs(suite)]
+
+
+def suite_train_records(wildcards):
+    return suite_run_files(wildcards.suite, layout.TRAIN_RECORD)
+
+
+def suite_eval_records(wildcards):
+    return suite_run_files(wildcards.suite, layout.EVAL_RECORD)
+
+
+SUITE_OUTPUTS = [
+    "runs.csv",
+    "comparison.csv",
+    "plots/token_accuracy.png",
+    "plots/exact_accuracy.png",
+    "plots/speedup.png",
+    "plots/loss_curves.png",
+]
+
+
+def suite_targets(suite):
+    return [f"results/{suite}/{name}" for name in SUITE_OUTPUTS]
+
+
+def all_suite_tables(name):
+    return [f"results/{suite}/{name}" for suite in MATRIX.suites]
+
+
+def all_targets():
+    targets = [t for suite in MATRIX.suites for t in suite_targets(suite)]
+    return targets + ["results/runs.csv", "results/comparison.csv"]

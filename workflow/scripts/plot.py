@@ -1,0 +1,16 @@
+"""Thin entry point: one suite's tables -> the report's figures."""
+
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
+
+import pandas as pd  # noqa: E402
+
+from hwsweep import plots  # noqa: E402
+
+runs = pd.read_csv(snakemake.input.runs)
+baseline = snakemake.params.baseline
+for metric in ("token_accuracy", "exact_accuracy"):
+    plots.metric_by_hardware(runs, metric, baseline, snakemake.output[metric])
+plots.speedup_by_devices(pd.read_csv(snakemake.input.comparison), snakemake.output.speedup)
+plots.loss_curves(pd.read_csv(snakemake.input.curves), snakemake.output.loss_curves)
