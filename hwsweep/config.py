@@ -94,6 +94,8 @@ def _fill_defaults(schema: dict, instance: dict, root: dict) -> dict:
             sub = {**root["$defs"][sub["$ref"].rsplit("/", 1)[1]], **{k: v for k, v in sub.items() if k != "$ref"}}
         if key not in out and "default" in sub:
             out[key] = copy.deepcopy(sub["default"])
+        elif key not in out and "properties" in sub:
+            out[key] = {}  # a nested object left out entirely still gets its defaults
         if isinstance(out.get(key), dict) and sub.get("type") == "object":
             out[key] = _fill_defaults(sub, out[key], root)
     return out
@@ -214,7 +216,7 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
             typed = _check_recipe(variant_recipe, where, schema, sweep)
             for hw in names:
                 try:
-                    make_plan(typed, hardware[hw], where=f"{where}[{variant}]@{hw}" if sweep else f"{where}@{hw}")
+                    make_plan(typed, hardware[hw], context=f" (suite {suite}, variant {variant}, hardware {hw})")
                 except PlanError as e:
                     raise ConfigError(str(e)) from None
             cells.append(Cell(suite=suite, variant=variant, recipe=typed, sweep_values=values, hardware=tuple(names)))

@@ -68,7 +68,7 @@ def _nearest(values, target, k=3):
     return sorted(sorted(set(values), key=lambda v: (abs(v - target), v))[:k])
 
 
-def make_plan(recipe: Recipe, hw: Hardware, where: str = "recipe") -> BatchPlan:
+def make_plan(recipe: Recipe, hw: Hardware, context: str = "") -> BatchPlan:
     """Split the recipe's global batch over the hardware, or explain why it cannot be."""
     g, m, w = recipe.global_batch, recipe.micro_batch, hw.world_size
     if g % (w * m):
@@ -79,7 +79,7 @@ def make_plan(recipe: Recipe, hw: Hardware, where: str = "recipe") -> BatchPlan:
         if micros:
             fix += f", or micro_batch {' or '.join(map(str, _nearest(micros, m)))}"
         raise PlanError(
-            f"{where}.global_batch: {g} is not divisible by world_size {w} x micro_batch {m}; {fix}"
+            f"recipe.global_batch: {g} is not divisible by world_size {w} x micro_batch {m}{context}; {fix}"
         )
     return BatchPlan(
         accelerator=hw.accelerator,

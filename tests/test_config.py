@@ -1,0 +1,119 @@
+"""Config validation and matrix expansion, through the library and through the snakemake CLI."""
+
+import pytest
+import yaml
+
+from hwsweep.config import ConfigError, resolve
+from conftest import REPO, snakemake
+
+
+def test_default_config_expands_to_suites_variants_seeds_hardware():
+    matrix = resolve(yaml.safe_load((REPO / "config/config.yaml").read_text()))
+    cells = len(matrix.cells)
+    assert cells == 2  # one suite sweeping two widths
+    assert len(matrix.runs()) == cells * len(matrix.seeds) * len(matrix.hardware) == 12
+    assert {c.variant for c in matrix.cells} == {"width-64", "width-128"}
+
+
+def test_sweep_over_two_keys_is_a_product(small_config):
+    small_config["suites"]["tiny"]["sweep"] = {"model.width": [16, 32], "optimizer.lr": [0.001, 0.01, 0.1]}
+    matrix = resolve(small_config)
+    assert len(matrix.cells) == 6
+    assert "width-16_lr-0.01" in {c.variant for c in matrix.cells}
+    cell = next(c for c in matrix.cells if c.variant == "width-16_lr-0.01")
+    assert cell.recipe.model.width == 16 and cell.recipe.optimizer.lr == 0.01
+
+
+def test_suite_hardware_subset_and_overrides(small_config):
+    small_config["hardware"]["cpu4"] = {"accelerator": "cpu", "devices_per_node": 4}
+    small_config["suites"]["other"] = {"overrides": {"model": {"depth": 2}}, "hardware": ["cpu1", "cpu4"]}
+    matrix = resolve(small_config)
+    assert len(matrix.runs("tiny")) == 3 * 2 and len(matrix.runs("other")) == 2 * 2
+    assert {r.hardware for r in matrix.runs("other")} == {"cpu1", "cpu4"}
+    spec = matrix.spec("other", "default", "cpu4", 1)
+    assert spec.recipe.model.depth == 2 and spec.recipe.model.width == 32  # override on top of the base
+    assert spec.recipe.optimizer.lr == 0.003  # schema default filled in
+
+
+def _set(cfg, dotted, value):
+    node = cfg
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        node = node[p]
+    node[leaf] = value
+
+
+BAD = [
+    # (what to change, value, words the one-line message must contain)
+    ("suites.tiny.hardware", ["cpu1", "gpu9"], ["suites.tiny.hardware", "'gpu9'", "add it"]),
+    ("recipe.global_batch", 30, ["recipe.global_batch: 30", "world_size 1 x micro_batch 8", "hardware cpu1", "use global_batch 24 or 32, or micro_batch 5 or 6 or 10"]),
+    ("baseline", "cpu 1", ["baseline", "letters, digits"]),
+    ("baseline", "a;rm -rf x", ["baseline", "letters, digits"]),
+    ("baseline", "../etc", ["baseline", "letters, digits"]),
+    ("baseline", "a/b", ["baseline", "letters, digits"]),
+    ("seeds", [0, -3], ["seeds.1", "-3", ">= 0"]),
+    ("recipe.optimiser", {"lr": 1}, ["recipe.optimiser", "unknown key", "allowed keys"]),
+    ("recipe.model.widht", 3, ["recipe.model.widht", "unknown key"]),
+    ("recipe.precision", "fp8", ["recipe.precision", "use one of fp32, bf16-mixed, fp16-mixed"]),
+    ("baseline", "cpu3", ["baseline", "'cpu3'", "cpu1, cpu2"]),
+    ("recipe.schedule.warmup_steps", 60, ["recipe.schedule.warmup_steps", "below steps"]),
+    ("suites.tiny.sweep", {"model.wdth": [1]}, ["suites.tiny.sweep.model.wdth", "not a recipe key"]),
+    ("suites.tiny.sweep", {"model.width": ["x"]}, ["suites.tiny.sweep.model.width", "'x'", "integer"]),
+    ("seeds", [], ["seeds", "at least 1"]),
+    ("hardware.cpu2.devices_per_node", 0, ["hardware.cpu2.devices_per_node", ">= 1"]),
+    ("recipe.tf32", True, ["recipe.tf32", "reproducibility"]),
+]
+
+
+@pytest.mark.parametrize("key,value,words", BAD, ids=[f"{k}={v!r}" for k, v, _ in BAD])
+def test_bad_config_gives_one_line_naming_the_field(small_config, key, value, words):
+    _set(small_config, key, value)
+    with pytest.raises(ConfigError) as err:
+        resolve(small_config)
+    message = str(err.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, message
+
+
+def test_bad_suite_name_is_refused(small_config):
+    small_config["suites"]["bad name"] = {}
+    with pytest.raises(ConfigError, match=r"^suites: name 'bad name' is not allowed; use only letters"):
+        resolve(small_config)
+
+
+@pytest.mark.parametrize("key,value,words", BAD[:4] + BAD[6:8], ids=lambda x: str(x)[:20])
+def test_cli_refuses_bad_config_before_any_job(tmp_path, small_config, key, value, words):
+    _set(small_config, key, value)
+    proc = snakemake(tmp_path, small_config, "--cores", "1")
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("hwsweep config error:")]
+    assert len(errors) == 1 and words[0] in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "results").exists()
+
+
+def test_dry_run_schedules_exactly_the_matrix(tmp_path, small_config):
+    small_config["suites"]["second"] = {"sweep": {"model.depth": [1, 2]}}
+    proc = snakemake(tmp_path, small_config, "-n", "--cores", "1")
+    assert proc.returncode == 0, proc.stderr
+    counts = _job_counts(proc.stdout)
+    runs = (1 + 2) * 2 * 2
+    assert counts["train"] == counts["evaluate"] == counts["spec"] == runs
+    assert counts["aggregate_suite"] == counts["plot_suite"] == 2
+
+    proc = snakemake(tmp_path, small_config, "-n", "--cores", "1", "suite_second")
+    counts = _job_counts(proc.stdout)
+    assert counts["train"] == counts["evaluate"] == 2 * 2 * 2
+    assert counts["aggregate_suite"] == 1 and "combine" not in counts
+
+
+def _job_counts(stdout: str) -> dict:
+    counts, table = {}, False
+    for line in stdout.splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            table = True
+        elif table and len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    return counts

@@ -1,0 +1,66 @@
+"""The whole workflow through the snakemake CLI: spec -> torchrun train -> evaluate -> aggregate -> report."""
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from conftest import snakemake
+
+pytestmark = pytest.mark.slow
+
+
+def test_end_to_end_local_run_and_report(tmp_path, small_config):
+    proc = snakemake(tmp_path, small_config, "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    run_dir = tmp_path / "results/tiny/default/cpu2/seed1"
+    train = json.loads((run_dir / "train.json").read_text())
+    assert train["status"] == "complete" and train["plan"]["world_size"] == 2
+    assert train["plan"]["global_batch"] == 32 and train["plan"]["accumulation"] == 2
+    assert len(train["losses"]) == 60 and train["losses"][-1] < 0.9 * train["losses"][0]
+    assert train["samples_per_second"] > 0 and train["startup_seconds"] > 0
+    prov = train["provenance"]
+    assert prov["torch"] and prov["host"] and len(prov["devices"]) == 2
+    assert train["spec"]["recipe"]["model"]["width"] == 32  # the resolved config travels with the run
+    assert (tmp_path / "logs/tiny/default/cpu2/seed1/train.log").read_text().count("world size 2") == 1
+    assert (tmp_path / "benchmarks/tiny/default/cpu2/seed1/train.tsv").exists()
+
+    evaluation = json.loads((run_dir / "eval.json").read_text())
+    assert 0 < evaluation["token_accuracy"] <= 1 and evaluation["eval_samples"] == 500
+
+    runs = pd.read_csv(tmp_path / "results/runs.csv")
+    assert len(runs) == 4 and set(runs.hardware) == {"cpu1", "cpu2"}
+    comparison = pd.read_csv(tmp_path / "results/comparison.csv")
+    assert list(comparison.hardware) == ["cpu1", "cpu2"]
+    assert (comparison.n_seeds == 2).all()
+    base = comparison.set_index("hardware").loc["cpu1"]
+    assert base.speedup == 1.0 and base.efficiency == 1.0
+    other = comparison.set_index("hardware").loc["cpu2"]
+    assert other.device_ratio == 2 and other.speedup > 0
+    cpu2 = runs[runs.hardware == "cpu2"].token_accuracy
+    assert other.token_accuracy_mean == pytest.approx(cpu2.mean())
+
+    # Nothing left to do: a second run schedules nothing.
+    again = snakemake(tmp_path, small_config, "-n", "--cores", "2")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+    report = tmp_path / "report.html"
+    proc = snakemake(tmp_path, small_config, "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = report.read_text()
+    for name in ("token_accuracy.png", "exact_accuracy.png", "speedup.png", "loss_curves.png", "comparison.csv"):
+        assert name in html
+    assert len(re.findall(r"data:image/png;base64", html)) >= 4 or html.count(".png") >= 4
+
+
+def test_changing_one_suite_reruns_only_that_suite(tmp_path, small_config):
+    small_config["seeds"] = [0]
+    small_config["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
+    small_config["suites"]["other"] = {"overrides": {"model": {"depth": 2}}}
+    assert snakemake(tmp_path, small_config, "--cores", "2").returncode == 0
+    small_config["suites"]["other"]["overrides"]["optimizer"] = {"lr": 0.001}
+    proc = snakemake(tmp_path, small_config, "-n", "--cores", "2")
+    trains = re.findall(r"rule train:.*?wildcards: suite=(\w+)", proc.stdout, flags=re.S)
+    assert trains and set(trains) == {"other"}, proc.stdout[-3000:]
