@@ -18,6 +18,6 @@ include: "workflow/rules/aggregate.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_targets(),
-    default_target: True

@@ -15,6 +15,8 @@ rule aggregate_suite:
         ),
     log:
         "logs/{suite}/aggregate.log",
+    conda:
+        "../../environment.yml"
     params:
         baseline=MATRIX.baseline,
     script:
@@ -58,6 +60,8 @@ rule plot_suite:
         ),
     log:
         "logs/{suite}/plot.log",
+    conda:
+        "../../environment.yml"
     params:
         baseline=MATRIX.baseline,
     script:
@@ -79,6 +83,8 @@ rule combine:
         ),
     log:
         "logs/combine.log",
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/combine.py"
 

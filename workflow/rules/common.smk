@@ -23,7 +23,9 @@ wildcard_constraints:
 # The interpreter running snakemake also runs the jobs, so local runs need no activated venv.
 BIN = Path(sys.executable).parent
 PYTHON = shlex.quote(sys.executable)
-TORCHRUN = shlex.quote(str(BIN / "torchrun")) if (BIN / "torchrun").exists() else "torchrun"
+TORCHRUN = (
+    shlex.quote(str(BIN / "torchrun")) if (BIN / "torchrun").exists() else "torchrun"
+)
 
 
 def run_file(name):
@@ -35,7 +37,9 @@ def log_file(name):
 
 
 def run_spec_of(wildcards):
-    return MATRIX.spec(wildcards.suite, wildcards.variant, wildcards.hardware, int(wildcards.seed))
+    return MATRIX.spec(
+        wildcards.suite, wildcards.variant, wildcards.hardware, int(wildcards.seed)
+    )
 
 
 def run_spec_json(wildcards):
@@ -53,6 +57,23 @@ def train_processes(wildcards):
 
 def train_threads(wildcards):
     return hardware_of(wildcards).cpus_per_task
+
+
+def train_partition(wildcards):
+    return hardware_of(wildcards).partition or ""
+
+
+def train_gres(wildcards):
+    return hardware_of(wildcards).gres or ""
+
+
+def train_mem_mb(wildcards):
+    hw = hardware_of(wildcards)
+    return hw.mem_mb or 2000 * hw.cpus_per_task
+
+
+def train_runtime(wildcards):
+    return hardware_of(wildcards).runtime or 60
 
 
 def suite_run_files(suite, name):

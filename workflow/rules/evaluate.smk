@@ -8,6 +8,10 @@ rule evaluate:
         run_file(layout.EVAL_RECORD),
     log:
         log_file("evaluate.log"),
+    conda:
+        "../../environment.yml"
     threads: 1
+    params:
+        python=PYTHON,
     shell:
-        "{PYTHON} -m hwsweep.evaluate {input.spec:q} --threads {threads} > {log:q} 2>&1"
+        "{params.python} -m hwsweep.evaluate {input.spec:q} --threads {threads} > {log:q} 2>&1"

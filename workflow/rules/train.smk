@@ -2,15 +2,15 @@ rule spec:
     """Resolve one run's RunSpec (recipe, hardware, batch plan, seed) into spec.json."""
     output:
         run_file(layout.SPEC_FILE),
-    params:
-        spec=run_spec_json,
     log:
         log_file("spec.log"),
     localrule: True
+    params:
+        spec=run_spec_json,
     run:
         from hwsweep.io import write_text
 
-        write_text(output[0], params.spec + "\n")
+        write_text(output[0], f"{params.spec}\n")
 
 
 rule train:
@@ -24,10 +24,22 @@ rule train:
         log_file("train.log"),
     benchmark:
         "benchmarks/{suite}/{variant}/{hardware}/seed{seed}/train.tsv"
+    conda:
+        "../../environment.yml"
+    threads: train_threads
+    resources:
+        # Read by the slurm executor; the profile's set-resources can override site names.
+        slurm_partition=train_partition,
+        gres=train_gres,
+        cpus_per_task=train_threads,
+        mem_mb=train_mem_mb,
+        runtime=train_runtime,
+        nodes=1,
+        tasks_per_gpu=0,
     params:
         processes=train_processes,
-    threads: train_threads
+        torchrun=TORCHRUN,
     shell:
         # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
-        "OMP_NUM_THREADS=1 {TORCHRUN} --standalone --nnodes 1 --nproc_per_node {params.processes}"
+        "OMP_NUM_THREADS=1 {params.torchrun} --standalone --nnodes 1 --nproc_per_node {params.processes}"
         " -m hwsweep.train {input.spec:q} --threads {threads} > {log:q} 2>&1"
