@@ -57,7 +57,18 @@ class Matrix:
             for seed in self.seeds
         ]
 
+    @cached_property
+    def _specs(self) -> dict:
+        return {}
+
     def spec(self, suite: str, variant: str, hardware: str, seed: int) -> RunSpec:
+        # Input functions ask for the same run several times while the DAG is built.
+        key = (suite, variant, hardware, int(seed))
+        if key not in self._specs:
+            self._specs[key] = self._make_spec(*key)
+        return self._specs[key]
+
+    def _make_spec(self, suite: str, variant: str, hardware: str, seed: int) -> RunSpec:
         cell = self._cells[(suite, variant)]
         hw = self.hardware[hardware]
         return RunSpec(

@@ -183,6 +183,7 @@ def main(argv=None) -> int:
         desc="train",
     )
     last_finite = None
+    final_path = ckpt_path  # resumed from the final checkpoint itself: nothing left to train
     for step in range(start_step, plan.steps):
         t0 = time.perf_counter()
         micros = data.micro_batches(order.batch(step), rank, world_size, plan.micro_batch)
