@@ -14,7 +14,8 @@ import jsonschema
 import yaml
 
 from hwsweep.matrix import Cell, Matrix
-from hwsweep.plan import Hardware, PlanError, make_plan
+from hwsweep import catalog
+from hwsweep.plan import Advisor, Hardware, PlanError, make_plan
 from hwsweep.recipe import Recipe
 from hwsweep.typed import SpecError
 
@@ -153,6 +154,10 @@ def _check_recipe(recipe: dict, where: str, schema: dict, sweep: dict | None = N
         raise ConfigError(
             f"{where}.model.width: {r.model.width} is not divisible by heads {r.model.heads}; use a multiple of heads"
         )
+    if r.lr_scaling != "none" and r.batch_policy == "locked":
+        raise ConfigError(
+            f"{where}.lr_scaling: {r.lr_scaling} only applies with batch_policy: grow; set lr_scaling: none or batch_policy: grow"
+        )
     if r.tf32 and r.reproducibility != "comparable":
         raise ConfigError(
             f"{where}.tf32: true conflicts with reproducibility {r.reproducibility!r}; "
@@ -177,6 +182,12 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
         entry = _fill_defaults(schema["$defs"]["hardware"], entry, schema)
         entry.setdefault("cpus_per_task", entry["devices_per_node"])
         hardware[name] = Hardware.from_dict(entry, f"hardware.{name}")
+        if hardware[name].device_memory_gb is None:
+            raise ConfigError(
+                f"hardware.{name}.gpu_type: {entry['gpu_type']!r} is not in the catalog; use one of "
+                f"{', '.join(catalog.catalog())} or give memory_gb"
+            )
+    advisor = Advisor(**_fill_defaults(schema["properties"]["advisor"], raw.get("advisor", {}), schema))
     if raw["baseline"] not in hardware:
         raise ConfigError(
             f"baseline: {raw['baseline']!r} is not a hardware name; use one of {', '.join(hardware)}"
@@ -216,11 +227,33 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
             typed = _check_recipe(variant_recipe, where, schema, sweep)
             for hw in names:
                 try:
-                    make_plan(typed, hardware[hw], context=f" (suite {suite}, variant {variant}, hardware {hw})")
+                    make_plan(typed, hardware[hw], advisor, context=f" (suite {suite}, variant {variant}, hardware {hw})")
                 except PlanError as e:
                     raise ConfigError(str(e)) from None
             cells.append(Cell(suite=suite, variant=variant, recipe=typed, sweep_values=values, hardware=tuple(names)))
-    return Matrix(cells=tuple(cells), seeds=tuple(raw["seeds"]), hardware=hardware, baseline=raw["baseline"])
+    return Matrix(
+        cells=tuple(cells),
+        seeds=tuple(raw["seeds"]),
+        hardware=hardware,
+        baseline=raw["baseline"],
+        advisor=advisor,
+        warnings=_cross_hardware_warnings(cells, hardware, raw["baseline"]),
+    )
+
+
+def _cross_hardware_warnings(cells, hardware, baseline) -> tuple[str, ...]:
+    """A change of device type is where precision silently drifts: say it is locked."""
+    out = []
+    for cell in cells:
+        base = hardware[baseline].gpu_type
+        for hw in cell.hardware:
+            if hardware[hw].gpu_type != base:
+                r = cell.recipe
+                out.append(
+                    f"suite {cell.suite} [{cell.variant}]: {hw} ({hardware[hw].gpu_type}) vs baseline {baseline} ({base}): "
+                    f"lock precision: {r.precision}, tf32 {str(r.tf32).lower()} on both"
+                )
+    return tuple(dict.fromkeys(out))
 
 
 def resolve_or_exit(raw: dict) -> Matrix:

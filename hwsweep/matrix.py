@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from hwsweep.plan import Hardware, make_plan
+from hwsweep.plan import Advisor, Hardware, make_plan
 from hwsweep.recipe import Recipe
 from hwsweep.spec import RunSpec, run_dir
 
@@ -39,6 +39,8 @@ class Matrix:
     seeds: tuple[int, ...]
     hardware: dict[str, Hardware]
     baseline: str
+    advisor: Advisor = Advisor()
+    warnings: tuple[str, ...] = ()
 
     @property
     def suites(self) -> list[str]:
@@ -78,7 +80,7 @@ class Matrix:
             seed=int(seed),
             recipe=cell.recipe,
             hardware=hw,
-            plan=make_plan(cell.recipe, hw),
+            plan=make_plan(cell.recipe, hw, self.advisor),
             run_dir=run_dir(suite, variant, hardware, seed),
             sweep_values=dict(cell.sweep_values),
         )

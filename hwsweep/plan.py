@@ -1,22 +1,34 @@
-"""Hardware entries and the batch plan: how one recipe is laid out on one hardware.
+"""Hardware entries and the batch plan (the advisor): how one recipe is laid out on one hardware.
 
-The global batch, the schedule (in steps) and the precision come from the recipe and
-never change with hardware; only the split into devices x micro-batch x accumulation
-does. Torch-free: the workflow calls this at parse time for every cell.
+The global batch, the schedule (in steps) and the precision come from the recipe and never
+change with hardware; only the split into devices x micro-batch x accumulation does. With
+`micro_batch: auto` the micro-batch is the largest divisor of the per-device batch whose
+estimated memory fits the device at the target utilisation. Torch-free: the workflow calls
+this at parse time for every cell.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from hwsweep import catalog, footprint
 from hwsweep.recipe import Recipe
 from hwsweep.typed import from_dict
 
 BACKEND = {"cpu": "gloo", "cuda": "nccl"}
+LR_SCALE = {"none": lambda n: 1.0, "linear": float, "sqrt": math.sqrt}
+GB = 2**30
 
 
 class PlanError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class Advisor:
+    target_utilisation: float = 0.75
+    allow_precision_mismatch: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,11 +53,22 @@ class Hardware:
     def world_size(self) -> int:
         return self.nodes * self.devices_per_node
 
+    @property
+    def device_type(self):
+        return catalog.lookup(self.gpu_type)
+
+    @property
+    def device_memory_gb(self) -> float | None:
+        if self.memory_gb is not None:
+            return self.memory_gb
+        return self.device_type.memory_gb if self.device_type else None
+
 
 @dataclass(frozen=True)
 class BatchPlan:
     accelerator: str
     backend: str
+    gpu_type: str
     nodes: int
     devices_per_node: int
     world_size: int
@@ -55,9 +78,14 @@ class BatchPlan:
     steps: int
     warmup_steps: int
     epochs: float
+    lr: float
     precision: str
     tf32: bool
     reproducibility: str
+    memory_gb: float | None
+    est_memory_gb: float
+    comparable: bool
+    warnings: list
 
     @classmethod
     def from_dict(cls, data: dict, path: str = "plan") -> "BatchPlan":
@@ -68,32 +96,88 @@ def _nearest(values, target, k=3):
     return sorted(sorted(set(values), key=lambda v: (abs(v - target), v))[:k])
 
 
-def make_plan(recipe: Recipe, hw: Hardware, context: str = "") -> BatchPlan:
-    """Split the recipe's global batch over the hardware, or explain why it cannot be."""
-    g, m, w = recipe.global_batch, recipe.micro_batch, hw.world_size
-    if g % (w * m):
-        step = w * m
-        batches = [b for b in (g // step * step, (g // step + 1) * step) if b > 0]
-        micros = [d for d in range(1, g // w + 1) if g % (w * d) == 0] if g % w == 0 else []
-        fix = f"use global_batch {' or '.join(map(str, batches))}"
-        if micros:
-            fix += f", or micro_batch {' or '.join(map(str, _nearest(micros, m)))}"
-        raise PlanError(
-            f"recipe.global_batch: {g} is not divisible by world_size {w} x micro_batch {m}{context}; {fix}"
-        )
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _check_precision(recipe: Recipe, hw: Hardware, advisor: Advisor, context: str) -> list[str]:
+    kind = hw.device_type
+    if kind is None:
+        return [f"gpu_type {hw.gpu_type!r} is not in the catalog: precision support unchecked"]
+    problems = []
+    if not kind.supports(recipe.precision):
+        problems.append((f"recipe.precision: {recipe.precision} is not native on {kind.name}{context}",
+                         "use a precision every hardware supports (fp32 always is)"))  # fmt: skip
+    if recipe.tf32 and not kind.tf32:
+        problems.append((f"recipe.tf32: true but {kind.name} has no TF32{context}",
+                         "set tf32: false so every hardware does full fp32 matmuls"))  # fmt: skip
+    if problems and not advisor.allow_precision_mismatch:
+        what, fix = problems[0]
+        raise PlanError(f"{what}; {fix}, or set advisor.allow_precision_mismatch: true to compare anyway")
+    return [f"{what} (allowed by advisor.allow_precision_mismatch)" for what, _ in problems]
+
+
+def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), context: str = "") -> BatchPlan:
+    """Split the recipe's global batch over the hardware, or explain in one line why it cannot be."""
+    w = hw.world_size
+    warnings = _check_precision(recipe, hw, advisor, context)
+    grow = recipe.batch_policy == "grow"
+    g = recipe.global_batch * w if grow else recipe.global_batch
+    if grow:
+        warnings.append(f"batch_policy grow: global batch {g} on {w} devices; not comparable with other world sizes")
+    if g % w:
+        lower = g // w * w
+        fix = " or ".join(str(b) for b in (lower, lower + w) if b > 0)
+        raise PlanError(f"recipe.global_batch: {g} is not divisible by world_size {w}{context}; use global_batch {fix}")
+    per_device = g // w
+    strict = recipe.reproducibility == "strict"
+
+    def need(micro: int) -> int:
+        return footprint.device_bytes(recipe.model, recipe.task, micro, per_device // micro, strict, hw.accelerator)
+
+    memory = hw.device_memory_gb
+    if recipe.micro_batch == "auto":
+        cap = recipe.max_micro_batch or per_device
+        candidates = [d for d in _divisors(per_device) if d <= cap]
+        budget = None if memory is None else advisor.target_utilisation * memory * GB
+        fits = [d for d in candidates if budget is None or need(d) <= budget]
+        if not fits:
+            raise PlanError(
+                f"recipe.micro_batch: even micro-batch {candidates[0]} needs {need(candidates[0]) / GB:.1f} GB, over "
+                f"{advisor.target_utilisation:.0%} of {memory} GB{context}; use a device with more memory or a smaller model"
+            )
+        micro = max(fits)
+    else:
+        micro = recipe.micro_batch
+        if per_device % micro:
+            step = w * micro
+            batches = [b for b in (g // step * step, (g // step + 1) * step) if b > 0]
+            fix = f"use global_batch {' or '.join(map(str, batches))}, or micro_batch {' or '.join(map(str, _nearest(_divisors(per_device), micro)))}"
+            raise PlanError(
+                f"recipe.global_batch: {g} is not divisible by world_size {w} x micro_batch {micro}{context}; {fix}"
+            )
+    est = need(micro) / GB
+    if memory is not None and est > memory:
+        warnings.append(f"estimated {est:.1f} GB per device exceeds the device's {memory} GB")
     return BatchPlan(
         accelerator=hw.accelerator,
         backend=BACKEND[hw.accelerator],
+        gpu_type=hw.gpu_type,
         nodes=hw.nodes,
         devices_per_node=hw.devices_per_node,
         world_size=w,
         global_batch=g,
-        micro_batch=m,
-        accumulation=g // (w * m),
+        micro_batch=micro,
+        accumulation=per_device // micro,
         steps=recipe.schedule.steps,
         warmup_steps=recipe.schedule.warmup_steps,
         epochs=round(recipe.schedule.steps * g / recipe.task.train_size, 4),
+        lr=recipe.optimizer.lr * (LR_SCALE[recipe.lr_scaling](w) if grow else 1.0),
         precision=recipe.precision,
         tf32=recipe.tf32,
         reproducibility=recipe.reproducibility,
+        memory_gb=memory,
+        est_memory_gb=round(est, 4),
+        comparable=not grow,
+        warnings=warnings,
     )

@@ -51,7 +51,10 @@ class Recipe:
     optimizer: Optimizer
     schedule: Schedule
     global_batch: int
-    micro_batch: int
+    micro_batch: int | str
+    max_micro_batch: int | None
+    batch_policy: str
+    lr_scaling: str
     precision: str
     tf32: bool
     reproducibility: str

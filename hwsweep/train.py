@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     model = models.build(recipe.model, task.vocab_size, task.length).to(device.torch_device)
     opt = recipe.optimizer
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=opt.lr, betas=(opt.beta1, opt.beta2), weight_decay=opt.weight_decay
+        model.parameters(), lr=plan.lr, betas=(opt.beta1, opt.beta2), weight_decay=opt.weight_decay
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
     scaler = devices.grad_scaler(device, recipe.precision)

@@ -9,6 +9,8 @@ from hwsweep.config import resolve_or_exit
 
 # Validates the config (schema + plan) before any job is scheduled; one line on error.
 MATRIX = resolve_or_exit(config)
+for _warning in MATRIX.warnings:
+    print(f"hwsweep warning: {_warning}", file=sys.stderr)
 
 NAME = r"[A-Za-z0-9][A-Za-z0-9_-]*"
 
@@ -108,4 +110,10 @@ def all_suite_tables(name):
 
 def all_targets():
     targets = [t for suite in MATRIX.suites for t in suite_targets(suite)]
-    return targets + ["results/runs.csv", "results/comparison.csv"]
+    return targets + ["results/plan.tsv", "results/runs.csv", "results/comparison.csv"]
+
+
+def plan_table(wildcards):
+    from hwsweep.plantable import format_table, plan_rows
+
+    return format_table(plan_rows(MATRIX), sep="\t")

@@ -1,3 +1,23 @@
+rule plan:
+    """The batch plan of every suite x variant x hardware (snakemake plan)."""
+    output:
+        report(
+            "results/plan.tsv",
+            caption="../report/plan.rst",
+            category="All suites",
+            labels={"suite": "all", "item": "batch plan"},
+        ),
+    log:
+        "logs/plan.log",
+    localrule: True
+    params:
+        table=plan_table,
+    run:
+        from hwsweep.io import write_text
+
+        write_text(output[0], params.table)
+
+
 rule spec:
     """Resolve one run's RunSpec (recipe, hardware, batch plan, seed) into spec.json."""
     output:

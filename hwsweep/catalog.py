@@ -1,0 +1,44 @@
+"""The hardware catalog: device types, their memory and native number formats (torch-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
+
+
+@dataclass(frozen=True)
+class DeviceType:
+    name: str
+    memory_gb: float
+    bf16: bool
+    fp16: bool
+    tf32: bool
+    fp8: bool
+    architecture: str
+
+    def supports(self, precision: str) -> bool:
+        return precision == "fp32" or getattr(self, precision.split("-")[0])
+
+
+@lru_cache(maxsize=1)
+def catalog() -> dict[str, DeviceType]:
+    raw = yaml.safe_load(CATALOG_PATH.read_text())
+    return {name: DeviceType(name=name, **entry) for name, entry in raw.items()}
+
+
+def lookup(gpu_type: str) -> DeviceType | None:
+    return catalog().get(gpu_type)
+
+
+def match(device_name: str, memory_gb: float | None = None) -> DeviceType | None:
+    """The catalog type a detected device is, by model name and (when given) memory."""
+    name = device_name.upper()
+    candidates = [t for t in catalog().values() if t.name.split("-")[0] in name]
+    if memory_gb is not None and candidates:
+        return min(candidates, key=lambda t: abs(t.memory_gb - memory_gb))
+    return candidates[0] if candidates else None

@@ -1,0 +1,78 @@
+"""`hwsweep plan` and `hwsweep detect`: the batch plan a config gets, before anything runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from hwsweep.config import ConfigError, resolve
+from hwsweep.plantable import format_table, plan_rows
+from hwsweep.typed import SpecError
+
+DEFAULT_CONFIG = Path("config/config.yaml")
+
+
+def _load(path: Path) -> dict:
+    if not path.exists():
+        sys.exit(f"hwsweep: config file {path} not found; pass --configfile")
+    return yaml.safe_load(path.read_text())
+
+
+def _print_plan(raw: dict, fmt: str) -> int:
+    try:
+        matrix = resolve(raw)
+    except (ConfigError, SpecError) as e:
+        print(f"hwsweep config error: {e}", file=sys.stderr)
+        return 1
+    sys.stdout.write(format_table(plan_rows(matrix), sep="\t" if fmt == "tsv" else None))
+    for warning in matrix.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def detect_hardware() -> tuple[dict, list[str]]:
+    """This machine as a hardware entry (CUDA_VISIBLE_DEVICES is honoured by torch itself)."""
+    import torch
+
+    from hwsweep import catalog
+
+    if torch.cuda.is_available():
+        props = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
+        memory = round(props[0].total_memory / 2**30, 1)
+        kind = catalog.match(props[0].name, memory)
+        entry = {"accelerator": "cuda", "devices_per_node": len(props), "memory_gb": memory,
+                 "gpu_type": kind.name if kind else "".join(c if c.isalnum() else "-" for c in props[0].name)[:60]}  # fmt: skip
+        lines = [f"cuda:{i} {p.name}, {p.total_memory / 2**30:.1f} GB" for i, p in enumerate(props)]
+        lines.insert(0, f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}")
+    else:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        entry = {"accelerator": "cpu", "devices_per_node": cores, "gpu_type": "cpu"}
+        lines = [f"no CUDA device visible; {cores} CPU core(s): one gloo process per core"]
+    return entry, lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="hwsweep", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("plan", help="the batch plan of every suite x variant x hardware")
+    d = sub.add_parser("detect", help="this machine's devices and the plan the config would get on them")
+    for s in (p, d):
+        s.add_argument("--configfile", type=Path, default=DEFAULT_CONFIG)
+        s.add_argument("--format", choices=["table", "tsv"], default="table")
+    args = parser.parse_args(argv)
+    raw = _load(args.configfile)
+    if args.command == "plan":
+        return _print_plan(raw, args.format)
+    entry, lines = detect_hardware()
+    print("\n".join(lines))
+    raw = raw | {"hardware": {"detected": entry}, "baseline": "detected"}
+    raw["suites"] = {name: {k: v for k, v in body.items() if k != "hardware"} for name, body in raw["suites"].items()}
+    return _print_plan(raw, args.format)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""The plan table: one row per suite x variant x hardware, as the `plan` command and rule show it."""
+
+from __future__ import annotations
+
+COLUMNS = [
+    "suite", "variant", "hardware", "gpu_type", "nodes", "devices_per_node", "micro_batch", "accumulation",
+    "global_batch", "est_memory_gb", "memory_gb", "steps", "epochs", "lr", "precision", "tf32",
+    "reproducibility", "comparable", "warnings",
+]  # fmt: skip
+
+
+def plan_rows(matrix) -> list[dict]:
+    rows = []
+    for cell in matrix.cells:
+        for hw in cell.hardware:
+            plan = matrix.spec(cell.suite, cell.variant, hw, matrix.seeds[0]).plan
+            row = {"suite": cell.suite, "variant": cell.variant, "hardware": hw} | plan.__dict__
+            row["warnings"] = "; ".join(plan.warnings + [w for w in matrix.warnings if f": {hw} (" in w and cell.variant in w])
+            rows.append({k: row[k] for k in COLUMNS})
+    return rows
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def format_table(rows: list[dict], sep: str | None = None) -> str:
+    """Aligned text (sep None) or separated values (e.g. sep='\\t')."""
+    cells = [COLUMNS] + [[_cell(r[c]) for c in COLUMNS] for r in rows]
+    if sep is not None:
+        return "\n".join(sep.join(line) for line in cells) + "\n"
+    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells) + "\n"
