@@ -188,6 +188,7 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
                 f"{', '.join(catalog.catalog())} or give memory_gb"
             )
     advisor = Advisor(**_fill_defaults(schema["properties"]["advisor"], raw.get("advisor", {}), schema))
+    statistics = _fill_defaults(schema["properties"]["statistics"], raw.get("statistics", {}), schema)
     if raw["baseline"] not in hardware:
         raise ConfigError(
             f"baseline: {raw['baseline']!r} is not a hardware name; use one of {', '.join(hardware)}"
@@ -237,6 +238,7 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
         hardware=hardware,
         baseline=raw["baseline"],
         advisor=advisor,
+        statistics=statistics,
         warnings=_cross_hardware_warnings(cells, hardware, raw["baseline"]),
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from hwsweep.plan import Advisor, Hardware, make_plan
@@ -40,6 +40,7 @@ class Matrix:
     hardware: dict[str, Hardware]
     baseline: str
     advisor: Advisor = Advisor()
+    statistics: dict = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
     @property

@@ -44,6 +44,7 @@ class Hardware:
     gpu_model: str | None = None
     mem_mb: int | None = None
     runtime: int | None = None
+    precision: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict, path: str = "hardware") -> "Hardware":
@@ -101,20 +102,25 @@ def _divisors(n: int) -> list[int]:
 
 
 def _check_precision(recipe: Recipe, hw: Hardware, advisor: Advisor, context: str) -> list[str]:
-    kind = hw.device_type
-    if kind is None:
-        return [f"gpu_type {hw.gpu_type!r} is not in the catalog: precision support unchecked"]
     problems = []
-    if not kind.supports(recipe.precision):
-        problems.append((f"recipe.precision: {recipe.precision} is not native on {kind.name}{context}",
+    if hw.precision and hw.precision != recipe.precision:
+        problems.append((f"hardware precision {hw.precision} differs from recipe.precision {recipe.precision}{context}",
+                         "remove the hardware's precision"))  # fmt: skip
+    kind = hw.device_type
+    precision = hw.precision or recipe.precision
+    if kind is not None and not kind.supports(precision):
+        problems.append((f"recipe.precision: {precision} is not native on {kind.name}{context}",
                          "use a precision every hardware supports (fp32 always is)"))  # fmt: skip
-    if recipe.tf32 and not kind.tf32:
+    if kind is not None and recipe.tf32 and not kind.tf32:
         problems.append((f"recipe.tf32: true but {kind.name} has no TF32{context}",
                          "set tf32: false so every hardware does full fp32 matmuls"))  # fmt: skip
     if problems and not advisor.allow_precision_mismatch:
         what, fix = problems[0]
         raise PlanError(f"{what}; {fix}, or set advisor.allow_precision_mismatch: true to compare anyway")
-    return [f"{what} (allowed by advisor.allow_precision_mismatch)" for what, _ in problems]
+    notes = [f"{what} (allowed by advisor.allow_precision_mismatch)" for what, _ in problems]
+    if kind is None:
+        notes.append(f"gpu_type {hw.gpu_type!r} is not in the catalog: precision support unchecked")
+    return notes
 
 
 def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), context: str = "") -> BatchPlan:
@@ -173,7 +179,7 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         warmup_steps=recipe.schedule.warmup_steps,
         epochs=round(recipe.schedule.steps * g / recipe.task.train_size, 4),
         lr=recipe.optimizer.lr * (LR_SCALE[recipe.lr_scaling](w) if grow else 1.0),
-        precision=recipe.precision,
+        precision=hw.precision or recipe.precision,
         tf32=recipe.tf32,
         reproducibility=recipe.reproducibility,
         memory_gb=memory,

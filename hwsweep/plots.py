@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from hwsweep import io  # noqa: E402
@@ -24,8 +25,11 @@ def _hardware_order(runs: pd.DataFrame, baseline: str) -> list[str]:
     return [baseline] + [h for h in order if h != baseline]
 
 
-def metric_by_hardware(runs: pd.DataFrame, metric: str, baseline: str, path) -> None:
-    """One panel per variant: every seed as a point, the mean as a bar across it."""
+VERDICT_COLOURS = {"equivalent": "tab:green", "different": "tab:red", "inconclusive": "tab:orange"}
+
+
+def metric_by_hardware(runs: pd.DataFrame, summary: pd.DataFrame, metric: str, baseline: str, path) -> None:
+    """One panel per variant: every seed as a point, the mean as a bar, the bootstrap CI as a whisker."""
     variants = list(dict.fromkeys(runs.variant))
     hws = _hardware_order(runs, baseline)
     fig, axes = plt.subplots(1, len(variants), figsize=(3.2 * len(variants) + 1, 3.4), squeeze=False, sharey=True)
@@ -33,33 +37,86 @@ def metric_by_hardware(runs: pd.DataFrame, metric: str, baseline: str, path) -> 
         sub = runs[runs.variant == variant]
         for i, hw in enumerate(hws):
             vals = sub[sub.hardware == hw][metric]
-            ax.scatter([i] * len(vals), vals, color="C0", alpha=0.7, zorder=3)
-            if len(vals):
-                ax.hlines(vals.mean(), i - 0.25, i + 0.25, color="k", lw=2, zorder=4)
+            ax.scatter([i - 0.08] * len(vals), vals, color="C0", alpha=0.7, zorder=3)
+            row = summary[(summary.variant == variant) & (summary.hardware == hw)]
+            if len(row):
+                r = row.iloc[0]
+                ax.hlines(r[f"{metric}_mean"], i - 0.25, i + 0.25, color="k", lw=2, zorder=4)
+                if pd.notna(r[f"{metric}_ci_low"]):
+                    ax.vlines(i + 0.12, r[f"{metric}_ci_low"], r[f"{metric}_ci_high"], color="k", lw=1.2)
         ax.set_xticks(range(len(hws)), hws)
         ax.set_xlim(-0.6, len(hws) - 0.4)
         ax.set_title(variant)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel(metric.replace("_", " "))
-    fig.suptitle(f"{metric.replace('_', ' ')} per hardware (points: seeds, bar: mean)", fontsize=10)
+    fig.suptitle(f"{metric.replace('_', ' ')} per hardware (points: seeds, bar: mean, whisker: CI)", fontsize=10)
     _save(fig, path)
 
 
-def speedup_by_devices(comparison: pd.DataFrame, path) -> None:
-    """Measured speedup against the device ratio, with the ideal (linear) line."""
+def equivalence_forest(equivalence: pd.DataFrame, path) -> None:
+    """Difference to the baseline with its CI, per metric, against the +-margin band."""
+    metrics = list(dict.fromkeys(equivalence.metric)) if len(equivalence) else ["(no comparison)"]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.8 * len(metrics), 0.9 + 0.45 * max(1, len(equivalence) // len(metrics))), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        sub = equivalence[equivalence.metric == metric] if len(equivalence) else equivalence
+        if sub.empty:
+            ax.text(0.5, 0.5, "no hardware besides the baseline", ha="center", transform=ax.transAxes)
+            continue
+        margin = sub.margin.iloc[0]
+        ax.axvspan(-margin, margin, color="tab:green", alpha=0.12, lw=0)
+        ax.axvline(0, color="k", lw=0.8)
+        labels = [f"{r.variant} {r.hardware}" for r in sub.itertuples()]
+        for y, r in enumerate(sub.itertuples()):
+            colour = VERDICT_COLOURS.get(r.verdict, "grey")
+            if pd.notna(getattr(r, "difference", float("nan"))):
+                ax.plot([r.ci_low, r.ci_high], [y, y], color=colour, lw=1.5)
+                ax.plot(r.difference, y, "o", color=colour)
+        ax.set_yticks(range(len(labels)), labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(f"{metric} (margin +-{margin:g})", fontsize=9)
+        ax.set_xlabel("hardware - baseline")
+    handles = [plt.Line2D([], [], color=c, marker="o", lw=1.5, label=v) for v, c in VERDICT_COLOURS.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.02))
+    fig.subplots_adjust(bottom=0.25)
+    _save(fig, path)
+
+
+def speedup_by_devices(speedup: pd.DataFrame, path) -> None:
+    """Measured speedup against the device ratio, with the ideal line and Amdahl's fit if present."""
     fig, ax = plt.subplots(figsize=(4.8, 3.6))
-    top = max(1.0, comparison.device_ratio.max())
+    top = max(1.0, speedup.device_ratio.max(), speedup.amdahl_extrapolated_devices.max(skipna=True) or 0)
     ax.plot([0, top], [0, top], "k--", lw=1, label="ideal")
-    for variant, sub in comparison.groupby("variant", sort=False):
-        ax.errorbar(sub.device_ratio, sub.speedup, yerr=sub.speedup_std.fillna(0), fmt="o", capsize=3, label=variant)
+    for i, (variant, sub) in enumerate(speedup.groupby("variant", sort=False)):
+        low = (sub.speedup - sub.speedup_ci_low).fillna(0).clip(lower=0)
+        high = (sub.speedup_ci_high - sub.speedup).fillna(0).clip(lower=0)
+        ax.errorbar(sub.device_ratio, sub.speedup, yerr=[low, high], fmt="o", color=f"C{i}", capsize=3, label=variant)
         for _, r in sub.iterrows():
             ax.annotate(r.hardware, (r.device_ratio, r.speedup), textcoords="offset points", xytext=(5, -10), fontsize=8)
+        fit = sub.dropna(subset=["amdahl_serial_fraction"])
+        if len(fit):
+            f, n_max = fit.amdahl_serial_fraction.iloc[0], fit.amdahl_extrapolated_devices.iloc[0]
+            n = np.linspace(1, n_max, 50)
+            ax.plot(n, 1 / (f + (1 - f) / n), ":", color=f"C{i}", label=f"Amdahl f={f:.2f} (extrapolated)")
     ax.set_xlim(0, top * 1.15)
     ax.set_ylim(0, top * 1.15)
     ax.set_xlabel("devices / baseline devices")
     ax.set_ylabel("speedup (baseline time / time)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
+    _save(fig, path)
+
+
+def time_breakdown(summary: pd.DataFrame, path) -> None:
+    """Mean seconds per run spent starting up, training and evaluating, per variant and hardware."""
+    labels = [f"{r.variant}\n{r.hardware}" for r in summary.itertuples()]
+    fig, ax = plt.subplots(figsize=(1.1 * len(labels) + 2, 3.4))
+    bottom = np.zeros(len(summary))
+    for part, colour in (("startup_seconds", "C7"), ("train_seconds", "C0"), ("eval_seconds", "C2")):
+        ax.bar(labels, summary[part], bottom=bottom, color=colour, label=part.replace("_seconds", ""))
+        bottom += summary[part].to_numpy()
+    ax.set_ylabel("seconds per run (mean over seeds)")
+    ax.legend(fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
     _save(fig, path)
 
 

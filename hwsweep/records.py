@@ -11,7 +11,7 @@ METRICS = ["token_accuracy", "exact_accuracy", "final_loss"]
 PLAN_COLUMNS = [
     "accelerator", "nodes", "devices_per_node", "world_size", "global_batch", "micro_batch",
     "accumulation", "steps", "warmup_steps", "epochs", "precision", "tf32", "reproducibility",
-    "threads_per_process",
+    "threads_per_process", "lr", "comparable",
 ]  # fmt: skip
 TIMING_COLUMNS = ["train_seconds", "startup_seconds", "eval_seconds", "wall_seconds", "samples_per_second"]
 
@@ -32,6 +32,8 @@ def run_row(train: dict, evaluation: dict) -> dict:
     row |= {k: train[k] for k in TIMING_COLUMNS if k in train}
     row["eval_seconds"] = evaluation["eval_seconds"]
     row["restarts"] = train["restarts"]
+    order = train["data_order"]
+    row["data_order"] = f"{order['sampler']}/table{order['train_size']}/workers{order['num_workers']}"
     row |= {k: prov[k] for k in ("torch", "cuda", "nccl", "git_commit", "host")}
     row["devices"] = ";".join(sorted(set(prov["devices"])))
     return row

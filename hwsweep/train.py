@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     repro.prepare_environment(recipe.reproducibility)
     device = devices.select(plan.accelerator, local_rank)
     dist.init_process_group(backend=device.backend)
-    devices.lock_precision(recipe.tf32)
+    devices.lock_precision(plan.tf32)
     repro.apply_level(recipe.reproducibility)
     repro.seed_everything(spec.seed)  # same seed on every rank: identical initial weights
 
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
         model.parameters(), lr=plan.lr, betas=(opt.beta1, opt.beta2), weight_decay=opt.weight_decay
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
-    scaler = devices.grad_scaler(device, recipe.precision)
+    scaler = devices.grad_scaler(device, plan.precision)
 
     # -- resume from the newest complete checkpoint of this very run -------------------
     ckpt_dir = spec.path(CHECKPOINT_DIR)
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
                     f"world size {world_size} = {plan.nodes} node(s) x {plan.devices_per_node} {device.name}",
                     f"global batch {plan.global_batch} = micro-batch {plan.micro_batch} x "
                     f"{world_size} device(s) x {plan.accumulation} accumulation",
-                    f"backend {device.backend}, precision {recipe.precision}, tf32 {recipe.tf32}, "
+                    f"backend {device.backend}, precision {plan.precision}, tf32 {plan.tf32}, "
                     f"reproducibility {recipe.reproducibility}, {threads} thread(s)/process",
                     f"steps {plan.steps} (warmup {plan.warmup_steps}) = {plan.epochs} epochs; {resumed}",
                     "=" * 64,
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
             x = inputs[idx].to(device.torch_device, non_blocking=True)
             y = targets[idx].to(device.torch_device, non_blocking=True)
             with reduction.micro_step(last=i == len(micros) - 1):
-                with devices.autocast(device, recipe.precision):
+                with devices.autocast(device, plan.precision):
                     logits = reduction.model(x)
                 loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
                 reduction.backward(loss, scaler)
@@ -262,6 +262,8 @@ def main(argv=None) -> int:
             "wall_seconds": time.perf_counter() - _T0,
             "samples_per_second": plan.global_batch * len(steady) / sum(steady),
             "final_loss": history["losses"][-1],
+            # The sampler is world-size independent (hwsweep.data.GlobalOrder); no loader workers.
+            "data_order": {"sampler": "global-order", "train_size": recipe.task.train_size, "num_workers": 0},
             "segments": history["segments"],
             "restarts": len(history["segments"]) - 1,
             "resumed_from_step": history["segments"][-1]["start_step"] or None,

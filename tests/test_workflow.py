@@ -12,6 +12,9 @@ pytestmark = pytest.mark.slow
 
 
 def test_end_to_end_local_run_and_report(tmp_path, small_config):
+    # A deliberately misconfigured third hardware: same device, other precision.
+    small_config["hardware"]["cpu1bf"] = {"accelerator": "cpu", "devices_per_node": 1, "precision": "bf16-mixed"}
+    small_config["advisor"] = {"allow_precision_mismatch": True}
     proc = snakemake(tmp_path, small_config, "--cores", "2")
     assert proc.returncode == 0, proc.stderr[-4000:]
 
@@ -31,9 +34,9 @@ def test_end_to_end_local_run_and_report(tmp_path, small_config):
     assert 0 < evaluation["token_accuracy"] <= 1 and evaluation["eval_samples"] == 500
 
     runs = pd.read_csv(tmp_path / "results/runs.csv")
-    assert len(runs) == 4 and set(runs.hardware) == {"cpu1", "cpu2"}
+    assert len(runs) == 6 and set(runs.hardware) == {"cpu1", "cpu2", "cpu1bf"}
     comparison = pd.read_csv(tmp_path / "results/comparison.csv")
-    assert list(comparison.hardware) == ["cpu1", "cpu2"]
+    assert sorted(comparison.hardware) == ["cpu1", "cpu1bf", "cpu2"]
     assert (comparison.n_seeds == 2).all()
     base = comparison.set_index("hardware").loc["cpu1"]
     assert base.speedup == 1.0 and base.efficiency == 1.0
@@ -41,6 +44,20 @@ def test_end_to_end_local_run_and_report(tmp_path, small_config):
     assert other.device_ratio == 2 and other.speedup > 0
     cpu2 = runs[runs.hardware == "cpu2"].token_accuracy
     assert other.token_accuracy_mean == pytest.approx(cpu2.mean())
+    assert base.token_accuracy_verdict == "baseline"
+    assert other.token_accuracy_verdict in ("equivalent", "inconclusive", "different")
+
+    # The misconfigured hardware is flagged and the diagnosis names the cause.
+    bf = comparison.set_index("hardware").loc["cpu1bf"]
+    assert bf.final_loss_verdict != "equivalent"
+    assert bf.diagnosis.startswith("precision/TF32: precision bf16-mixed vs fp32")
+    equivalence = pd.read_csv(tmp_path / "results/equivalence.csv")
+    assert set(equivalence.metric) == {"token_accuracy", "exact_accuracy", "final_loss"}
+    assert set(equivalence.hardware) == {"cpu2", "cpu1bf"} and (equivalence.margin > 0).all()
+    speedup = pd.read_csv(tmp_path / "results/speedup.csv").set_index("hardware")
+    assert speedup.loc["cpu2", "device_ratio"] == 2 and speedup.loc["cpu2", "n_pairs"] == 2
+    plan = pd.read_csv(tmp_path / "results/plan.tsv", sep="\t").set_index("hardware")
+    assert plan.loc["cpu1bf", "precision"] == "bf16-mixed" and "allowed" in plan.loc["cpu1bf", "warnings"]
 
     # Nothing left to do: a second run schedules nothing.
     again = snakemake(tmp_path, small_config, "-n", "--cores", "2")
@@ -50,7 +67,8 @@ def test_end_to_end_local_run_and_report(tmp_path, small_config):
     proc = snakemake(tmp_path, small_config, "--report", str(report))
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = report.read_text()
-    for name in ("token_accuracy.png", "exact_accuracy.png", "speedup.png", "loss_curves.png", "comparison.csv"):
+    for name in ("token_accuracy.png", "exact_accuracy.png", "speedup.png", "loss_curves.png", "equivalence.png",
+                 "time_breakdown.png", "comparison.csv", "equivalence.csv", "speedup.csv", "plan.tsv"):
         assert name in html
     assert len(re.findall(r"data:image/png;base64", html)) >= 4 or html.count(".png") >= 4
 

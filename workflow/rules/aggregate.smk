@@ -13,12 +13,27 @@ rule aggregate_suite:
             subcategory="Tables",
             labels={"suite": "{suite}", "item": "comparison table"},
         ),
+        equivalence=report(
+            "results/{suite}/equivalence.csv",
+            caption="../report/equivalence.rst",
+            category="{suite}",
+            subcategory="Tables",
+            labels={"suite": "{suite}", "item": "equivalence table"},
+        ),
+        speedup=report(
+            "results/{suite}/speedup.csv",
+            caption="../report/speedup_table.rst",
+            category="{suite}",
+            subcategory="Tables",
+            labels={"suite": "{suite}", "item": "speedup table"},
+        ),
     log:
         "logs/{suite}/aggregate.log",
     conda:
         "../../environment.yml"
     params:
         baseline=MATRIX.baseline,
+        statistics=MATRIX.statistics,
     script:
         "../scripts/aggregate.py"
 
@@ -29,6 +44,8 @@ rule plot_suite:
         runs="results/{suite}/runs.csv",
         curves="results/{suite}/curves.csv",
         comparison="results/{suite}/comparison.csv",
+        equivalence="results/{suite}/equivalence.csv",
+        speedup="results/{suite}/speedup.csv",
     output:
         token_accuracy=report(
             "results/{suite}/plots/token_accuracy.png",
@@ -43,6 +60,20 @@ rule plot_suite:
             category="{suite}",
             subcategory="Seeds and hardware",
             labels={"suite": "{suite}", "item": "exact accuracy"},
+        ),
+        equivalence=report(
+            "results/{suite}/plots/equivalence.png",
+            caption="../report/equivalence_plot.rst",
+            category="{suite}",
+            subcategory="Seeds and hardware",
+            labels={"suite": "{suite}", "item": "equivalence forest"},
+        ),
+        time_breakdown=report(
+            "results/{suite}/plots/time_breakdown.png",
+            caption="../report/time_breakdown.rst",
+            category="{suite}",
+            subcategory="Speedup",
+            labels={"suite": "{suite}", "item": "time breakdown"},
         ),
         speedup=report(
             "results/{suite}/plots/speedup.png",
@@ -73,8 +104,12 @@ rule combine:
     input:
         runs=all_suite_tables("runs.csv"),
         comparison=all_suite_tables("comparison.csv"),
+        equivalence=all_suite_tables("equivalence.csv"),
+        speedup=all_suite_tables("speedup.csv"),
     output:
         runs="results/runs.csv",
+        equivalence="results/equivalence.csv",
+        speedup="results/speedup.csv",
         comparison=report(
             "results/comparison.csv",
             caption="../report/all_comparison.rst",

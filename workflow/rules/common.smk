@@ -93,6 +93,10 @@ def suite_eval_records(wildcards):
 SUITE_OUTPUTS = [
     "runs.csv",
     "comparison.csv",
+    "equivalence.csv",
+    "speedup.csv",
+    "plots/equivalence.png",
+    "plots/time_breakdown.png",
     "plots/token_accuracy.png",
     "plots/exact_accuracy.png",
     "plots/speedup.png",
@@ -110,7 +114,14 @@ def all_suite_tables(name):
 
 def all_targets():
     targets = [t for suite in MATRIX.suites for t in suite_targets(suite)]
-    return targets + ["results/plan.tsv", "results/runs.csv", "results/comparison.csv"]
+    tables = [
+        "plan.tsv",
+        "runs.csv",
+        "comparison.csv",
+        "equivalence.csv",
+        "speedup.csv",
+    ]
+    return targets + [f"results/{name}" for name in tables]
 
 
 def plan_table(wildcards):

@@ -1,4 +1,4 @@
-"""Thin entry point: concatenate every suite's runs.csv and comparison.csv."""
+"""Thin entry point: concatenate every suite's tables into results/."""
 
 import sys
 
@@ -8,5 +8,5 @@ import pandas as pd  # noqa: E402
 
 from hwsweep import io  # noqa: E402
 
-for name in ("runs", "comparison"):
+for name in ("runs", "comparison", "equivalence", "speedup"):
     io.write_csv(pd.concat(map(pd.read_csv, snakemake.input[name]), ignore_index=True), snakemake.output[name])

@@ -1,0 +1,45 @@
+"""Why a hardware's result is not equivalent to the baseline: what differs between the runs'
+recorded plans and provenance, in the order the usual suspects break parity (seed 000's list)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+CHECKLIST = [
+    ("global batch", ["global_batch", "comparable"]),
+    ("schedule", ["steps", "warmup_steps", "lr"]),
+    ("precision/TF32", ["precision", "tf32"]),
+    ("reproducibility level", ["reproducibility"]),
+    ("data order", ["data_order"]),
+    ("software versions", ["torch", "cuda", "nccl"]),
+    ("device type", ["gpu_type"]),
+]
+NOTHING = "nothing differs in plan or provenance: seed or reduction-order noise; try reproducibility: strict or more seeds"
+
+
+def _values(runs: pd.DataFrame, column: str) -> str:
+    if column not in runs:
+        return "?"
+    return "/".join(sorted({str(v) for v in runs[column]}))
+
+
+def differences(runs: pd.DataFrame, base: pd.DataFrame) -> list[str]:
+    found = []
+    for label, columns in CHECKLIST:
+        diffs = [f"{c} {_values(runs, c)} vs {_values(base, c)}" for c in columns if _values(runs, c) != _values(base, c)]
+        if diffs:
+            found.append(f"{label}: {', '.join(diffs)}")
+    return found
+
+
+def diagnose(runs: pd.DataFrame, equivalence: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """One row per suite x variant x hardware that is not equivalent on some metric."""
+    rows = []
+    open_cells = equivalence[equivalence.verdict != "equivalent"]
+    for (suite, variant, hw), sub in open_cells.groupby(["suite", "variant", "hardware"], sort=False):
+        cell = runs[(runs.suite == suite) & (runs.variant == variant)]
+        found = differences(cell[cell.hardware == hw], cell[cell.hardware == baseline])
+        rows.append({"suite": suite, "variant": variant, "hardware": hw,
+                     "metrics": ", ".join(f"{m} {v}" for m, v in zip(sub.metric, sub.verdict)),
+                     "diagnosis": "; ".join(found) or NOTHING})  # fmt: skip
+    return pd.DataFrame(rows, columns=["suite", "variant", "hardware", "metrics", "diagnosis"])
