@@ -35,10 +35,10 @@ def differences(runs: pd.DataFrame, base: pd.DataFrame) -> list[str]:
 def diagnose(runs: pd.DataFrame, equivalence: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """One row per suite x variant x hardware that is not equivalent on some metric."""
     rows = []
+    cells = {key: frame for key, frame in runs.groupby(["suite", "variant", "hardware"], sort=False)}
     open_cells = equivalence[equivalence.verdict != "equivalent"]
     for (suite, variant, hw), sub in open_cells.groupby(["suite", "variant", "hardware"], sort=False):
-        cell = runs[(runs.suite == suite) & (runs.variant == variant)]
-        found = differences(cell[cell.hardware == hw], cell[cell.hardware == baseline])
+        found = differences(cells[(suite, variant, hw)], cells[(suite, variant, baseline)])
         rows.append({"suite": suite, "variant": variant, "hardware": hw,
                      "metrics": ", ".join(f"{m} {v}" for m, v in zip(sub.metric, sub.verdict)),
                      "diagnosis": "; ".join(found) or NOTHING})  # fmt: skip

@@ -124,6 +124,17 @@ rule combine:
         "../scripts/combine.py"
 
 
+rule status:
+    """Watch a long sweep: done / failed / corrupt / missing runs and a partial aggregate in results/partial/."""
+    log:
+        "logs/status.log",
+    localrule: True
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/status.py"
+
+
 # One target per suite: `snakemake suite_<name>` builds and aggregates only that suite.
 for _suite in MATRIX.suites:
 
