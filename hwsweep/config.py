@@ -6,6 +6,7 @@ the fix, raised before any job is scheduled."""
 from __future__ import annotations
 
 import copy
+import difflib
 import itertools
 from functools import lru_cache
 from pathlib import Path
@@ -212,7 +213,9 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
         sweep = body.get("sweep", {})
         for key in sweep:
             if key not in leaves:
-                raise ConfigError(f"{where}.sweep.{key}: not a recipe key; use one of {', '.join(sorted(leaves))}")
+                near = difflib.get_close_matches(key, sorted(leaves), n=3, cutoff=0.5)
+                hint = f"did you mean {' or '.join(near)}?" if near else "see recipe keys in workflow/schemas/config.schema.yaml"
+                raise ConfigError(f"{where}.sweep.{key}: not a recipe key; {hint}")
         seen = {}
         for combo in itertools.product(*sweep.values()):
             values = dict(zip(sweep, combo))
@@ -239,6 +242,7 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
         baseline=raw["baseline"],
         advisor=advisor,
         statistics=statistics,
+        keep_checkpoints=raw.get("keep_checkpoints", True),
         warnings=_cross_hardware_warnings(cells, hardware, raw["baseline"]),
     )
 

@@ -8,13 +8,14 @@ arithmetic: differences in eval.json come from training, not from the evaluator.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 
 import torch
 
 from hwsweep import data, io, models
-from hwsweep.spec import EVAL_RECORD, FINAL_CHECKPOINT, RunSpec
+from hwsweep.spec import CHECKPOINT_DIR, EVAL_RECORD, FINAL_CHECKPOINT, RunSpec
 
 EVAL_BATCH = 500
 
@@ -38,6 +39,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="hwsweep.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("spec", help="path to spec.json")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--clean-checkpoints", action="store_true", help="delete resumable checkpoints once evaluated")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
@@ -57,6 +59,8 @@ def main(argv=None) -> int:
         "eval_seconds": time.perf_counter() - t0,
     }
     io.write_json(spec.path(EVAL_RECORD), record)
+    if args.clean_checkpoints:  # the run succeeded and is evaluated; final.pt is its own link
+        shutil.rmtree(spec.path(CHECKPOINT_DIR), ignore_errors=True)
     print(f"{spec.suite}/{spec.variant}/{spec.hardware_name}/seed{spec.seed}: "
           f"token_accuracy {record['token_accuracy']:.4f}, exact_accuracy {record['exact_accuracy']:.4f}")
     return 0

@@ -41,6 +41,7 @@ class Matrix:
     baseline: str
     advisor: Advisor = Advisor()
     statistics: dict = field(default_factory=dict)
+    keep_checkpoints: bool = True
     warnings: tuple[str, ...] = ()
 
     @property

@@ -33,11 +33,14 @@ def run_state(run, spec: dict) -> str:
     of an older config (stale) is not aggregated either."""
     folder = Path(run.run_dir)
     states = {}
-    for name in (TRAIN_RECORD, EVAL_RECORD):
+    names = (TRAIN_RECORD, EVAL_RECORD)  # in pipeline order: a damaged record takes what follows with it
+    for i, name in enumerate(names):
         try:
             states[name] = _record(folder / name)
         except ValueError:
-            os.replace(folder / name, folder / f"{name}.corrupt")
+            for later in names[i:]:
+                if (folder / later).exists():
+                    os.replace(folder / later, folder / f"{later}.corrupt")
             return "corrupt"
     if states[TRAIN_RECORD] is not None and states[TRAIN_RECORD].get("spec") != spec:
         return "stale"
@@ -56,6 +59,11 @@ def write_status(matrix, folder="results/partial") -> pd.DataFrame:
             for r in matrix.runs()]  # fmt: skip
     status = pd.DataFrame(rows)
     io.write_csv(status, folder / "status.csv")
+    for suite in set(status[status.state == "corrupt"].suite):
+        # Snakemake does not rebuild a missing intermediate while the tables made from it exist;
+        # the suite's tables are cheap to remake, so drop them and the next run retrains the run.
+        for table in Path("results", suite).glob("*.csv"):
+            table.unlink()
     done = status[status.state == "done"]
     cells = status.pivot_table(index=["suite", "variant", "hardware"], columns="state", values="seed",
                                aggfunc="count", fill_value=0).reset_index()  # fmt: skip

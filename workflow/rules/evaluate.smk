@@ -13,5 +13,6 @@ rule evaluate:
     threads: 1
     params:
         python=PYTHON,
+        clean="" if MATRIX.keep_checkpoints else "--clean-checkpoints",
     shell:
-        "{params.python} -m hwsweep.evaluate {input.spec:q} --threads {threads} > {log:q} 2>&1"
+        "{params.python} -m hwsweep.evaluate {input.spec:q} --threads {threads} {params.clean} > {log:q} 2>&1"

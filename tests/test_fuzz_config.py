@@ -1,0 +1,151 @@
+"""Hostile and malformed configs (hypothesis): every one gives a one-line error naming the
+field, never a traceback, and through the CLI no job starts."""
+
+import copy
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hwsweep.config import ConfigError, resolve
+from conftest import SMALL, snakemake
+
+NASTY = ["a b", "a;b", "a/b", "..", "../x", "$(id)", "`id`", "a|b", "a&b", "a>b", "x\ny", "é", "名前", "", "-x",
+         "a" * 65, "a'b", 'a"b', "a*b", "~root", "a\\b", " lead"]  # fmt: skip
+WRONG_TYPES = [None, "text", 1.5, -1, [], {}, [1, 2], True, 10**30]
+
+
+def _leaf(cfg, dotted):
+    *parents, leaf = dotted.split(".")
+    node = cfg
+    for p in parents:
+        node = node.setdefault(p, {})
+    return node, leaf
+
+
+def setter(dotted):
+    def apply(cfg, value):
+        node, leaf = _leaf(cfg, dotted)
+        node[leaf] = value
+
+    return apply
+
+
+def deleter(dotted):
+    def apply(cfg, _):
+        node, leaf = _leaf(cfg, dotted)
+        del node[leaf]
+
+    return apply
+
+
+def renamer(section, kind):
+    def apply(cfg, name):
+        node, leaf = _leaf(cfg, section)
+        first = next(iter(node[leaf]))
+        node[leaf][name] = node[leaf].pop(first)
+        if kind == "hardware" and cfg["baseline"] == first:
+            cfg["baseline"] = name
+
+    return apply
+
+
+# Each kind: (mutation, strategy of values, field the message must name).
+KINDS = [
+    (setter("recipe.global_batch"), st.sampled_from(WRONG_TYPES[:4] + [0, -5]), "recipe.global_batch"),
+    (setter("recipe.micro_batch"), st.sampled_from(["big", 0, -1, 1.5, None]), "recipe.micro_batch"),
+    (setter("recipe.precision"), st.sampled_from(["fp8", "FP32", "", None, 16]), "recipe.precision"),
+    (setter("recipe.tf32"), st.sampled_from(["yes", 1, None]), "recipe.tf32"),
+    (setter("recipe.reproducibility"), st.sampled_from(["exact", "", 3]), "recipe.reproducibility"),
+    (setter("recipe.schedule.steps"), st.sampled_from([0, -1, "100", 1.5, 10**12]), "recipe.schedule.steps"),
+    (setter("recipe.schedule.warmup_steps"), st.sampled_from([-1, "5", 10**9]), "recipe.schedule.warmup_steps"),
+    (setter("recipe.schedule.decay"), st.sampled_from(["step", None]), "recipe.schedule.decay"),
+    (setter("recipe.schedule.epochs"), st.integers(1, 10), "recipe.schedule.epochs"),
+    (setter("recipe.model.width"), st.sampled_from([0, 3, "64", None, 10**9]), "recipe.model.width"),
+    (setter("recipe.model.heads"), st.sampled_from([0, "4", 3, 5, 7]), "recipe.model"),
+    (setter("recipe.model.depth"), st.sampled_from([0, -2, "deep"]), "recipe.model.depth"),
+    (setter("recipe.model.name"), st.sampled_from(["gpt2", "../../etc", ""]), "recipe.model.name"),
+    (setter("recipe.task.name"), st.sampled_from(["sudoku9", "rm -rf /"]), "recipe.task.name"),
+    (setter("recipe.task.length"), st.sampled_from([1, 0, 10**6, "8"]), "recipe.task.length"),
+    (setter("recipe.task.vocab_size"), st.sampled_from([1, -3, 1.5]), "recipe.task.vocab_size"),
+    (setter("recipe.optimizer.lr"), st.sampled_from([0, -0.1, "fast", 1e9]), "recipe.optimizer.lr"),
+    (setter("recipe.optimizer.beta1"), st.sampled_from([1, 1.5, -0.1]), "recipe.optimizer.beta1"),
+    (setter("recipe.optimizer.name"), st.sampled_from(["sgd", None]), "recipe.optimizer.name"),
+    (setter("recipe.learning_rate"), st.floats(0.001, 1), "recipe.learning_rate"),
+    (setter("recipe.model.dropout"), st.floats(0, 1), "recipe.model.dropout"),
+    (setter("recipe"), st.sampled_from(WRONG_TYPES[:5]), "recipe"),
+    (setter("recipe.model"), st.sampled_from(["transformer", 3, []]), "recipe.model"),
+    (setter("recipe.batch_policy"), st.sampled_from(["elastic", 1]), "recipe.batch_policy"),
+    (setter("recipe.lr_scaling"), st.sampled_from(["linear", "sqrt"]), "recipe.lr_scaling"),
+    (setter("recipe.checkpoint_every"), st.sampled_from([0, -1, "often"]), "recipe.checkpoint_every"),
+    (setter("seeds"), st.sampled_from([[], [-1], [0, 0], ["1"], [1.5], "0", None, [2**40]]), "seeds"),
+    (setter("seeds"), st.lists(st.integers(-(10**6), -1), min_size=1, max_size=3), "seeds"),
+    (deleter("seeds"), st.none(), "seeds"),
+    (deleter("hardware"), st.none(), "hardware"),
+    (deleter("suites"), st.none(), "suites"),
+    (deleter("baseline"), st.none(), "baseline"),
+    (setter("suites"), st.sampled_from([{}, [], "tiny", None]), "suites"),
+    (setter("hardware"), st.sampled_from([{}, [], "cpu1", None]), "hardware"),
+    (setter("baseline"), st.sampled_from(NASTY), "baseline"),
+    (setter("baseline"), st.sampled_from(["gpu0", "cpu9", "CPU1"]), "baseline"),
+    (setter("baseline"), st.sampled_from(WRONG_TYPES), "baseline"),
+    (renamer("suites", "suite"), st.sampled_from(NASTY), "suites"),
+    (renamer("hardware", "hardware"), st.sampled_from(NASTY), "hardware"),
+    (setter("hardware.cpu2.devices_per_node"), st.sampled_from([0, -1, "2", 10**6, None]), "hardware.cpu2.devices_per_node"),
+    (setter("hardware.cpu2.nodes"), st.sampled_from([0, "1", 1.5]), "hardware.cpu2.nodes"),
+    (setter("hardware.cpu2.accelerator"), st.sampled_from(["gpu", "tpu", None, "CUDA"]), "hardware.cpu2.accelerator"),
+    (setter("hardware.cpu2.gpu_type"), st.sampled_from(NASTY[:12] + ["B300", "A100"]), "hardware.cpu2.gpu_type"),
+    (setter("hardware.cpu2.partition"), st.sampled_from(NASTY[:12]), "hardware.cpu2.partition"),
+    (setter("hardware.cpu2.gres"), st.sampled_from(["gpu:2;rm", "gpu 2", "$(x)", "--x"]), "hardware.cpu2.gres"),
+    (setter("hardware.cpu2.mem_mb"), st.sampled_from([0, "4G", -1]), "hardware.cpu2.mem_mb"),
+    (setter("hardware.cpu2.runtime"), st.sampled_from([0, "1h", 1.5]), "hardware.cpu2.runtime"),
+    (setter("hardware.cpu2.memory_gb"), st.sampled_from([0, -1, "80"]), "hardware.cpu2.memory_gb"),
+    (setter("hardware.cpu2.slurm_extra"), st.text(max_size=10), "hardware.cpu2.slurm_extra"),
+    (deleter("hardware.cpu2.accelerator"), st.none(), "hardware.cpu2.accelerator"),
+    (setter("hardware.cpu2"), st.sampled_from(WRONG_TYPES[:5]), "hardware.cpu2"),
+    (setter("suites.tiny.hardware"), st.sampled_from([[], ["gpu7"], ["cpu1", "cpu1"], "cpu1", [NASTY[1]]]), "suites.tiny.hardware"),
+    (setter("suites.tiny.hardware"), st.just(["cpu2"]), "suites.tiny.hardware"),
+    (setter("suites.tiny.sweep"), st.sampled_from([{"model.width": []}, {"model.width": "32"}, {"model.nope": [1]},
+                                                    {"Model.Width": [1]}, {"model.width": [{"a": 1}]},
+                                                    {"model.width": ["a b"]}, {"model.width": [1, 1]}]), "suites.tiny.sweep"),
+    (setter("suites.tiny.sweep"), st.just({"model.width": [32, 33]}), "suites.tiny"),
+    (setter("suites.tiny.overrides"), st.sampled_from([{"model": {"widht": 3}}, {"gpu": 1}, "x", {"seeds": [1]}]), "suites.tiny.overrides"),
+    (setter("suites.tiny.extra"), st.integers(), "suites.tiny.extra"),
+    (setter("suites.tiny"), st.sampled_from(WRONG_TYPES[:5]), "suites.tiny"),
+    (setter("statistics"), st.sampled_from([{"confidence": 1.5}, {"resamples": 5}, {"margins": {"bleu": 1}}]), "statistics"),
+    (setter("advisor"), st.sampled_from([{"target_utilisation": 0}, {"target_utilisation": 2}, {"x": 1}]), "advisor"),
+    (setter("unknown_top_level"), st.integers(), "unknown_top_level"),
+    (setter("recipe.global_batch"), st.sampled_from([7, 9, 15, 17, 31, 33]), "recipe.global_batch"),
+]  # fmt: skip
+
+
+def test_there_are_at_least_fifty_kinds():
+    assert len(KINDS) >= 50
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_malformed_config_gives_one_line_naming_the_field(data):
+    mutate, values, field = data.draw(st.sampled_from(KINDS))
+    cfg = copy.deepcopy(SMALL)
+    mutate(cfg, data.draw(values))
+    with pytest.raises(ConfigError) as err:
+        resolve(cfg)
+    message = str(err.value)
+    assert "\n" not in message and len(message) < 400
+    assert field.split(".")[0] in message, message
+    assert field in message or field.rsplit(".", 1)[0] in message, message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,value", [(0, 0), (26, [-1]), (34, "a;b"), (38, "$(id)"), (44, "gpu:2;rm"),
+                                        (53, {"model.nope": [1]})])  # fmt: skip
+def test_cli_starts_no_job_for_malformed_config(tmp_path, kind, value):
+    mutate, _, field = KINDS[kind]
+    cfg = copy.deepcopy(SMALL)
+    mutate(cfg, value)
+    proc = snakemake(tmp_path, cfg, "--cores", "1")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("hwsweep config error:")]
+    assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-2000:]
+    assert field.split(".")[0] in errors[0]
+    assert "Traceback" not in proc.stderr and not (tmp_path / "results").exists()

@@ -1,0 +1,140 @@
+"""Failures a shared cluster produces: SIGKILL mid-run, NaN losses, a failing cell in a sweep."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pandas as pd
+import pytest
+import torch
+
+from hwsweep import io
+from hwsweep.config import resolve
+from conftest import BIN, snakemake
+
+pytestmark = pytest.mark.slow
+
+
+def _strict_cfg(small_config):
+    small_config["recipe"] |= {"reproducibility": "strict", "checkpoint_every": 20}
+    small_config["recipe"]["schedule"] = {"steps": 300, "warmup_steps": 5}
+    small_config["hardware"] = {"cpu2": {"accelerator": "cpu", "devices_per_node": 2}}
+    small_config |= {"baseline": "cpu2", "seeds": [0]}
+    return small_config
+
+
+@pytest.mark.parametrize("checkpoints_before_kill", [1, 5])
+def test_sigkill_then_snakemake_rerun_is_bitwise_equal_to_an_uninterrupted_run(tmp_path, small_config, checkpoints_before_kill):
+    cfg = _strict_cfg(small_config)
+    run = "results/tiny/default/cpu2/seed0"
+    cut, whole = tmp_path / "cut", tmp_path / "whole"
+    cut.mkdir(), whole.mkdir()
+    target = f"{run}/eval.json"
+
+    from conftest import REPO, write_config
+
+    path = write_config(cut, cfg)
+    cmd = [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(cut), "--configfile",
+           str(path), "--replace-workflow-config", "--cores", "2", target]  # fmt: skip
+    env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ckpts = cut / run / "checkpoints"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        names = sorted(p.name for p in ckpts.glob("step*.pt")) if ckpts.exists() else []
+        steps = [int(n[4:-3]) for n in names]
+        if steps and max(steps) >= 20 * checkpoints_before_kill:
+            break
+        time.sleep(0.05)
+    subprocess.run(["pkill", "-KILL", "-f", f"hwsweep.train {run}/spec.json"], check=False)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0, "the killed job must fail the first snakemake run"
+    assert not (cut / run / "train.json").exists() and list(ckpts.glob("step*.pt"))
+
+    assert snakemake(cut, cfg, "--cores", "2", target).returncode == 0  # a plain rerun resumes
+    assert snakemake(whole, cfg, "--cores", "2", target).returncode == 0
+    a = json.loads((cut / run / "train.json").read_text())
+    b = json.loads((whole / run / "train.json").read_text())
+    assert a["restarts"] == 1 and a["resumed_from_step"] >= 20 * checkpoints_before_kill
+    assert a["losses"] == b["losses"]
+    pa = torch.load(cut / run / "final.pt", weights_only=False)["model"]
+    pb = torch.load(whole / run / "final.pt", weights_only=False)["model"]
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+    ea, eb = (json.loads((d / run / "eval.json").read_text()) for d in (cut, whole))
+    assert ea["token_accuracy"] == eb["token_accuracy"] and ea["exact_accuracy"] == eb["exact_accuracy"]
+
+
+def test_nan_loss_fails_at_once_with_the_step_and_no_record(tmp_path, small_config):
+    spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict()
+    spec["run_dir"] = str(tmp_path / "run")
+    spec["plan"]["lr"] = 1e30  # any finite start, then the weights blow up
+    io.write_json(tmp_path / "spec.json", spec)
+    proc = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train",
+                           str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "FloatingPointError: loss is" in out and "at step" in out and "last finite loss" in out
+    assert not (tmp_path / "run" / "train.json").exists() and not (tmp_path / "run" / "final.pt").exists()
+
+
+def test_one_failing_cell_does_not_stop_the_sweep(tmp_path, small_config):
+    small_config["recipe"]["schedule"] = {"steps": 20, "warmup_steps": 2}
+    # No CUDA here: this cell fails on start, with a message saying why.
+    small_config["hardware"]["gpu1"] = {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": "H100-80GB"}
+    t0 = time.monotonic()
+    proc = snakemake(tmp_path, small_config, "--cores", "2", "--keep-going")
+    assert proc.returncode != 0 and time.monotonic() - t0 < 600
+    for seed in (0, 1):
+        assert (tmp_path / f"results/tiny/default/cpu2/seed{seed}/eval.json").exists()
+        assert not (tmp_path / f"results/tiny/default/gpu1/seed{seed}/train.json").exists()
+        log = (tmp_path / f"logs/tiny/default/gpu1/seed{seed}/train.log").read_text()
+        assert "no CUDA device is visible" in log
+
+    assert snakemake(tmp_path, small_config, "--cores", "1", "status").returncode == 0
+    status = pd.read_csv(tmp_path / "results/partial/status.csv")
+    states = status.groupby("hardware").state.agg(set).to_dict()
+    assert states == {"cpu1": {"done"}, "cpu2": {"done"}, "gpu1": {"failed"}}
+    partial = pd.read_csv(tmp_path / "results/partial/tiny/comparison.csv")
+    assert sorted(partial.hardware) == ["cpu1", "cpu2"]
+
+
+def test_truncated_record_is_moved_aside_and_rerun(tmp_path, small_config):
+    small_config["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
+    small_config["seeds"] = [0]
+    assert snakemake(tmp_path, small_config, "--cores", "2").returncode == 0
+    record = tmp_path / "results/tiny/default/cpu1/seed0/train.json"
+    record.write_text(record.read_text()[:100])  # a full disk, an external copy cut short
+    assert snakemake(tmp_path, small_config, "--cores", "1", "status").returncode == 0
+    assert pd.read_csv(tmp_path / "results/partial/status.csv").set_index("hardware").loc["cpu1", "state"] == "corrupt"
+    assert not record.exists() and record.with_name("train.json.corrupt").exists()
+    proc = snakemake(tmp_path, small_config, "--cores", "2")
+    assert proc.returncode == 0 and json.loads(record.read_text())["status"] == "complete"
+
+
+def test_sigusr2_also_checkpoints_and_exits_with_the_preempted_code(tmp_path, small_config):
+    from hwsweep.train import EXIT_PREEMPTED
+
+    cfg = _strict_cfg(small_config)
+    cfg["recipe"]["schedule"]["steps"] = 3000
+    spec = resolve(cfg).spec("tiny", "default", "cpu2", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
+    io.write_json(tmp_path / "spec.json", spec)
+    # Run the workers without torchrun's agent, as SLURM's --signal reaches every process of the step.
+    env = os.environ | {"OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(29000 + os.getpid() % 1000),
+                        "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}  # fmt: skip
+    procs = [subprocess.Popen([str(BIN / "python"), "-m", "hwsweep.train", str(tmp_path / "spec.json")],
+                              env=env | {"RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(2)]  # fmt: skip
+    ckpts = tmp_path / "run" / "checkpoints"
+    deadline = time.monotonic() + 120
+    while not list(ckpts.glob("step*.pt")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for p in procs:
+        p.send_signal(signal.SIGUSR2)
+    codes = [p.wait(timeout=120) for p in procs]
+    out = procs[0].stdout.read()
+    assert codes == [EXIT_PREEMPTED, EXIT_PREEMPTED], out[-2000:]
+    stopped_at = int(out.split("stop requested; checkpoint at step ")[1].split(",")[0])
+    assert (ckpts / f"step{stopped_at:09d}.pt").exists()  # written at the signal, at the step all ranks agreed on
+    assert torch.load(ckpts / f"step{stopped_at:09d}.pt", weights_only=False)["step"] == stopped_at < 3000
