@@ -29,6 +29,7 @@ RECORDED_ENV = (
     "SLURM_NODEID",
     "SLURM_CPUS_PER_TASK",
     "SLURM_GPUS_ON_NODE",
+    "SLURMD_NODENAME",
 )
 
 
@@ -75,6 +76,11 @@ def _git(*args: str) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def node_name() -> str:
+    """The scheduler's name for this node where there is one (several may share a host)."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def provenance(device_names: list[str]) -> dict:

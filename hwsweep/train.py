@@ -234,7 +234,7 @@ def main(argv=None) -> int:
 
     # -- the record ---------------------------------------------------------------------
     names = [None] * world_size
-    dist.all_gather_object(names, f"{os.uname().nodename}:{device.name}")
+    dist.all_gather_object(names, f"{repro.node_name()}:{device.name}")
     if master:
         final = spec.path(FINAL_CHECKPOINT)
         with io.atomic_path(final) as tmp:

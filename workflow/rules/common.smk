@@ -2,7 +2,6 @@
 import json
 import shlex
 import sys
-from pathlib import Path
 
 from hwsweep import spec as layout
 from hwsweep.config import resolve_or_exit
@@ -23,11 +22,7 @@ wildcard_constraints:
 
 
 # The interpreter running snakemake also runs the jobs, so local runs need no activated venv.
-BIN = Path(sys.executable).parent
 PYTHON = shlex.quote(sys.executable)
-TORCHRUN = (
-    shlex.quote(str(BIN / "torchrun")) if (BIN / "torchrun").exists() else "torchrun"
-)
 
 
 def run_file(name):
@@ -59,6 +54,24 @@ def train_processes(wildcards):
 
 def train_threads(wildcards):
     return hardware_of(wildcards).cpus_per_task
+
+
+def train_nodes(wildcards):
+    return hardware_of(wildcards).nodes
+
+
+def train_mpi(wildcards):
+    """srun for multi-node hardware (one launcher per node); empty for one node, which then runs
+    in the job's own shell on its node."""
+    return "srun" if hardware_of(wildcards).nodes > 1 else ""
+
+
+def train_per_node_launch(wildcards):
+    # Passed explicitly: the slurm jobstep removes SLURM_NNODES and friends from the rule's environment.
+    hw = hardware_of(wildcards)
+    if hw.nodes == 1:
+        return ""
+    return f"--nodes={hw.nodes} --ntasks-per-node=1 --cpus-per-task={hw.cpus_per_task}"
 
 
 def train_partition(wildcards):

@@ -34,7 +34,9 @@ rule spec:
 
 
 rule train:
-    """One run under torchrun: gloo on CPU, NCCL on CUDA, global batch fixed by the plan."""
+    """One run under torchrun: gloo on CPU, NCCL on CUDA, global batch fixed by the plan.
+    Multi-node hardware starts one launcher per node through srun (the plugin's mpi resource).
+    """
     input:
         spec=run_file(layout.SPEC_FILE),
     output:
@@ -54,12 +56,13 @@ rule train:
         cpus_per_task=train_threads,
         mem_mb=train_mem_mb,
         runtime=train_runtime,
-        nodes=1,
+        nodes=train_nodes,
+        tasks=train_nodes,
         tasks_per_gpu=0,
+        mpi=train_mpi,
     params:
-        processes=train_processes,
-        torchrun=TORCHRUN,
+        per_node=train_per_node_launch,
+        python=PYTHON,
     shell:
-        # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
-        "OMP_NUM_THREADS=1 {params.torchrun} --standalone --nnodes 1 --nproc_per_node {params.processes}"
-        " -m hwsweep.train {input.spec:q} --threads {threads} > {log:q} 2>&1"
+        "{resources.mpi} {params.per_node} {params.python} -m hwsweep.launch {input.spec:q}"
+        " --threads {threads} > {log:q} 2>&1"

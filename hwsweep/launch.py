@@ -1,0 +1,70 @@
+"""Start torchrun for one run, on one node or, under SLURM, on each node of the allocation.
+
+    python -m hwsweep.launch results/.../spec.json --threads 8
+
+One node: `torchrun --standalone`. Several nodes: the train rule runs this once per node with
+`srun --nodes=N --ntasks-per-node=1`; each copy reads its node rank from SLURM_NODEID and
+starts `torchrun --nnodes N --node_rank R` with a static rendezvous on the node that launched
+the step, so global ranks follow node order (strict parity depends on it). The shape (nodes,
+processes per node) comes from the RunSpec's plan, never from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from hwsweep.spec import RunSpec
+
+PORT_BASE = 29500
+
+
+def master_address() -> str:
+    """The address of the node that launched this step (srun sets it on every task)."""
+    if os.environ.get("SLURM_LAUNCH_NODE_IPADDR"):
+        return os.environ["SLURM_LAUNCH_NODE_IPADDR"]
+    nodelist = os.environ["SLURM_JOB_NODELIST"]
+    names = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
+    return names.stdout.split()[0]
+
+
+def torchrun_command(spec: RunSpec, spec_path: str, threads: int, env: dict) -> list[str]:
+    plan = spec.plan
+    torchrun = Path(sys.executable).parent / "torchrun"
+    cmd = [str(torchrun) if torchrun.exists() else "torchrun"]
+    if plan.nodes == 1:
+        cmd += ["--standalone", "--nnodes", "1"]
+    else:
+        if "SLURM_NODEID" not in env:
+            raise SystemExit(
+                f"hwsweep.launch: hardware {spec.hardware_name} has {plan.nodes} nodes; "
+                "run it under SLURM (snakemake --profile profiles/slurm), where srun starts one launcher per node"
+            )
+        nnodes = int(env.get("SLURM_NNODES", env.get("SLURM_STEP_NUM_NODES", plan.nodes)))
+        if nnodes != plan.nodes:
+            raise SystemExit(f"hwsweep.launch: the plan needs {plan.nodes} nodes but this step has {nnodes}")
+        port = PORT_BASE + int(env.get("SLURM_JOB_ID", "0")) % 2000
+        cmd += ["--nnodes", str(plan.nodes), "--node_rank", env["SLURM_NODEID"],
+                "--master_addr", master_address(), "--master_port", str(port)]  # fmt: skip
+    return cmd + ["--nproc_per_node", str(plan.devices_per_node), "-m", "hwsweep.train", spec_path,
+                  "--threads", str(threads)]  # fmt: skip
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="hwsweep.launch", description=__doc__.splitlines()[0])
+    parser.add_argument("spec")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads on this node, for all its processes")
+    args = parser.parse_args(argv)
+    cmd = torchrun_command(RunSpec.load(args.spec), args.spec, args.threads, dict(os.environ))
+    node = os.environ.get("SLURM_NODEID", "0")
+    print(f"hwsweep.launch [node {node}]: {shlex.join(cmd)}", flush=True)
+    # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
+    os.execvpe(cmd[0], cmd, os.environ | {"OMP_NUM_THREADS": "1"})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

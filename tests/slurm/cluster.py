@@ -1,0 +1,181 @@
+"""A real SLURM cluster on this one machine, for tests and for developers:
+
+    python tests/slurm/cluster.py up      # prints: export SLURM_CONF=...
+    python tests/slurm/cluster.py down
+
+One slurmctld and several `slurmd -N <name>` daemons (Debian's slurmctld, slurmd, slurm-client and
+munge, installed with apt-get when missing; needs root). Nodes, in partitions named like a site:
+
+    cpu       cpu-1            8 CPUs
+    gpu-h100  h100-1, h100-2   16 CPUs, 4 "h100" GPUs each
+    gpu-l40s  l40s-1           8 CPUs, 2 "l40s" GPUs
+
+The GPUs are character devices made with mknod (SLURM drops file-less GRES), so jobs get real
+GRES bookkeeping and CUDA_VISIBLE_DEVICES, but no CUDA: configs that use these nodes say
+`accelerator: cpu` explicitly. No accounting daemon: use `slurm-status-command: squeue`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(os.environ.get("HWSWEEP_SLURM_DIR", "/tmp/hwsweep-slurm"))
+PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
+NODES = {  # name: (cpus, memory MB, gpu type, gpu count, partition)
+    "cpu-1": (8, 16000, None, 0, "cpu"),
+    "h100-1": (16, 32000, "h100", 4, "gpu-h100"),
+    "h100-2": (16, 32000, "h100", 4, "gpu-h100"),
+    "l40s-1": (8, 16000, "l40s", 2, "gpu-l40s"),
+}
+CTLD_PORT = 16817
+FIRST_SLURMD_PORT = 16818
+MIN_JOB_AGE = 900  # >= 3 x slurm-init-seconds-before-status-checks, and long enough to read jobs back
+
+
+def conf_path() -> Path:
+    return ROOT / "etc" / "slurm.conf"
+
+
+def env() -> dict:
+    return os.environ | {"SLURM_CONF": str(conf_path())}
+
+
+def ensure_installed() -> None:
+    if all(shutil.which(p) for p in ("slurmctld", "slurmd", "sbatch", "munged")):
+        return
+    if os.geteuid() != 0:
+        raise RuntimeError(f"SLURM is not installed and this is not root: apt-get install {' '.join(PACKAGES)}")
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.STDOUT}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, **quiet)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], check=True,
+                   env=os.environ | {"DEBIAN_FRONTEND": "noninteractive"}, **quiet)  # fmt: skip
+
+
+def write_config() -> None:
+    for sub in ("etc", "state", "log", "dev", "spool"):
+        (ROOT / sub).mkdir(parents=True, exist_ok=True)
+    lines = [
+        "ClusterName=hwsweep",
+        "SlurmctldHost=localhost(127.0.0.1)",
+        f"SlurmctldPort={CTLD_PORT}",
+        "AuthType=auth/munge",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        f"StateSaveLocation={ROOT}/state",
+        f"SlurmdSpoolDir={ROOT}/spool/%n",
+        f"SlurmctldPidFile={ROOT}/slurmctld.pid",
+        f"SlurmdPidFile={ROOT}/slurmd-%n.pid",
+        f"SlurmctldLogFile={ROOT}/log/slurmctld.log",
+        f"SlurmdLogFile={ROOT}/log/slurmd-%n.log",
+        "ProctrackType=proctrack/linuxproc",  # no cgroups without systemd
+        "TaskPlugin=task/none",
+        "SchedulerType=sched/backfill",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core_Memory",
+        "GresTypes=gpu",
+        "SlurmdParameters=config_overrides",  # nodes may declare more CPUs than this machine has
+        "DefMemPerCPU=500",  # without it each job takes a whole node's memory
+        f"MinJobAge={MIN_JOB_AGE}",
+        "ReturnToService=2",
+        "MpiDefault=none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        "KillWait=10",
+        "InactiveLimit=0",
+        "SchedulerParameters=sched_interval=2",
+        # Configless: slurmd caches the config in /run/slurm/conf, where srun inside a job finds it
+        # (the snakemake jobstep removes SLURM_CONF from the rule's environment).
+        "SlurmctldParameters=enable_configless",
+    ]
+    gres = []
+    partitions: dict[str, list[str]] = {}
+    for i, (name, (cpus, mem, gpu, count, partition)) in enumerate(NODES.items()):
+        extra = f" Gres=gpu:{gpu}:{count}" if gpu else ""
+        lines.append(f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT + i} "
+                     f"CPUs={cpus} RealMemory={mem}{extra} State=UNKNOWN")  # fmt: skip
+        partitions.setdefault(partition, []).append(name)
+        for g in range(count):
+            dev = ROOT / "dev" / f"{name}-gpu{g}"
+            if not dev.exists():
+                os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))  # a character device, like /dev/null
+            gres.append(f"NodeName={name} Name=gpu Type={gpu} File={dev}")
+    for partition, names in partitions.items():
+        default = " Default=YES" if partition == "cpu" else ""
+        lines.append(f"PartitionName={partition} Nodes={','.join(names)} MaxTime=120 State=UP{default}")
+    conf_path().write_text("\n".join(lines) + "\n")
+    (ROOT / "etc" / "gres.conf").write_text("\n".join(gres) + "\n")
+    (ROOT / "etc" / "cgroup.conf").write_text("CgroupPlugin=autodetect\n")
+
+
+def _pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def up(timeout: float = 60) -> dict:
+    ensure_installed()
+    down()
+    write_config()
+    e = env()
+    munge_pid = ROOT / "munged.pid"
+    if not _alive(_pid(munge_pid)):
+        Path("/run/munge").mkdir(parents=True, exist_ok=True)
+        shutil.chown("/run/munge", "munge", "munge")
+        subprocess.run(["runuser", "-u", "munge", "--", "munged", f"--pid-file={munge_pid}", "--force"], check=True,
+                       env=e)  # fmt: skip
+    subprocess.run(["slurmctld", "-i", "-c"], check=True, env=e)
+    for name in NODES:
+        subprocess.run(["slurmd", "-N", name, "--conf-server", f"localhost:{CTLD_PORT}"], check=True,
+                       env=os.environ)  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, env=e).stdout
+        states = dict(line.split() for line in out.splitlines() if line.strip())
+        if len(states) == len(NODES) and all(s in ("idle", "mix", "alloc") for s in states.values()):
+            return e
+        time.sleep(0.5)
+    raise RuntimeError(f"SLURM nodes did not come up: {out!r}; see {ROOT}/log")
+
+
+def down() -> None:
+    """Stop every daemon this module started, by PID."""
+    pids = [ROOT / "slurmctld.pid", *(ROOT / f"slurmd-{n}.pid" for n in NODES)]
+    for path in pids:
+        pid = _pid(path)
+        if _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(_alive(_pid(p)) for p in pids):
+        time.sleep(0.2)
+    for path in pids:
+        if _alive(_pid(path)):
+            os.kill(_pid(path), signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    command = sys.argv[1] if len(sys.argv) > 1 else "up"
+    if command == "up":
+        up()
+        print(f"export SLURM_CONF={conf_path()}")
+    elif command == "down":
+        down()
+    else:
+        sys.exit("usage: cluster.py up|down")

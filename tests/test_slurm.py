@@ -1,0 +1,110 @@
+"""The workflow against a real SLURM controller (tests/slurm/cluster.py): the slurm profile as
+users run it, multi-node torchrun through srun, resources read back from the controller."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import BIN, REPO, snakemake, write_config
+
+sys.path.insert(0, str(Path(__file__).parent / "slurm"))
+import cluster  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+# Fake-GPU nodes have no CUDA: the config says accelerator: cpu explicitly (and train.json records it).
+HARDWARE = {
+    "cpu1": {"accelerator": "cpu", "devices_per_node": 1, "partition": "cpu", "cpus_per_task": 1, "mem_mb": 1000,
+             "runtime": 10},
+    "h100x2": {"accelerator": "cpu", "devices_per_node": 2, "gpu_type": "H100-80GB", "gres": "gpu:h100:2",
+               "partition": "gpu-h100", "cpus_per_task": 2, "mem_mb": 2000, "runtime": 10},
+    "h100x2n": {"accelerator": "cpu", "nodes": 2, "devices_per_node": 1, "gpu_type": "H100-80GB", "gres": "gpu:h100:1",
+                "partition": "gpu-h100", "cpus_per_task": 1, "mem_mb": 1000, "runtime": 10},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    if os.geteuid() != 0 and not cluster.shutil.which("slurmctld"):
+        pytest.skip("needs root (to install and start SLURM) or an installed SLURM")
+    env = cluster.up()
+    yield env
+    subprocess.run(["scancel", "--user", "root"], env=env, check=False)
+    cluster.down()
+
+
+def run_slurm(workdir: Path, cfg: dict, env: dict, *args: str, timeout: int = 900):
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = write_config(workdir, cfg)
+    cmd = [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--profile", str(REPO / "profiles/slurm"), "--configfile", str(path), "--replace-workflow-config",
+           "--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "5", *args]  # fmt: skip
+    env = env | {"PATH": f"{BIN}{os.pathsep}{env['PATH']}"}
+    # A hard timeout: on SIGTERM snakemake would wait for its jobs.
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def scontrol_job(job_id: str, env: dict) -> dict:
+    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, env=env, check=True)
+    return dict(field.split("=", 1) for field in out.stdout.split() if "=" in field)
+
+
+def test_matrix_runs_on_slurm_with_the_intended_resources(tmp_path, small_config, slurm):
+    cfg = small_config | {"hardware": HARDWARE, "baseline": "cpu1"}
+    cfg["recipe"] |= {"reproducibility": "strict", "global_batch": 32, "micro_batch": 8}
+    cfg["recipe"]["schedule"] = {"steps": 40, "warmup_steps": 5}
+    proc = run_slurm(tmp_path / "slurm", cfg, slurm)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    run = tmp_path / "slurm/results/tiny/default"
+    records = {(hw, s): json.loads((run / f"{hw}/seed{s}/train.json").read_text()) for hw in HARDWARE for s in (0, 1)}
+    expected = {"cpu1": ("cpu", "1", None), "h100x2": ("gpu-h100", "1", "gpu:h100:2"),
+                "h100x2n": ("gpu-h100", "2", "gpu:h100:1")}  # fmt: skip
+    for (hw, seed), rec in records.items():
+        assert rec["plan"]["accelerator"] == "cpu"  # said explicitly, recorded
+        job = scontrol_job(rec["provenance"]["env"]["SLURM_JOB_ID"], slurm)
+        partition, nodes, gres = expected[hw]
+        assert job["Partition"] == partition and job["NumNodes"] == nodes
+        assert int(job["NumCPUs"]) >= HARDWARE[hw]["cpus_per_task"] * int(nodes)
+        if gres:
+            assert gres in job.get("TresPerNode", ""), job
+    assert len(records["h100x2", 0]["provenance"]["env"]["CUDA_VISIBLE_DEVICES"].split(",")) == 2  # GRES bound
+
+    # The 2-node run: one torchrun per node, world size = nodes x devices, same bits as one node.
+    two = records["h100x2n", 0]
+    assert two["plan"]["world_size"] == 2 and two["plan"]["nodes"] == 2
+    assert sorted(two["provenance"]["devices"]) == ["h100-1:" + two["provenance"]["devices"][0].split(":")[1],
+                                                    "h100-2:" + two["provenance"]["devices"][0].split(":")[1]]  # fmt: skip
+    log = (tmp_path / "slurm/logs/tiny/default/h100x2n/seed0/train.log").read_text()
+    assert "--node_rank 0" in log and "--node_rank 1" in log and "[node 0]" in log and "[node 1]" in log
+    for seed in (0, 1):
+        assert records["h100x2n", seed]["losses"] == records["h100x2", seed]["losses"] == records["cpu1", seed]["losses"]
+
+    # The aggregate has the shape of a local run of the same matrix (multi-node left out locally).
+    local_cfg = cfg | {"hardware": {k: v for k, v in HARDWARE.items() if k != "h100x2n"}}
+    (tmp_path / "local").mkdir()
+    assert snakemake(tmp_path / "local", local_cfg, "--cores", "2").returncode == 0
+    on_slurm = pd.read_csv(tmp_path / "slurm/results/comparison.csv")
+    local = pd.read_csv(tmp_path / "local/results/comparison.csv")
+    assert list(on_slurm.columns) == list(local.columns) and len(on_slurm) == len(local) + 1
+
+
+def test_a_failing_job_is_reported_and_the_others_finish(tmp_path, small_config, slurm):
+    cfg = small_config | {"seeds": [0], "baseline": "cpu1"}
+    cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
+    cfg["hardware"] = {
+        "cpu1": HARDWARE["cpu1"],
+        # CUDA asked for on a node without it: this job fails, every retry too.
+        "l40s": {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": "L40S-48GB", "gres": "gpu:l40s:1",
+                 "partition": "gpu-l40s", "cpus_per_task": 1, "mem_mb": 1000, "runtime": 5},
+    }  # fmt: skip
+    proc = run_slurm(tmp_path, cfg, slurm, "--retries", "1", timeout=600)
+    assert proc.returncode != 0
+    assert "Error in rule train" in proc.stderr and "hardware=l40s" in proc.stderr
+    assert (tmp_path / "results/tiny/default/cpu1/seed0/eval.json").exists()
+    assert "no CUDA device is visible" in (tmp_path / "logs/tiny/default/l40s/seed0/train.log").read_text()
