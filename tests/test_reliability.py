@@ -25,12 +25,28 @@ def _strict_cfg(small_config):
     return small_config
 
 
+RUN = "results/tiny/default/cpu2/seed0"
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The reference: the same run, never interrupted."""
+    from conftest import SMALL
+
+    import copy
+
+    whole = tmp_path_factory.mktemp("whole")
+    assert snakemake(whole, _strict_cfg(copy.deepcopy(SMALL)), "--cores", "2", f"{RUN}/eval.json").returncode == 0
+    return whole
+
+
 @pytest.mark.parametrize("checkpoints_before_kill", [1, 5])
-def test_sigkill_then_snakemake_rerun_is_bitwise_equal_to_an_uninterrupted_run(tmp_path, small_config, checkpoints_before_kill):
+def test_sigkill_then_snakemake_rerun_is_bitwise_equal_to_an_uninterrupted_run(tmp_path, small_config, checkpoints_before_kill,
+                                                                               uninterrupted):  # fmt: skip
     cfg = _strict_cfg(small_config)
-    run = "results/tiny/default/cpu2/seed0"
-    cut, whole = tmp_path / "cut", tmp_path / "whole"
-    cut.mkdir(), whole.mkdir()
+    run = RUN
+    cut, whole = tmp_path / "cut", uninterrupted
+    cut.mkdir()
     target = f"{run}/eval.json"
 
     from conftest import REPO, write_config
@@ -54,7 +70,6 @@ def test_sigkill_then_snakemake_rerun_is_bitwise_equal_to_an_uninterrupted_run(t
     assert not (cut / run / "train.json").exists() and list(ckpts.glob("step*.pt"))
 
     assert snakemake(cut, cfg, "--cores", "2", target).returncode == 0  # a plain rerun resumes
-    assert snakemake(whole, cfg, "--cores", "2", target).returncode == 0
     a = json.loads((cut / run / "train.json").read_text())
     b = json.loads((whole / run / "train.json").read_text())
     assert a["restarts"] == 1 and a["resumed_from_step"] >= 20 * checkpoints_before_kill

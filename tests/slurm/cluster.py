@@ -35,6 +35,7 @@ NODES = {  # name: (cpus, memory MB, gpu type, gpu count, partition)
 }
 CTLD_PORT = 16817
 FIRST_SLURMD_PORT = 16818
+CONFIG_CACHE = Path("/run/slurm/conf")
 MIN_JOB_AGE = 900  # >= 3 x slurm-init-seconds-before-status-checks, and long enough to read jobs back
 
 
@@ -168,6 +169,12 @@ def down() -> None:
     for path in pids:
         if _alive(_pid(path)):
             os.kill(_pid(path), signal.SIGKILL)
+    # slurmd's configless cache: left behind, it points every SLURM client on this machine at a
+    # controller that is gone, and each of them (the slurm executor plugin runs scontrol when it
+    # is imported) then waits ~10 s before giving up.
+    cache = CONFIG_CACHE / "slurm.conf"
+    if cache.exists() and "ClusterName=hwsweep" in cache.read_text():
+        shutil.rmtree(CONFIG_CACHE, ignore_errors=True)
 
 
 if __name__ == "__main__":
