@@ -117,3 +117,10 @@ def _job_counts(stdout: str) -> dict:
         elif table and len(parts) == 2 and parts[1].isdigit():
             counts[parts[0]] = int(parts[1])
     return counts
+
+
+def test_partial_statistics_margins_keep_the_other_defaults(small_config):
+    small_config["statistics"] = {"margins": {"token_accuracy": 0.01}, "confidence": 0.9}
+    stats = resolve(small_config).statistics
+    assert stats["margins"] == {"token_accuracy": 0.01, "exact_accuracy": 0.005, "final_loss": 0.01}
+    assert stats["confidence"] == 0.9 and stats["resamples"] == 9999
