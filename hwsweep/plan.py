@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from hwsweep import catalog, footprint
 from hwsweep.recipe import Recipe
-from hwsweep.typed import from_dict
+from hwsweep.typed import Typed
 
 BACKEND = {"cpu": "gloo", "cuda": "nccl"}
 LR_SCALE = {"none": lambda n: 1.0, "linear": float, "sqrt": math.sqrt}
@@ -32,7 +32,7 @@ class Advisor:
 
 
 @dataclass(frozen=True)
-class Hardware:
+class Hardware(Typed):
     accelerator: str
     nodes: int
     devices_per_node: int
@@ -45,10 +45,6 @@ class Hardware:
     mem_mb: int | None = None
     runtime: int | None = None
     precision: str | None = None
-
-    @classmethod
-    def from_dict(cls, data: dict, path: str = "hardware") -> "Hardware":
-        return from_dict(cls, data, path)
 
     @property
     def world_size(self) -> int:
@@ -66,7 +62,7 @@ class Hardware:
 
 
 @dataclass(frozen=True)
-class BatchPlan:
+class BatchPlan(Typed):
     accelerator: str
     backend: str
     gpu_type: str
@@ -87,10 +83,6 @@ class BatchPlan:
     est_memory_gb: float
     comparable: bool
     warnings: list
-
-    @classmethod
-    def from_dict(cls, data: dict, path: str = "plan") -> "BatchPlan":
-        return from_dict(cls, data, path)
 
 
 def _nearest(values, target, k=3):

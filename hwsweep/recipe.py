@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hwsweep.typed import from_dict
+from hwsweep.typed import Typed
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Schedule:
 
 
 @dataclass(frozen=True)
-class Recipe:
+class Recipe(Typed):
     task: Task
     model: Model
     optimizer: Optimizer
@@ -60,7 +60,3 @@ class Recipe:
     reproducibility: str
     checkpoint_every: int
     log_every: int
-
-    @classmethod
-    def from_dict(cls, data: dict, path: str = "recipe") -> "Recipe":
-        return from_dict(cls, data, path)

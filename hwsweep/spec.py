@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hwsweep.plan import BatchPlan, Hardware
 from hwsweep.recipe import Recipe
-from hwsweep.typed import from_dict, to_dict
+from hwsweep.typed import Typed, to_dict
 
 # One place for the output layout; workflow/rules/common.smk builds its patterns from these.
 RUN_DIR = "results/{suite}/{variant}/{hardware}/seed{seed}"
@@ -25,7 +25,7 @@ CHECKPOINT_DIR = "checkpoints"  # not a workflow output, so a failed job's check
 
 
 @dataclass(frozen=True)
-class RunSpec:
+class RunSpec(Typed):
     suite: str
     variant: str
     hardware_name: str
@@ -37,12 +37,8 @@ class RunSpec:
     sweep_values: dict
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunSpec":
-        return from_dict(cls, data, "spec")
-
-    @classmethod
     def load(cls, path) -> "RunSpec":
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        return cls.from_dict(json.loads(Path(path).read_text()), "spec")
 
     def to_dict(self) -> dict:
         return to_dict(self)

@@ -35,3 +35,11 @@ def from_dict(cls, data, path: str = ""):
 
 def to_dict(obj) -> dict:
     return dataclasses.asdict(obj)
+
+
+class Typed:
+    """Mixin for frozen dataclasses: `Cls.from_dict(data, path)` with strict keys."""
+
+    @classmethod
+    def from_dict(cls, data: dict, path: str = ""):
+        return from_dict(cls, data, path or cls.__name__.lower())
