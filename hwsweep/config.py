@@ -183,6 +183,10 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
         entry = _fill_defaults(schema["$defs"]["hardware"], entry, schema)
         entry.setdefault("cpus_per_task", entry["devices_per_node"])
         hardware[name] = Hardware.from_dict(entry, f"hardware.{name}")
+        if hardware[name].gres and hardware[name].gpu_model:
+            raise ConfigError(
+                f"hardware.{name}.gpu_model: give either gres or gpu_model (with the GPU count taken from the devices), not both"
+            )
         if hardware[name].device_memory_gb is None:
             raise ConfigError(
                 f"hardware.{name}.gpu_type: {entry['gpu_type']!r} is not in the catalog; use one of "

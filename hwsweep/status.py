@@ -68,9 +68,15 @@ def write_status(matrix, folder="results/partial") -> pd.DataFrame:
     cells = status.pivot_table(index=["suite", "variant", "hardware"], columns="state", values="seed",
                                aggfunc="count", fill_value=0).reset_index()  # fmt: skip
     io.write_csv(cells, folder / "cells.csv")
+    comparisons = []
     for suite, sub in done.groupby("suite", sort=False):
         dirs = [Path(matrix.spec(r.suite, r.variant, r.hardware, r.seed).run_dir) for r in sub.itertuples()]
         names = ["runs", "curves", "equivalence", "speedup", "comparison"]
         aggregate([d / TRAIN_RECORD for d in dirs], [d / EVAL_RECORD for d in dirs], matrix.baseline,
                   matrix.statistics, {n: folder / suite / f"{n}.csv" for n in names})  # fmt: skip
+        comparisons.append(pd.read_csv(folder / suite / "comparison.csv"))
+    combined = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame(columns=["suite"])
+    # Every cell of the matrix appears, with how many of its seeds are done; missing ones say so.
+    combined = cells.merge(combined, on=["suite", "variant", "hardware"], how="left")
+    io.write_csv(combined, folder / "comparison.csv")
     return status

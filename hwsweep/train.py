@@ -144,10 +144,12 @@ def main(argv=None) -> int:
         )
 
     # SIGTERM / SIGUSR2 (SIGUSR1 is NCCL's): finish the step, checkpoint, exit EXIT_PREEMPTED.
-    stop_requested = torch.zeros(1, device=device.torch_device)
+    # The handler only raises a local flag; every decision uses the all-reduced value of that
+    # step, so a signal landing between two collectives cannot send the ranks different ways.
+    signalled = []
 
     def request_stop(signum, frame):
-        stop_requested.fill_(1)
+        signalled.append(signum)
 
     for sig in (signal.SIGTERM, signal.SIGUSR2):
         signal.signal(sig, request_stop)
@@ -208,7 +210,9 @@ def main(argv=None) -> int:
         scheduler.step()
 
         step_loss = global_mean(losses)  # also keeps the ranks in step for the timing below
-        dist.all_reduce(stop_requested, op=dist.ReduceOp.MAX)  # every rank stops at the same step
+        stop = torch.tensor([float(bool(signalled))], device=device.torch_device)
+        dist.all_reduce(stop, op=dist.ReduceOp.MAX)  # every rank stops at the same step
+        stop = bool(stop.item())
         device.synchronize()
         history["step_seconds"].append(time.perf_counter() - t0)
         if not math.isfinite(step_loss):
@@ -223,9 +227,9 @@ def main(argv=None) -> int:
         if master and (step + 1) % recipe.log_every == 0:
             bar.set_postfix(loss=f"{step_loss:.4f}", lr=f"{lr:.2e}", refresh=False)
         done = step + 1
-        if done % recipe.checkpoint_every == 0 or done == plan.steps or stop_requested.item():
+        if done % recipe.checkpoint_every == 0 or done == plan.steps or stop:
             final_path = save_checkpoint(done)
-        if stop_requested.item() and done < plan.steps:
+        if stop and done < plan.steps:
             if master:
                 print(f"hwsweep.train: stop requested; checkpoint at step {done}, exiting {EXIT_PREEMPTED}", flush=True)
             dist.destroy_process_group()

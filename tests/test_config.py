@@ -62,6 +62,8 @@ BAD = [
     ("seeds", [], ["seeds", "at least 1"]),
     ("hardware.cpu2.devices_per_node", 0, ["hardware.cpu2.devices_per_node", ">= 1"]),
     ("recipe.tf32", True, ["recipe.tf32", "reproducibility"]),
+    ("hardware.cpu2", {"accelerator": "cuda", "gres": "gpu:a100:2", "gpu_model": "a100", "gpu_type": "A100-80GB"},
+     ["hardware.cpu2.gpu_model", "either gres or gpu_model"]),
 ]
 
 

@@ -107,12 +107,18 @@ def test_one_failing_cell_does_not_stop_the_sweep(tmp_path, small_config):
         log = (tmp_path / f"logs/tiny/default/gpu1/seed{seed}/train.log").read_text()
         assert "no CUDA device is visible" in log
 
-    assert snakemake(tmp_path, small_config, "--cores", "1", "status").returncode == 0
+    assert snakemake(tmp_path, small_config, "--cores", "1", "-f", "status").returncode == 0
     status = pd.read_csv(tmp_path / "results/partial/status.csv")
     states = status.groupby("hardware").state.agg(set).to_dict()
     assert states == {"cpu1": {"done"}, "cpu2": {"done"}, "gpu1": {"failed"}}
     partial = pd.read_csv(tmp_path / "results/partial/tiny/comparison.csv")
     assert sorted(partial.hardware) == ["cpu1", "cpu2"]
+    combined = pd.read_csv(tmp_path / "results/partial/comparison.csv").set_index("hardware")
+    assert combined.loc["gpu1", "failed"] == 2 and pd.isna(combined.loc["gpu1", "n_seeds"])  # shown as missing
+    assert combined.loc["cpu2", "done"] == 2 and combined.loc["cpu2", "n_seeds"] == 2
+    report = tmp_path / "partial.html"
+    proc = snakemake(tmp_path, small_config, "--report", str(report), "status")
+    assert proc.returncode == 0 and "status.csv" in report.read_text()
 
 
 def test_truncated_record_is_moved_aside_and_rerun(tmp_path, small_config):
@@ -121,7 +127,7 @@ def test_truncated_record_is_moved_aside_and_rerun(tmp_path, small_config):
     assert snakemake(tmp_path, small_config, "--cores", "2").returncode == 0
     record = tmp_path / "results/tiny/default/cpu1/seed0/train.json"
     record.write_text(record.read_text()[:100])  # a full disk, an external copy cut short
-    assert snakemake(tmp_path, small_config, "--cores", "1", "status").returncode == 0
+    assert snakemake(tmp_path, small_config, "--cores", "1", "-f", "status").returncode == 0
     assert pd.read_csv(tmp_path / "results/partial/status.csv").set_index("hardware").loc["cpu1", "state"] == "corrupt"
     assert not record.exists() and record.with_name("train.json.corrupt").exists()
     proc = snakemake(tmp_path, small_config, "--cores", "2")

@@ -108,3 +108,11 @@ def test_a_failing_job_is_reported_and_the_others_finish(tmp_path, small_config,
     assert "Error in rule train" in proc.stderr and "hardware=l40s" in proc.stderr
     assert (tmp_path / "results/tiny/default/cpu1/seed0/eval.json").exists()
     assert "no CUDA device is visible" in (tmp_path / "logs/tiny/default/l40s/seed0/train.log").read_text()
+
+
+def test_down_stops_the_daemons_and_leaves_no_client_config_behind(slurm):
+    cluster.down()
+    pids = [cluster._pid(cluster.ROOT / "slurmctld.pid")] + [cluster._pid(cluster.ROOT / f"slurmd-{n}.pid") for n in cluster.NODES]
+    assert not any(cluster._alive(p) for p in pids)
+    # A leftover configless cache would stall every later SLURM client (and snakemake's start) by ~10 s.
+    assert not (cluster.CONFIG_CACHE.is_symlink() and os.readlink(cluster.CONFIG_CACHE).startswith(str(cluster.ROOT)))

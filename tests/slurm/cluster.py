@@ -172,9 +172,9 @@ def down() -> None:
     # slurmd's configless cache: left behind, it points every SLURM client on this machine at a
     # controller that is gone, and each of them (the slurm executor plugin runs scontrol when it
     # is imported) then waits ~10 s before giving up.
-    cache = CONFIG_CACHE / "slurm.conf"
-    if cache.exists() and "ClusterName=hwsweep" in cache.read_text():
-        shutil.rmtree(CONFIG_CACHE, ignore_errors=True)
+    # slurmd links it to its spool folder, which lives under ROOT.
+    if CONFIG_CACHE.is_symlink() and os.readlink(CONFIG_CACHE).startswith(str(ROOT)):
+        CONFIG_CACHE.unlink()
 
 
 if __name__ == "__main__":

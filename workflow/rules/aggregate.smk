@@ -125,7 +125,22 @@ rule combine:
 
 
 rule status:
-    """Watch a long sweep: done / failed / corrupt / missing runs and a partial aggregate in results/partial/."""
+    """Watch a long sweep: done / failed / corrupt / missing runs and a partial aggregate in results/partial/.
+    Rerun with `snakemake -f status`; `snakemake --report partial.html status` makes a report of it.
+    """
+    output:
+        status=report(
+            "results/partial/status.csv",
+            caption="../report/status.rst",
+            category="Progress",
+            labels={"suite": "all", "item": "run status"},
+        ),
+        comparison=report(
+            "results/partial/comparison.csv",
+            caption="../report/partial_comparison.rst",
+            category="Progress",
+            labels={"suite": "all", "item": "partial comparison"},
+        ),
     log:
         "logs/status.log",
     localrule: True

@@ -82,6 +82,16 @@ def train_gres(wildcards):
     return hardware_of(wildcards).gres or ""
 
 
+def train_gpus(wildcards):
+    """GPUs for the whole job when the hardware names a gpu_model (--gpus=model:N); 0 otherwise."""
+    hw = hardware_of(wildcards)
+    return hw.world_size if hw.gpu_model else 0
+
+
+def train_gpu_model(wildcards):
+    return hardware_of(wildcards).gpu_model or ""
+
+
 def train_mem_mb(wildcards):
     hw = hardware_of(wildcards)
     return hw.mem_mb or 2000 * hw.cpus_per_task

@@ -53,6 +53,8 @@ rule train:
         # Read by the slurm executor; the profile's set-resources can override site names.
         slurm_partition=train_partition,
         gres=train_gres,
+        gpu=train_gpus,
+        gpu_model=train_gpu_model,
         cpus_per_task=train_threads,
         mem_mb=train_mem_mb,
         runtime=train_runtime,
