@@ -56,7 +56,8 @@ def metric_by_hardware(runs: pd.DataFrame, summary: pd.DataFrame, metric: str, b
 def equivalence_forest(equivalence: pd.DataFrame, path) -> None:
     """Difference to the baseline with its CI, per metric, against the +-margin band."""
     metrics = list(dict.fromkeys(equivalence.metric)) if len(equivalence) else ["(no comparison)"]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.8 * len(metrics), 0.9 + 0.45 * max(1, len(equivalence) // len(metrics))), squeeze=False)
+    rows = max(1, len(equivalence) // len(metrics))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.8 * len(metrics), 2.2 + 0.45 * rows), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         sub = equivalence[equivalence.metric == metric] if len(equivalence) else equivalence
         if sub.empty:
@@ -72,13 +73,17 @@ def equivalence_forest(equivalence: pd.DataFrame, path) -> None:
                 ax.plot([r.ci_low, r.ci_high], [y, y], color=colour, lw=1.5)
                 ax.plot(r.difference, y, "o", color=colour)
         ax.set_yticks(range(len(labels)), labels, fontsize=8)
-        ax.invert_yaxis()
+        ax.set_ylim(len(labels) - 0.5, -0.5)  # top to bottom, half a row of air at each end
         ax.set_title(f"{metric} (margin +-{margin:g})", fontsize=9)
-        ax.set_xlabel("hardware - baseline")
+        ax.set_xlabel("hardware - baseline", fontsize=8)
+        ax.xaxis.set_major_locator(plt.MaxNLocator(4))
+        ax.tick_params(axis="x", labelsize=7)
     handles = [plt.Line2D([], [], color=c, marker="o", lw=1.5, label=v) for v, c in VERDICT_COLOURS.items()]
-    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.02))
-    fig.subplots_adjust(bottom=0.25)
-    _save(fig, path)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    with io.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
 
 
 def speedup_by_devices(speedup: pd.DataFrame, path) -> None:
