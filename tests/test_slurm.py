@@ -111,8 +111,10 @@ def test_a_failing_job_is_reported_and_the_others_finish(tmp_path, small_config,
 
 
 def test_down_stops_the_daemons_and_leaves_no_client_config_behind(slurm):
+    files = [cluster.ROOT / "slurmctld.pid", cluster.MUNGE_PID, *(cluster.ROOT / f"slurmd-{n}.pid" for n in cluster.NODES)]
+    pids = [cluster._pid(f) for f in files]
+    assert all(cluster._alive(p) for p in pids), "every daemon must leave a PID file to be stopped by"
     cluster.down()
-    pids = [cluster._pid(cluster.ROOT / "slurmctld.pid")] + [cluster._pid(cluster.ROOT / f"slurmd-{n}.pid") for n in cluster.NODES]
     assert not any(cluster._alive(p) for p in pids)
     # A leftover configless cache would stall every later SLURM client (and snakemake's start) by ~10 s.
     assert not (cluster.CONFIG_CACHE.is_symlink() and os.readlink(cluster.CONFIG_CACHE).startswith(str(cluster.ROOT)))

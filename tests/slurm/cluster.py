@@ -36,6 +36,7 @@ NODES = {  # name: (cpus, memory MB, gpu type, gpu count, partition)
 CTLD_PORT = 16817
 FIRST_SLURMD_PORT = 16818
 CONFIG_CACHE = Path("/run/slurm/conf")
+MUNGE_PID = Path("/run/munge/hwsweep-munged.pid")  # munged runs as munge and cannot write under ROOT
 MIN_JOB_AGE = 900  # >= 3 x slurm-init-seconds-before-status-checks, and long enough to read jobs back
 
 
@@ -136,7 +137,7 @@ def up(timeout: float = 60) -> dict:
     down()
     write_config()
     e = env()
-    munge_pid = ROOT / "munged.pid"
+    munge_pid = MUNGE_PID
     if not _alive(_pid(munge_pid)):
         Path("/run/munge").mkdir(parents=True, exist_ok=True)
         shutil.chown("/run/munge", "munge", "munge")
@@ -157,21 +158,21 @@ def up(timeout: float = 60) -> dict:
 
 
 def down() -> None:
-    """Stop every daemon this module started, by PID."""
-    pids = [ROOT / "slurmctld.pid", *(ROOT / f"slurmd-{n}.pid" for n in NODES)]
-    for path in pids:
-        pid = _pid(path)
-        if _alive(pid):
-            os.kill(pid, signal.SIGTERM)
+    """Stop every daemon this module started, by PID (munged last: the others talk to it)."""
+    files = [ROOT / "slurmctld.pid", *(ROOT / f"slurmd-{n}.pid" for n in NODES), MUNGE_PID]
+    pids = [p for p in map(_pid, files) if _alive(p)]  # read first: daemons delete their PID files on exit
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(_alive(_pid(p)) for p in pids):
+    while time.monotonic() < deadline and any(map(_alive, pids)):
         time.sleep(0.2)
-    for path in pids:
-        if _alive(_pid(path)):
-            os.kill(_pid(path), signal.SIGKILL)
-    # slurmd's configless cache: left behind, it points every SLURM client on this machine at a
-    # controller that is gone, and each of them (the slurm executor plugin runs scontrol when it
-    # is imported) then waits ~10 s before giving up.
+    for pid in filter(_alive, pids):
+        os.kill(pid, signal.SIGKILL)
+    for pid in pids:  # reap our own children (slurmd and slurmctld daemonise, but be safe)
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
     # slurmd links it to its spool folder, which lives under ROOT.
     if CONFIG_CACHE.is_symlink() and os.readlink(CONFIG_CACHE).startswith(str(ROOT)):
         CONFIG_CACHE.unlink()
