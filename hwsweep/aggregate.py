@@ -5,7 +5,8 @@ from __future__ import annotations
 from hwsweep import diagnose, io, records, stats
 
 
-def aggregate(train_paths, eval_paths, baseline: str, statistics: dict, out: dict) -> None:
+def aggregate(train_paths, eval_paths, baseline: str, statistics: dict, out: dict):
+    """Write the suite's tables to the paths in `out`; returns the comparison table."""
     settings = stats.Settings(**statistics)
     runs, curves = records.load(train_paths, eval_paths)
     summary = stats.seed_summary(runs, settings)
@@ -18,3 +19,4 @@ def aggregate(train_paths, eval_paths, baseline: str, statistics: dict, out: dic
     for name, frame in (("runs", runs), ("curves", curves), ("equivalence", equivalence), ("speedup", speedup),
                         ("comparison", comparison)):  # fmt: skip
         io.write_csv(frame, out[name])
+    return comparison

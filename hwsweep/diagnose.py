@@ -26,7 +26,8 @@ def _values(runs: pd.DataFrame, column: str) -> str:
 def differences(runs: pd.DataFrame, base: pd.DataFrame) -> list[str]:
     found = []
     for label, columns in CHECKLIST:
-        diffs = [f"{c} {_values(runs, c)} vs {_values(base, c)}" for c in columns if _values(runs, c) != _values(base, c)]
+        pairs = [(c, _values(runs, c), _values(base, c)) for c in columns]
+        diffs = [f"{c} {mine} vs {theirs}" for c, mine, theirs in pairs if mine != theirs]
         if diffs:
             found.append(f"{label}: {', '.join(diffs)}")
     return found

@@ -72,9 +72,8 @@ def write_status(matrix, folder="results/partial") -> pd.DataFrame:
     for suite, sub in done.groupby("suite", sort=False):
         dirs = [Path(matrix.spec(r.suite, r.variant, r.hardware, r.seed).run_dir) for r in sub.itertuples()]
         names = ["runs", "curves", "equivalence", "speedup", "comparison"]
-        aggregate([d / TRAIN_RECORD for d in dirs], [d / EVAL_RECORD for d in dirs], matrix.baseline,
-                  matrix.statistics, {n: folder / suite / f"{n}.csv" for n in names})  # fmt: skip
-        comparisons.append(pd.read_csv(folder / suite / "comparison.csv"))
+        comparisons.append(aggregate([d / TRAIN_RECORD for d in dirs], [d / EVAL_RECORD for d in dirs], matrix.baseline,
+                                     matrix.statistics, {n: folder / suite / f"{n}.csv" for n in names}))  # fmt: skip
     combined = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame(columns=["suite"])
     # Every cell of the matrix appears, with how many of its seeds are done; missing ones say so.
     combined = cells.merge(combined, on=["suite", "variant", "hardware"], how="left")
