@@ -38,7 +38,7 @@ def run(level: str, n: int, steps: int, folder: Path, global_batch: int = 32) ->
     subprocess.run([str(torchrun), "--standalone", "--nproc_per_node", str(n), "-m", "hwsweep.train",
                     str(folder / "spec.json"), "--threads", "2"],
                    check=True, capture_output=True, env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
-    return json.loads((folder / "train.json").read_text())["losses"]
+    return json.loads((folder / "train.json").read_text())["curves"]["loss"]["values"]
 
 
 def gap(a, b, upto):

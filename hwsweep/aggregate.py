@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from hwsweep import diagnose, io, records, stats
+from hwsweep.metrics import Metric
 
 
-def aggregate(train_paths, eval_paths, baseline: str, statistics: dict, out: dict):
+def aggregate(train_paths, eval_paths, baseline: str, statistics: dict, metrics: list[Metric], out: dict):
     """Write the suite's tables to the paths in `out`; returns the comparison table."""
-    settings = stats.Settings(**statistics)
-    runs, curves = records.load(train_paths, eval_paths)
+    settings = stats.Settings.of(statistics, metrics)
+    runs, curves = records.load(train_paths, eval_paths, list(settings.metrics))
     summary = stats.seed_summary(runs, settings)
     equivalence = stats.equivalence(runs, baseline, settings)
     diagnosis = diagnose.diagnose(runs, equivalence, baseline)

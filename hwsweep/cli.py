@@ -22,9 +22,9 @@ def _load(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
-def _print_plan(raw: dict, fmt: str) -> int:
+def _print_plan(raw: dict, fmt: str, config_dir: Path) -> int:
     try:
-        matrix = resolve(raw)
+        matrix = resolve(raw, config_dir=config_dir)
     except (ConfigError, SpecError) as e:
         print(f"hwsweep config error: {e}", file=sys.stderr)
         return 1
@@ -66,12 +66,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     raw = _load(args.configfile)
     if args.command == "plan":
-        return _print_plan(raw, args.format)
+        return _print_plan(raw, args.format, args.configfile.parent)
     entry, lines = detect_hardware()
     print("\n".join(lines))
     raw = raw | {"hardware": {"detected": entry}, "baseline": "detected"}
     raw["suites"] = {name: {k: v for k, v in body.items() if k != "hardware"} for name, body in raw["suites"].items()}
-    return _print_plan(raw, args.format)
+    return _print_plan(raw, args.format, args.configfile.parent)
 
 
 if __name__ == "__main__":

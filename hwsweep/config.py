@@ -14,8 +14,10 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from hwsweep import catalog, families
+from hwsweep.command import PLAN_VALUES, PYTHON_NAMES, Evaluation, Invocation, Trainer, resolve_program
 from hwsweep.matrix import Cell, Matrix
-from hwsweep import catalog
+from hwsweep.metrics import Metric, check_pattern
 from hwsweep.plan import Advisor, Hardware, PlanError, make_plan
 from hwsweep.recipe import Recipe
 from hwsweep.typed import SpecError
@@ -25,6 +27,18 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / 
 
 class ConfigError(ValueError):
     pass
+
+
+# JSON Schema counts 32.0 as an integer; a float where a count belongs would plan fine and crash
+# inside torchrun (or name a folder seed1.0), so integers must be ints.
+Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
+# Suite names that would collide with the workflow's own folders under results/.
+RESERVED_SUITES = ("partial",)
 
 
 @lru_cache(maxsize=None)
@@ -86,14 +100,22 @@ def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
     return err
 
 
+def _deref(schema: dict, root: dict) -> dict:
+    """A subschema with its $ref (a local JSON pointer) resolved; its own keys win."""
+    if "$ref" not in schema:
+        return schema
+    target = root
+    for part in schema["$ref"].lstrip("#/").split("/"):
+        target = target[part]
+    return {**_deref(target, root), **{k: v for k, v in schema.items() if k != "$ref"}}
+
+
 def _fill_defaults(schema: dict, instance: dict, root: dict) -> dict:
     """Fill schema defaults into `instance` (recursively through nested objects)."""
-    if "$ref" in schema:
-        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[1]]
+    schema = _deref(schema, root)
     out = dict(instance)
     for key, sub in schema.get("properties", {}).items():
-        if "$ref" in sub:
-            sub = {**root["$defs"][sub["$ref"].rsplit("/", 1)[1]], **{k: v for k, v in sub.items() if k != "$ref"}}
+        sub = _deref(sub, root)
         if key not in out and "default" in sub:
             out[key] = copy.deepcopy(sub["default"])
         elif key not in out and "properties" in sub:
@@ -121,12 +143,11 @@ def _set_dotted(d: dict, dotted: str, value) -> dict:
 
 
 def _leaf_keys(schema: dict, root: dict, prefix: str = "") -> set[str]:
-    if "$ref" in schema:
-        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[1]]
+    schema = _deref(schema, root)
     keys = set()
     for k, sub in schema.get("properties", {}).items():
         name = f"{prefix}{k}"
-        keys |= _leaf_keys(sub, root, name + ".") if sub.get("type") == "object" else {name}
+        keys |= _leaf_keys(sub, root, name + ".") if _deref(sub, root).get("properties") else {name}
     return keys
 
 
@@ -136,9 +157,9 @@ def _variant_name(values: dict) -> str:
     return "_".join(f"{k.rsplit('.', 1)[1] if '.' in k else k}-{str(v).lower()}" for k, v in values.items())
 
 
-def _check_recipe(recipe: dict, where: str, schema: dict, sweep: dict | None = None) -> Recipe:
+def _check_recipe(recipe: dict, where: str, schema: dict, builtin: bool, sweep: dict | None = None) -> Recipe:
     err = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema["$defs"]["recipe"] | {"$defs": schema["$defs"]}).iter_errors(recipe)
+        Validator(schema["$defs"]["recipe"] | {"$defs": schema["$defs"]}).iter_errors(recipe)
     )
     if err is not None:
         err = _deepest(err)
@@ -146,14 +167,20 @@ def _check_recipe(recipe: dict, where: str, schema: dict, sweep: dict | None = N
         if sweep and key in sweep:  # name the sweep entry the user wrote, not the merged recipe
             raise ConfigError(f"{where}.sweep.{key}: {err.instance!r} is invalid; {_fix(err)}")
         raise ConfigError(f"{where}.{_message(err)}")
+    if not builtin:  # a user's script brings its own task and model
+        recipe = recipe | {"task": None, "model": None}
     r = Recipe.from_dict(recipe, where)
     if r.schedule.warmup_steps >= r.schedule.steps:
         raise ConfigError(
             f"{where}.schedule.warmup_steps: {r.schedule.warmup_steps} must be below steps {r.schedule.steps}; lower it"
         )
-    if r.model.width % r.model.heads:
+    if builtin and r.model.width % r.model.heads:
         raise ConfigError(
             f"{where}.model.width: {r.model.width} is not divisible by heads {r.model.heads}; use a multiple of heads"
+        )
+    if not builtin and r.micro_batch == "auto":
+        raise ConfigError(
+            f"{where}.micro_batch: auto needs the built-in trainer's memory model; give your script's micro-batch as a number"
         )
     if r.lr_scaling != "none" and r.batch_policy == "locked":
         raise ConfigError(
@@ -167,16 +194,126 @@ def _check_recipe(recipe: dict, where: str, schema: dict, sweep: dict | None = N
     return r
 
 
-def resolve(raw: dict, schema: dict | None = None) -> Matrix:
-    """Validate `raw` and expand it; raises ConfigError with a one-line message."""
+def _check_pattern(where: str, pattern: str) -> None:
+    problem = check_pattern(pattern)
+    if problem:
+        raise ConfigError(f"{where}: {pattern!r} {problem}")
+
+
+def _invocation(raw: dict, where: str, config_dir: Path, schema: dict) -> Invocation:
+    """A command block with its workdir resolved and everything it names checked."""
+    defaults = _fill_defaults(schema["$defs"]["invocation"], {k: v for k, v in raw.items() if k in INVOCATION_KEYS}, schema)
+    if "command" not in raw:
+        raise ConfigError(f"{where}.command: missing; give your script's command, e.g. [python, train.py]")
+    workdir = (config_dir / Path(defaults["workdir"]).expanduser()).resolve()
+    if not workdir.is_dir():
+        raise ConfigError(f"{where}.workdir: {str(workdir)!r} is not a directory; give a path relative to the config file, or absolute")
+    inv = Invocation.from_dict(defaults | {"workdir": str(workdir), "command": list(raw["command"])}, where)
+    program = inv.command[0]
+    if resolve_program(program, inv.workdir) is None:
+        hint = "make it executable (chmod +x) or start the command with python" if "/" in program else "install it or give its path"
+        raise ConfigError(f"{where}.command: {program!r} is not an executable program in {inv.workdir} or on PATH; {hint}")
+    if inv.command[0] in PYTHON_NAMES and len(inv.command) > 1 and inv.command[1].endswith(".py"):
+        if not (workdir / inv.command[1]).is_file():
+            raise ConfigError(f"{where}.command: script {inv.command[1]!r} not found in {inv.workdir}; fix the path or workdir")
+    for flag, value in inv.args.items():
+        if value not in PLAN_VALUES:
+            near = difflib.get_close_matches(value, list(PLAN_VALUES), n=1)
+            hint = f"did you mean {near[0]}?" if near else f"use one of {', '.join(PLAN_VALUES)}"
+            raise ConfigError(f"{where}.args.{flag}: {value!r} is not a plan value; {hint}")
+    for value in inv.values:
+        if value not in PLAN_VALUES:
+            raise ConfigError(f"{where}.values.{value}: not a plan value; use one of {', '.join(PLAN_VALUES)}")
+    _check_pattern(f"{where}.step_pattern", inv.step_pattern)
+    return inv
+
+
+INVOCATION_KEYS = ("command", "workdir", "arg_style", "args", "values", "metrics_file", "step_pattern")
+
+
+def _trainer(raw: dict, config_dir: Path, schema: dict) -> Trainer:
+    if "command" not in raw:
+        if set(raw) - {"launch"}:
+            extra = sorted(set(raw) - {"launch"})[0]
+            raise ConfigError(f"trainer.{extra}: only applies to a command; add trainer.command or remove it")
+        return Trainer(kind="builtin")
+    filled = _fill_defaults(schema["properties"]["trainer"], raw, schema)
+    resume = filled.get("resume", {})
+    if bool(resume.get("when")) != bool(resume.get("args")):
+        raise ConfigError("trainer.resume: give both when (the checkpoint file) and args (what to add then), or neither")
+    for value, pattern in filled["plan_check"].items():
+        if value not in PLAN_VALUES:
+            raise ConfigError(f"trainer.plan_check.{value}: not a plan value; use one of {', '.join(PLAN_VALUES)}")
+        _check_pattern(f"trainer.plan_check.{value}", pattern)
+    return Trainer(
+        kind="command",
+        invocation=_invocation(raw, "trainer", config_dir, schema),
+        launch=filled["launch"],
+        resume_when=resume.get("when"),
+        resume_args=list(resume.get("args", [])),
+        signal=filled["signal"],
+        plan_check=filled["plan_check"],
+    )
+
+
+def _evaluation(raw, trainer: Trainer, config_dir: Path, schema: dict) -> Evaluation:
+    if raw is None:
+        return Evaluation(kind="builtin" if trainer.kind == "builtin" else "none")
+    if raw == "builtin" and trainer.kind != "builtin":
+        raise ConfigError("evaluation: builtin evaluates the reference models only; use none or your own evaluation command")
+    if isinstance(raw, str):
+        return Evaluation(kind=raw)
+    return Evaluation(kind="command", invocation=_invocation(raw, "evaluation", config_dir, schema))
+
+
+def _metrics(raw: dict | None, recipe: dict, trainer: Trainer, evaluation: Evaluation, schema: dict) -> list[Metric]:
+    if raw is None:
+        if trainer.kind != "builtin":
+            raise ConfigError(
+                "metrics: missing; declare what your script reports, e.g. metrics: {val_loss: {goal: min, margin: 0.02}}"
+            )
+        raw = families.family(recipe["model"]["name"]).metrics
+    out = []
+    for name, body in raw.items():
+        body = _fill_defaults(schema["$defs"]["metric"], body, schema)
+        metric = Metric.from_dict({"name": name, "margin": None, "pattern": None, "key": None, "bounds": None} | body, name)
+        where = f"metrics.{name}"
+        if metric.pattern is not None:
+            _check_pattern(f"{where}.pattern", metric.pattern)
+        if metric.bounds is not None and metric.bounds[0] > metric.bounds[1]:
+            raise ConfigError(f"{where}.bounds: {metric.bounds} is not [low, high]; put the lower bound first")
+        if metric.stage == "eval" and evaluation.kind == "none":
+            raise ConfigError(f"{where}.stage: eval, but there is no evaluation stage; use stage: train or configure evaluation")
+        if metric.stage == "eval" and evaluation.kind == "builtin" and name not in families.family(recipe["model"]["name"]).metrics:
+            raise ConfigError(
+                f"{where}: the built-in evaluator does not report it; use one of "
+                f"{', '.join(families.family(recipe['model']['name']).metrics)} or stage: train"
+            )
+        out.append(metric)
+    return out
+
+
+def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".") -> Matrix:
+    """Validate `raw` and expand it; raises ConfigError with a one-line message. Relative
+    workdirs of commands are taken from `config_dir` (the config file's folder)."""
     schema = schema or load_schema()
-    validator = jsonschema.Draft202012Validator(schema)
+    if isinstance(raw, dict) and isinstance(raw.get("statistics"), dict) and "margins" in raw["statistics"]:
+        raise ConfigError("statistics.margins: margins moved to the metrics; give each as metrics.<name>.margin")
+    validator = Validator(schema)
     err = jsonschema.exceptions.best_match(validator.iter_errors(raw))
     if err is not None:
         raise ConfigError(_message(_deepest(err)))
 
-    base = _fill_defaults(schema["properties"]["recipe"], raw.get("recipe", {}), schema)
-    _check_recipe(base, "recipe", schema)
+    trainer = _trainer(raw.get("trainer", {}), Path(config_dir), schema)
+    builtin = trainer.kind == "builtin"
+    recipe_raw = raw.get("recipe", {})
+    for key in ("task", "model"):
+        if not builtin and key in recipe_raw:
+            raise ConfigError(f"recipe.{key}: only for the built-in trainer; pass your script's settings as recipe.args")
+    base = _fill_defaults(schema["properties"]["recipe"], recipe_raw, schema)
+    _check_recipe(base, "recipe", schema, builtin)
+    evaluation = _evaluation(raw.get("evaluation"), trainer, Path(config_dir), schema)
+    metrics = _metrics(raw.get("metrics"), base, trainer, evaluation, schema)
 
     hardware = {}
     for name, entry in raw["hardware"].items():
@@ -192,6 +329,10 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
                 f"hardware.{name}.gpu_type: {entry['gpu_type']!r} is not in the catalog; use one of "
                 f"{', '.join(catalog.catalog())} or give memory_gb"
             )
+        if trainer.launch == "plain" and hardware[name].nodes > 1:
+            raise ConfigError(
+                f"hardware.{name}.nodes: trainer.launch plain runs one process per run; use launch: torchrun for several nodes"
+            )
     advisor = Advisor(**_fill_defaults(schema["properties"]["advisor"], raw.get("advisor", {}), schema))
     statistics = _fill_defaults(schema["properties"]["statistics"], raw.get("statistics", {}), schema)
     if raw["baseline"] not in hardware:
@@ -203,6 +344,8 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
     cells = []
     for suite, body in raw["suites"].items():
         where = f"suites.{suite}"
+        if suite in RESERVED_SUITES:
+            raise ConfigError(f"suites: name {suite!r} is reserved for the workflow's own results; rename the suite")
         names = body.get("hardware", list(hardware))
         for hw in names:
             if hw not in hardware:
@@ -213,10 +356,16 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
             raise ConfigError(
                 f"{where}.hardware: the baseline {raw['baseline']!r} is missing; add it so speedups have a reference"
             )
-        recipe = _merge(base, body.get("overrides", {}))
+        overrides = body.get("overrides", {})
+        for key in ("task", "model"):
+            if not builtin and key in overrides:
+                raise ConfigError(f"{where}.overrides.{key}: only for the built-in trainer; override recipe.args instead")
+        recipe = _merge(base, overrides)
         sweep = body.get("sweep", {})
         for key in sweep:
-            if key not in leaves:
+            if key.startswith("args.") and key.count(".") == 1:
+                continue  # a script setting: any name the script takes
+            if key not in leaves or (not builtin and key.split(".")[0] in ("task", "model")):
                 near = difflib.get_close_matches(key, sorted(leaves), n=3, cutoff=0.5)
                 hint = f"did you mean {' or '.join(near)}?" if near else "see recipe keys in workflow/schemas/config.schema.yaml"
                 raise ConfigError(f"{where}.sweep.{key}: not a recipe key; {hint}")
@@ -232,13 +381,14 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
                     f"{where}.sweep: values {seen[variant]} and {values} both name variant {variant!r}; make them distinct"
                 )
             seen[variant] = values
-            typed = _check_recipe(variant_recipe, where, schema, sweep)
+            typed = _check_recipe(variant_recipe, where, schema, builtin, sweep)
             for hw in names:
                 try:
                     make_plan(typed, hardware[hw], advisor, context=f" (suite {suite}, variant {variant}, hardware {hw})")
                 except PlanError as e:
                     raise ConfigError(str(e)) from None
             cells.append(Cell(suite=suite, variant=variant, recipe=typed, sweep_values=values, hardware=tuple(names)))
+    warnings = _cross_hardware_warnings(cells, hardware, raw["baseline"]) + _unmapped_warnings(trainer)
     return Matrix(
         cells=tuple(cells),
         seeds=tuple(raw["seeds"]),
@@ -247,7 +397,10 @@ def resolve(raw: dict, schema: dict | None = None) -> Matrix:
         advisor=advisor,
         statistics=statistics,
         keep_checkpoints=raw.get("keep_checkpoints", True),
-        warnings=_cross_hardware_warnings(cells, hardware, raw["baseline"]),
+        warnings=warnings,
+        trainer=trainer,
+        evaluation=evaluation,
+        metrics=tuple(metrics),
     )
 
 
@@ -266,12 +419,38 @@ def _cross_hardware_warnings(cells, hardware, baseline) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def resolve_or_exit(raw: dict) -> Matrix:
+# What the comparison is locked on, and the plan values that carry it to a script.
+LOCKED_BY = {
+    "the seed": ("seed",),
+    "the batch": ("micro_batch", "per_device_batch", "global_batch"),
+    "the step budget": ("steps",),
+    "the precision": ("precision",),
+}
+
+
+def _unmapped_warnings(trainer: Trainer) -> tuple[str, ...]:
+    """A script only follows the plan through its flags: say which locks it does not receive."""
+    if trainer.kind == "builtin":
+        return ()
+    mapped = set(trainer.invocation.args.values())
+    out = []
+    for what, values in LOCKED_BY.items():
+        if not mapped & set(values):
+            consequence = (
+                "every seed repeats the same run, so the seed axis measures run-to-run noise only"
+                if what == "the seed"
+                else "the script uses its own, so hwsweep cannot lock it across hardware"
+            )
+            out.append(f"trainer.args maps no flag to {' or '.join(values)}: {what} is not passed; {consequence}")
+    return tuple(out)
+
+
+def resolve_or_exit(raw: dict, config_dir: Path | str = ".") -> Matrix:
     """For the Snakefile: print the one-line error and exit non-zero, no traceback."""
     import sys
 
     try:
-        return resolve(raw)
+        return resolve(raw, config_dir=config_dir)
     except (ConfigError, SpecError) as e:
         print(f"hwsweep config error: {e}", file=sys.stderr)
         sys.exit(1)

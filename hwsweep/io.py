@@ -39,6 +39,14 @@ def write_json(path, data) -> None:
     write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
+def append_line(path, line: str) -> None:
+    """Append one line (a JSON-lines log); a kill can cut only the line being written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(line.rstrip("\n") + "\n")
+
+
 def read_json(path) -> dict:
     """Read a record; a truncated or empty file raises, so it is never taken for a result."""
     with open(path) as f:

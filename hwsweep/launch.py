@@ -1,4 +1,5 @@
-"""Start torchrun for one run, on one node or, under SLURM, on each node of the allocation.
+"""Start one run's trainer: the built-in one or a user's command, under torchrun (on one node
+or, under SLURM, on each node of the allocation) or as a plain process.
 
     python -m hwsweep.launch results/.../spec.json --threads 8
 
@@ -18,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hwsweep import command, runner
 from hwsweep.spec import RunSpec
 
 PORT_BASE = 29500
@@ -32,7 +34,8 @@ def master_address() -> str:
     return names.stdout.split()[0]
 
 
-def torchrun_command(spec: RunSpec, spec_path: str, threads: int, env: dict) -> list[str]:
+def torchrun_command(spec: RunSpec, env: dict) -> list[str]:
+    """torchrun with the plan's shape and rendezvous, up to the program it starts."""
     plan = spec.plan
     torchrun = Path(sys.executable).parent / "torchrun"
     cmd = [str(torchrun) if torchrun.exists() else "torchrun"]
@@ -50,8 +53,7 @@ def torchrun_command(spec: RunSpec, spec_path: str, threads: int, env: dict) -> 
         port = PORT_BASE + int(env.get("SLURM_JOB_ID", "0")) % 2000
         cmd += ["--nnodes", str(plan.nodes), "--node_rank", env["SLURM_NODEID"],
                 "--master_addr", master_address(), "--master_port", str(port)]  # fmt: skip
-    return cmd + ["--nproc_per_node", str(plan.devices_per_node), "-m", "hwsweep.train", spec_path,
-                  "--threads", str(threads)]  # fmt: skip
+    return cmd + ["--nproc_per_node", str(plan.devices_per_node)]
 
 
 def main(argv=None) -> int:
@@ -59,9 +61,19 @@ def main(argv=None) -> int:
     parser.add_argument("spec")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads on this node, for all its processes")
     args = parser.parse_args(argv)
-    cmd = torchrun_command(RunSpec.load(args.spec), args.spec, args.threads, dict(os.environ))
+    spec = RunSpec.load(args.spec)
     node = os.environ.get("SLURM_NODEID", "0")
+    trainer = spec.trainer
+    if trainer.kind == "builtin":
+        cmd = torchrun_command(spec, dict(os.environ)) + ["-m", "hwsweep.train", args.spec, "--threads", str(args.threads)]
+    else:
+        script = command.command_argv(spec, trainer.invocation)
+        cmd = script
+        if trainer.launch == "torchrun":
+            cmd = torchrun_command(spec, dict(os.environ)) + command.torchrun_target(trainer.invocation, script)
     print(f"hwsweep.launch [node {node}]: {shlex.join(cmd)}", flush=True)
+    if trainer.kind == "command" and node == "0":
+        return runner.train(spec, args.spec, cmd, args.threads)  # the first node watches and records the run
     # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
     os.execvpe(cmd[0], cmd, os.environ | {"OMP_NUM_THREADS": "1"})
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from hwsweep.command import Evaluation, Trainer
+from hwsweep.metrics import Metric
 from hwsweep.plan import Advisor, Hardware, make_plan
 from hwsweep.recipe import Recipe
 from hwsweep.spec import RunSpec, run_dir
@@ -43,6 +45,12 @@ class Matrix:
     statistics: dict = field(default_factory=dict)
     keep_checkpoints: bool = True
     warnings: tuple[str, ...] = ()
+    trainer: Trainer = Trainer(kind="builtin")
+    evaluation: Evaluation = Evaluation(kind="builtin")
+    metrics: tuple[Metric, ...] = ()
+
+    def metric_names(self) -> list[str]:
+        return [m.name for m in self.metrics]
 
     @property
     def suites(self) -> list[str]:
@@ -85,4 +93,8 @@ class Matrix:
             plan=make_plan(cell.recipe, hw, self.advisor),
             run_dir=run_dir(suite, variant, hardware, seed),
             sweep_values=dict(cell.sweep_values),
+            trainer=self.trainer,
+            evaluation=self.evaluation,
+            metrics=list(self.metrics),
+            keep_checkpoints=self.keep_checkpoints,
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hwsweep import catalog, footprint
+from hwsweep import catalog, families
 from hwsweep.recipe import Recipe
 from hwsweep.typed import Typed
 
@@ -74,13 +74,13 @@ class BatchPlan(Typed):
     accumulation: int
     steps: int
     warmup_steps: int
-    epochs: float
+    epochs: float | None  # None when the trainer's data set size is not known (a user's script)
     lr: float
     precision: str
     tf32: bool
     reproducibility: str
     memory_gb: float | None
-    est_memory_gb: float
+    est_memory_gb: float | None
     comparable: bool
     warnings: list
 
@@ -130,8 +130,11 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
     per_device = g // w
     strict = recipe.reproducibility == "strict"
 
-    def need(micro: int) -> int:
-        return footprint.device_bytes(recipe.model, recipe.task, micro, per_device // micro, strict, hw.accelerator)
+    def need(micro: int) -> int | None:
+        if recipe.model is None:  # a user's script: its memory is its own (micro_batch auto is refused)
+            return None
+        device_bytes = families.family(recipe.model.name).device_bytes
+        return device_bytes(recipe.model, recipe.task, micro, per_device // micro, strict, hw.accelerator)
 
     memory = hw.device_memory_gb
     if recipe.micro_batch == "auto":
@@ -154,8 +157,8 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
             raise PlanError(
                 f"recipe.global_batch: {g} is not divisible by world_size {w} x micro_batch {micro}{context}; {fix}"
             )
-    est = need(micro) / GB
-    if memory is not None and est > memory:
+    est = None if need(micro) is None else need(micro) / GB
+    if memory is not None and est is not None and est > memory:
         warnings.append(f"estimated {est:.1f} GB per device exceeds the device's {memory} GB")
     return BatchPlan(
         accelerator=hw.accelerator,
@@ -169,13 +172,13 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         accumulation=per_device // micro,
         steps=recipe.schedule.steps,
         warmup_steps=recipe.schedule.warmup_steps,
-        epochs=round(recipe.schedule.steps * g / recipe.task.train_size, 4),
+        epochs=round(recipe.schedule.steps * g / recipe.task.train_size, 4) if recipe.task else None,
         lr=recipe.optimizer.lr * (LR_SCALE[recipe.lr_scaling](w) if grow else 1.0),
         precision=hw.precision or recipe.precision,
         tf32=recipe.tf32,
         reproducibility=recipe.reproducibility,
         memory_gb=memory,
-        est_memory_gb=round(est, 4),
+        est_memory_gb=None if est is None else round(est, 4),
         comparable=not grow,
         warnings=warnings,
     )

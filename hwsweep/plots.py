@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from hwsweep import io  # noqa: E402
-from hwsweep.stats import loss_band  # noqa: E402
+from hwsweep.stats import curve_band  # noqa: E402
 
 
 def _save(fig, path) -> None:
@@ -125,19 +125,29 @@ def time_breakdown(summary: pd.DataFrame, path) -> None:
     _save(fig, path)
 
 
-def loss_curves(curves: pd.DataFrame, path) -> None:
-    """Training loss per step: mean over seeds as a line, min-max over seeds as a band."""
-    band = loss_band(curves)
-    variants = list(dict.fromkeys(band.variant))
-    fig, axes = plt.subplots(1, len(variants), figsize=(3.6 * len(variants) + 1, 3.4), squeeze=False, sharey=True)
-    for ax, variant in zip(axes[0], variants):
-        for i, (hw, sub) in enumerate(band[band.variant == variant].groupby("hardware", sort=False)):
-            ax.plot(sub.step, sub["mean"], color=f"C{i}", lw=1.2, label=hw)
-            ax.fill_between(sub.step, sub.low, sub.high, color=f"C{i}", alpha=0.2, lw=0)
-        ax.set_yscale("log")
-        ax.set_xlabel("optimizer step")
-        ax.set_title(variant)
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("training loss")
+MAX_CURVES = 4  # series per figure; a trainer that logs more shows the first ones (all are in curves.csv)
+
+
+def curves(curves: pd.DataFrame, path) -> None:
+    """Every logged series per optimizer step: mean over seeds as a line, min-max as a band;
+    one row of panels per series, one column per variant."""
+    band = curve_band(curves)
+    names = list(dict.fromkeys(band.metric))[:MAX_CURVES] or ["(nothing logged per step)"]
+    variants = list(dict.fromkeys(band.variant)) or [""]
+    fig, axes = plt.subplots(len(names), len(variants), figsize=(3.6 * len(variants) + 1, 2.9 * len(names)),
+                             squeeze=False)  # fmt: skip
+    for row, name in enumerate(names):
+        for col, variant in enumerate(variants):
+            ax = axes[row][col]
+            sub = band[(band.metric == name) & (band.variant == variant)]
+            for i, (hw, line) in enumerate(sub.groupby("hardware", sort=False)):
+                ax.plot(line.step, line["mean"], color=f"C{i}", lw=1.2, label=hw)
+                ax.fill_between(line.step, line.low, line.high, color=f"C{i}", alpha=0.2, lw=0)
+            if len(sub) and (sub.low > 0).all() and sub["mean"].max() / sub["mean"].min() > 20:
+                ax.set_yscale("log")  # losses fall over orders of magnitude
+            ax.set_title(f"{variant} {name}".strip(), fontsize=9)
+            ax.set_xlabel("optimizer step", fontsize=8)
+            ax.grid(alpha=0.3)
+            if len(sub):
+                ax.legend(fontsize=7)
     _save(fig, path)

@@ -46,8 +46,8 @@ class Schedule:
 
 @dataclass(frozen=True)
 class Recipe(Typed):
-    task: Task
-    model: Model
+    task: Task | None  # the built-in trainer's task and model; None for a user's command
+    model: Model | None
     optimizer: Optimizer
     schedule: Schedule
     global_batch: int
@@ -60,3 +60,5 @@ class Recipe(Typed):
     reproducibility: str
     checkpoint_every: int
     log_every: int
+    num_workers: int
+    args: dict  # a user script's own settings, passed as flags

@@ -1,54 +1,139 @@
-"""Flatten RunRecords (train.json + eval.json) into table rows. Statistics read these rows only."""
+"""The two records a run leaves (train.json: RunRecord, eval.json: EvalRecord) and their
+flattening into table rows. Every trainer writes the same RunRecord: the built-in one through
+hwsweep.runtime, a user's command through hwsweep.command. Statistics read the rows only."""
 
 from __future__ import annotations
 
-import pandas as pd
+import json
+import math
+from dataclasses import dataclass, field
 
 from hwsweep import io
+from hwsweep.command import Trainer
+from hwsweep.typed import SpecError, Typed
 
 KEYS = ["suite", "variant", "hardware", "seed"]
-METRICS = ["token_accuracy", "exact_accuracy", "final_loss"]
 PLAN_COLUMNS = [
     "accelerator", "nodes", "devices_per_node", "world_size", "global_batch", "micro_batch",
     "accumulation", "steps", "warmup_steps", "epochs", "precision", "tf32", "reproducibility",
-    "threads_per_process", "lr", "comparable",
+    "lr", "comparable",
 ]  # fmt: skip
-TIMING_COLUMNS = ["train_seconds", "startup_seconds", "eval_seconds", "wall_seconds", "samples_per_second"]
+TIMING_COLUMNS = ["train_seconds", "startup_seconds", "wall_seconds", "samples_per_second"]
 
 
 class RecordError(ValueError):
     pass
 
 
-def run_row(train: dict, evaluation: dict) -> dict:
-    if train.get("status") != "complete":
-        raise RecordError(f"train record of {[train.get(k) for k in KEYS]} is not complete")
-    prov = train["provenance"]
-    row = {k: train[k] for k in KEYS}
-    row["gpu_type"] = train["spec"]["hardware"]["gpu_type"]
-    row |= {k: train["plan"][k] for k in PLAN_COLUMNS}
-    row |= {k: evaluation[k] for k in METRICS if k in evaluation}
-    row["final_loss"] = train["final_loss"]
-    row |= {k: train[k] for k in TIMING_COLUMNS if k in train}
-    row["eval_seconds"] = evaluation["eval_seconds"]
-    row["restarts"] = train["restarts"]
-    order = train["data_order"]
-    row["data_order"] = f"{order['sampler']}/table{order['train_size']}/workers{order['num_workers']}"
-    row |= {k: prov[k] for k in ("torch", "cuda", "nccl", "git_commit", "host")}
-    row["devices"] = ";".join(sorted(set(prov["devices"])))
+@dataclass(frozen=True)
+class Curve(Typed):
+    """One logged series: values[i] was logged at optimizer step steps[i] (1-based)."""
+
+    steps: list
+    values: list
+
+
+@dataclass(frozen=True)
+class RunRecord(Typed):
+    """train.json: what one training run did."""
+
+    status: str  # "complete"
+    suite: str
+    variant: str
+    hardware: str
+    seed: int
+    trainer: str  # "builtin" | "command"
+    spec: dict  # the resolved RunSpec it ran
+    plan: dict  # the plan as executed (the spec's plan + what the trainer chose, e.g. threads)
+    metrics: dict  # final value of every train-stage metric, by name
+    curves: dict  # name -> Curve (as a dict), every series logged per step
+    train_seconds: float
+    startup_seconds: float
+    wall_seconds: float
+    samples_per_second: float
+    data_order: dict  # sampler, dataset size, num_workers
+    segments: list  # one entry per start: {start_step, startup_seconds}
+    restarts: int
+    resumed_from_step: int | None
+    provenance: dict
+    checkpoint: str | None = None  # the final checkpoint's file name in the run directory
+    step_seconds: list = field(default_factory=list)
+    checks: list = field(default_factory=list)  # where the run did not follow its plan (flagged, not fatal)
+
+    def curve(self, name: str) -> Curve:
+        return Curve.from_dict(self.curves[name], f"curves.{name}")
+
+
+@dataclass(frozen=True)
+class EvalRecord(Typed):
+    """eval.json: metrics of a finished run on its held-out data."""
+
+    suite: str
+    variant: str
+    hardware: str
+    seed: int
+    evaluator: str  # "builtin" | "command"
+    metrics: dict
+    eval_seconds: float
+    checks: list = field(default_factory=list)
+
+
+def read(cls, path):
+    """A record from its file; a damaged or incomplete one raises RecordError naming the file."""
+    try:
+        record = cls.from_dict(io.read_json(path), cls.__name__)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, SpecError, TypeError) as e:
+        raise RecordError(f"{path}: {e}") from None
+    if getattr(record, "status", "complete") != "complete":
+        raise RecordError(f"{path}: status {record.status!r}, not complete")
+    for name, value in record.metrics.items():
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise RecordError(f"{path}: metric {name} is {value!r}, not a finite number")
+    return record
+
+
+def run_row(train: RunRecord, evaluation: EvalRecord | None, metric_names: list[str]) -> dict:
+    prov = train.provenance
+    row = {"suite": train.suite, "variant": train.variant, "hardware": train.hardware, "seed": train.seed}
+    row["gpu_type"] = train.spec["hardware"]["gpu_type"]
+    row |= {k: train.plan.get(k) for k in PLAN_COLUMNS}
+    row["threads_per_process"] = train.plan.get("threads_per_process")
+    values = train.metrics | (evaluation.metrics if evaluation else {})
+    row |= {name: values.get(name, math.nan) for name in metric_names}
+    row |= {k: getattr(train, k) for k in TIMING_COLUMNS}
+    row["eval_seconds"] = evaluation.eval_seconds if evaluation else 0.0
+    row["restarts"] = train.restarts
+    order = train.data_order
+    row["data_order"] = f"{order['sampler']}/size{order.get('dataset_size')}/workers{order.get('num_workers')}"
+    row["trainer"] = train.trainer
+    row["seeded"] = Trainer.from_dict(train.spec["trainer"]).seeded  # False: every seed repeats one run
+    row |= {k: prov.get(k) for k in ("torch", "cuda", "nccl", "git_commit", "host")}
+    row["script_sha256"] = (prov.get("script") or {}).get("sha256")
+    row["devices"] = ";".join(sorted(set(prov.get("devices", []))))
+    row["checks"] = "; ".join(train.checks + (evaluation.checks if evaluation else []))
     return row
 
 
-def curve_rows(train: dict) -> list[dict]:
-    base = {k: train[k] for k in KEYS}
-    return [base | {"step": i + 1, "loss": loss} for i, loss in enumerate(train["losses"])]
+def curve_rows(train: RunRecord) -> list[dict]:
+    base = {k: getattr(train, k) for k in KEYS}
+    rows = []
+    for name in train.curves:
+        curve = train.curve(name)
+        rows.extend(base | {"metric": name, "step": s, "value": v} for s, v in zip(curve.steps, curve.values))
+    return rows
 
 
-def load(train_paths, eval_paths) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """runs (one row per run) and curves (one row per run and step)."""
+def load(train_paths, eval_paths, metric_names: list[str]):
+    """runs (one row per run) and curves (one row per run, metric and logged step).
+    `eval_paths` is empty when the config has no evaluation stage."""
+    import pandas as pd  # here, so the launcher that writes records starts fast
+
     runs, curves = [], []
-    for tp, ep in zip(train_paths, eval_paths, strict=True):
-        train, evaluation = io.read_json(tp), io.read_json(ep)
-        runs.append(run_row(train, evaluation))
+    evals = list(eval_paths) or [None] * len(train_paths)
+    for tp, ep in zip(train_paths, evals, strict=True):
+        train = read(RunRecord, tp)
+        evaluation = read(EvalRecord, ep) if ep else None
+        runs.append(run_row(train, evaluation, metric_names))
         curves.extend(curve_rows(train))
-    return pd.DataFrame(runs), pd.DataFrame(curves)
+    columns = KEYS + ["metric", "step", "value"]
+    return pd.DataFrame(runs), pd.DataFrame(curves, columns=columns)

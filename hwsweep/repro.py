@@ -6,31 +6,15 @@ import os
 import platform
 import random
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-LEVELS = ("comparable", "deterministic", "strict")
+from hwsweep import host
 
-# Environment variables that change how a run behaves or where it ran; recorded with each run.
-RECORDED_ENV = (
-    "OMP_NUM_THREADS",
-    "CUDA_VISIBLE_DEVICES",
-    "CUBLAS_WORKSPACE_CONFIG",
-    "NCCL_ALGO",
-    "NCCL_PROTO",
-    "SLURM_JOB_ID",
-    "SLURM_JOB_NODELIST",
-    "SLURM_JOB_PARTITION",
-    "SLURM_NNODES",
-    "SLURM_NODEID",
-    "SLURM_CPUS_PER_TASK",
-    "SLURM_GPUS_ON_NODE",
-    "SLURMD_NODENAME",
-)
+LEVELS = ("comparable", "deterministic", "strict")
 
 
 def prepare_environment(level: str) -> None:
@@ -69,20 +53,6 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _git(*args: str) -> str | None:
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def node_name() -> str:
-    """The scheduler's name for this node where there is one (several may share a host)."""
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-
-
 def provenance(device_names: list[str]) -> dict:
     nccl = None
     if torch.cuda.is_available():
@@ -90,7 +60,8 @@ def provenance(device_names: list[str]) -> dict:
             nccl = ".".join(map(str, torch.cuda.nccl.version()))
         except (RuntimeError, AttributeError):
             nccl = None
-    status = _git("status", "--porcelain")
+    here = Path(__file__).resolve().parent
+    status = host.git(here, "status", "--porcelain")
     return {
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
@@ -100,7 +71,7 @@ def provenance(device_names: list[str]) -> dict:
         "platform": platform.platform(),
         "host": socket.gethostname(),
         "devices": device_names,
-        "git_commit": _git("rev-parse", "HEAD"),
+        "git_commit": host.git(here, "rev-parse", "HEAD"),
         "git_dirty": bool(status) if status is not None else None,
-        "env": {k: os.environ[k] for k in RECORDED_ENV if k in os.environ},
+        "env": host.recorded_env(),
     }

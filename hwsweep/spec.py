@@ -10,17 +10,20 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from hwsweep.command import Evaluation, Trainer
+from hwsweep.metrics import Metric
 from hwsweep.plan import BatchPlan, Hardware
 from hwsweep.recipe import Recipe
-from hwsweep.typed import Typed, to_dict
+from hwsweep.typed import Typed
 
 # One place for the output layout; workflow/rules/common.smk builds its patterns from these.
 RUN_DIR = "results/{suite}/{variant}/{hardware}/seed{seed}"
 LOG_DIR = "logs/{suite}/{variant}/{hardware}/seed{seed}"
 SPEC_FILE = "spec.json"
 TRAIN_RECORD = "train.json"
-FINAL_CHECKPOINT = "final.pt"
+FINAL_CHECKPOINT = "final.pt"  # the built-in trainer's; a command's checkpoints are its own business
 EVAL_RECORD = "eval.json"
+METRICS_FILE = "metrics.jsonl"  # what the runtime logs per step (the JSON-lines metric contract)
 CHECKPOINT_DIR = "checkpoints"  # not a workflow output, so a failed job's checkpoints survive
 
 
@@ -35,13 +38,17 @@ class RunSpec(Typed):
     plan: BatchPlan
     run_dir: str
     sweep_values: dict
+    trainer: Trainer
+    evaluation: Evaluation
+    metrics: list[Metric]
+    keep_checkpoints: bool
+
+    def metrics_of(self, stage: str) -> list[Metric]:
+        return [m for m in self.metrics if m.stage == stage]
 
     @classmethod
     def load(cls, path) -> "RunSpec":
         return cls.from_dict(json.loads(Path(path).read_text()), "spec")
-
-    def to_dict(self) -> dict:
-        return to_dict(self)
 
     def path(self, name: str) -> Path:
         return Path(self.run_dir) / name

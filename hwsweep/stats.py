@@ -27,14 +27,22 @@ POWER = 0.8  # for the minimal detectable difference and the seeds needed
 
 @dataclass(frozen=True)
 class Settings:
+    """How to compare: the config's `statistics` and the declared metrics (names in order,
+    and the equivalence margin of each metric that has one)."""
+
     confidence: float = 0.95
     resamples: int = 9999
     seed: int = 0
-    margins: dict = field(default_factory=lambda: {"token_accuracy": 0.005, "exact_accuracy": 0.005, "final_loss": 0.01})
+    metrics: tuple = ()  # every declared metric, in order
+    margins: dict = field(default_factory=dict)  # name -> margin, for the metrics that are compared
+    primary: tuple = ()  # the compared metrics that decide a hardware's overall verdict
+    goals: dict = field(default_factory=dict)  # name -> "max" | "min"
 
-    @property
-    def metrics(self) -> list[str]:
-        return list(self.margins)
+    @classmethod
+    def of(cls, statistics: dict, metrics) -> "Settings":
+        compared = [m for m in metrics if m.margin is not None]
+        return cls(**statistics, metrics=tuple(m.name for m in metrics), margins={m.name: m.margin for m in compared},
+                   primary=tuple(m.name for m in compared if m.primary), goals={m.name: m.goal for m in metrics})  # fmt: skip
 
 
 # -- seed variance -----------------------------------------------------------------------
@@ -94,6 +102,10 @@ def seed_summary(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
         startup_seconds=("startup_seconds", "mean"),
         eval_seconds=("eval_seconds", "mean"),
     )
+    if "seeded" in runs:  # a script without a seed flag: the seed spread is run-to-run noise only
+        out["seeded"] = grouped["seeded"].all()
+    if "checks" in runs:  # where a run did not follow its plan: carried to the comparison and the report
+        out["checks"] = grouped["checks"].agg(lambda c: "; ".join(sorted({x for x in c if isinstance(x, str) and x})))
     parts = [out] + [_describe(grouped, m, settings) for m in settings.metrics if m in runs]
     return pd.concat(parts, axis=1).reset_index()
 
@@ -250,7 +262,7 @@ def comparison(summary: pd.DataFrame, equiv: pd.DataFrame, speed: pd.DataFrame, 
     """One row per suite x variant x hardware: metric means and CIs, verdicts, speedup, cost."""
     out = summary.copy()
     out.insert(3, "baseline", out.hardware == baseline)
-    for metric in settings.metrics:
+    for metric in settings.margins:  # a metric without a margin is reported, not compared
         if equiv.empty or metric not in set(equiv.metric):
             out[f"{metric}_verdict"] = np.where(out.baseline, "baseline", "inconclusive")
             continue
@@ -263,7 +275,7 @@ def comparison(summary: pd.DataFrame, equiv: pd.DataFrame, speed: pd.DataFrame, 
     return out.merge(speed[CELL + keep], on=CELL, how="left")
 
 
-def loss_band(curves: pd.DataFrame) -> pd.DataFrame:
-    """Mean and min/max loss per step over seeds, per cell."""
-    g = curves.groupby(CELL + ["step"], sort=False).loss
+def curve_band(curves: pd.DataFrame) -> pd.DataFrame:
+    """Mean and min/max over seeds of each logged series, per cell, metric and step."""
+    g = curves.groupby(CELL + ["metric", "step"], sort=False).value
     return g.agg(mean="mean", low="min", high="max").reset_index()

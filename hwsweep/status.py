@@ -27,13 +27,13 @@ def _record(path: Path) -> dict | None:
     return data
 
 
-def run_state(run, spec: dict) -> str:
+def run_state(run, spec: dict, evaluated: bool = True) -> str:
     """done | trained | stale | corrupt | failed | missing. A damaged record is moved aside
     (*.corrupt) so the next `snakemake all` reruns that job instead of aggregating it; a record
     of an older config (stale) is not aggregated either."""
     folder = Path(run.run_dir)
     states = {}
-    names = (TRAIN_RECORD, EVAL_RECORD)  # in pipeline order: a damaged record takes what follows with it
+    names = (TRAIN_RECORD, EVAL_RECORD) if evaluated else (TRAIN_RECORD,)  # in pipeline order: a damaged record takes what follows with it
     for i, name in enumerate(names):
         try:
             states[name] = _record(folder / name)
@@ -44,7 +44,7 @@ def run_state(run, spec: dict) -> str:
             return "corrupt"
     if states[TRAIN_RECORD] is not None and states[TRAIN_RECORD].get("spec") != spec:
         return "stale"
-    if states[TRAIN_RECORD] and states[EVAL_RECORD]:
+    if states[TRAIN_RECORD] and (not evaluated or states[EVAL_RECORD]):
         return "done"
     if states[TRAIN_RECORD]:
         return "trained"
@@ -54,8 +54,9 @@ def run_state(run, spec: dict) -> str:
 
 def write_status(matrix, folder="results/partial") -> pd.DataFrame:
     folder = Path(folder)
+    evaluated = matrix.evaluation.kind != "none"
     rows = [{"suite": r.suite, "variant": r.variant, "hardware": r.hardware, "seed": r.seed,
-             "state": run_state(r, matrix.spec(r.suite, r.variant, r.hardware, r.seed).to_dict())}
+             "state": run_state(r, matrix.spec(r.suite, r.variant, r.hardware, r.seed).to_dict(), evaluated)}
             for r in matrix.runs()]  # fmt: skip
     status = pd.DataFrame(rows)
     io.write_csv(status, folder / "status.csv")
@@ -72,8 +73,9 @@ def write_status(matrix, folder="results/partial") -> pd.DataFrame:
     for suite, sub in done.groupby("suite", sort=False):
         dirs = [Path(matrix.spec(r.suite, r.variant, r.hardware, r.seed).run_dir) for r in sub.itertuples()]
         names = ["runs", "curves", "equivalence", "speedup", "comparison"]
-        comparisons.append(aggregate([d / TRAIN_RECORD for d in dirs], [d / EVAL_RECORD for d in dirs], matrix.baseline,
-                                     matrix.statistics, {n: folder / suite / f"{n}.csv" for n in names}))  # fmt: skip
+        evals = [d / EVAL_RECORD for d in dirs] if evaluated else []
+        comparisons.append(aggregate([d / TRAIN_RECORD for d in dirs], evals, matrix.baseline, matrix.statistics,
+                                     list(matrix.metrics), {n: folder / suite / f"{n}.csv" for n in names}))  # fmt: skip
     combined = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame(columns=["suite"])
     # Every cell of the matrix appears, with how many of its seeds are done; missing ones say so.
     combined = cells.merge(combined, on=["suite", "variant", "hardware"], how="left")

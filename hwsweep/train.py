@@ -24,8 +24,10 @@ import torch.distributed as dist
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from hwsweep import data, io, models, repro
+from hwsweep import data, host, io, models, repro
 from hwsweep import device as devices
+from hwsweep.metrics import summarise
+from hwsweep.records import RunRecord
 from hwsweep.reduce import global_mean, make_reduction
 from hwsweep.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec
 
@@ -238,7 +240,7 @@ def main(argv=None) -> int:
 
     # -- the record ---------------------------------------------------------------------
     names = [None] * world_size
-    dist.all_gather_object(names, f"{repro.node_name()}:{device.name}")
+    dist.all_gather_object(names, f"{host.node_name()}:{device.name}")
     if master:
         final = spec.path(FINAL_CHECKPOINT)
         with io.atomic_path(final) as tmp:
@@ -250,29 +252,21 @@ def main(argv=None) -> int:
         step_seconds = history["step_seconds"]
         steady = step_seconds[int(len(step_seconds) * STEADY_STATE_SKIP) :]
         train_seconds = sum(step_seconds)
-        record = {
-            "status": "complete",
-            "suite": spec.suite,
-            "variant": spec.variant,
-            "hardware": spec.hardware_name,
-            "seed": spec.seed,
-            "spec": spec.to_dict(),
-            "plan": spec.plan.__dict__ | {"threads_per_process": threads},
-            "losses": history["losses"],
-            "lrs": history["lrs"],
-            "step_seconds": step_seconds,
-            "train_seconds": train_seconds,
-            "startup_seconds": sum(s["startup_seconds"] for s in history["segments"]),
-            "wall_seconds": time.perf_counter() - _T0,
-            "samples_per_second": plan.global_batch * len(steady) / sum(steady),
-            "final_loss": history["losses"][-1],
-            # The sampler is world-size independent (hwsweep.data.GlobalOrder); no loader workers.
-            "data_order": {"sampler": "global-order", "train_size": recipe.task.train_size, "num_workers": 0},
-            "segments": history["segments"],
-            "restarts": len(history["segments"]) - 1,
-            "resumed_from_step": history["segments"][-1]["start_step"] or None,
-            "provenance": repro.provenance(names),
-        }
+        steps = list(range(1, len(history["losses"]) + 1))
+        observations = [{"metric": m.name, "step": s, "value": v} for m in spec.metrics_of("train") if m.json_key == "loss"
+                        for s, v in zip(steps, history["losses"])]  # fmt: skip
+        finals, _ = summarise(observations, spec.metrics_of("train"))
+        record = RunRecord(
+            status="complete", suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
+            trainer="builtin", spec=spec.to_dict(), plan=spec.plan.__dict__ | {"threads_per_process": threads},
+            metrics=finals, curves={"loss": {"steps": steps, "values": history["losses"]}},
+            train_seconds=train_seconds, startup_seconds=sum(s["startup_seconds"] for s in history["segments"]),
+            wall_seconds=time.perf_counter() - _T0, samples_per_second=plan.global_batch * len(steady) / sum(steady),
+            data_order={"sampler": "global-order", "dataset_size": recipe.task.train_size, "num_workers": 0},
+            segments=history["segments"], restarts=len(history["segments"]) - 1,
+            resumed_from_step=history["segments"][-1]["start_step"] or None, provenance=repro.provenance(names),
+            checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds,
+        ).to_dict()  # fmt: skip
         io.write_json(spec.path(TRAIN_RECORD), record)
     dist.barrier()
     dist.destroy_process_group()

@@ -28,9 +28,22 @@ def from_dict(cls, data, path: str = ""):
             if f.default is not dataclasses.MISSING:
                 continue
             raise SpecError(f"{where}: missing")
-        hint = hints[name]
-        values[name] = from_dict(hint, data[name], where) if dataclasses.is_dataclass(hint) else data[name]
+        values[name] = _value(hints[name], data[name], where)
     return cls(**values)
+
+
+def _value(hint, value, where: str):
+    """Nested records: a dataclass, an optional one (X | None) or a list of them (list[X])."""
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, where)
+    args = [a for a in typing.get_args(hint) if a not in (type(None), Ellipsis)]
+    if value is None or len(args) != 1 or not dataclasses.is_dataclass(args[0]):
+        return value
+    if typing.get_origin(hint) in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise SpecError(f"{where}: expected a list, got {type(value).__name__}")
+        return typing.get_origin(hint)(from_dict(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    return from_dict(args[0], value, where)
 
 
 def to_dict(obj) -> dict:
@@ -43,3 +56,6 @@ class Typed:
     @classmethod
     def from_dict(cls, data: dict, path: str = ""):
         return from_dict(cls, data, path or cls.__name__.lower())
+
+    def to_dict(self) -> dict:
+        return to_dict(self)

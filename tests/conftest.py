@@ -41,9 +41,10 @@ def write_config(folder: Path, cfg: dict) -> Path:
     return path
 
 
-def snakemake(workdir: Path, cfg: dict, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    """The real snakemake CLI on the repo's Snakefile, in `workdir`, with `cfg` as the only config."""
-    path = write_config(workdir, cfg)
+def snakemake(workdir: Path, cfg: dict | None, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """The real snakemake CLI on the repo's Snakefile, in `workdir`, with `cfg` as the only config
+    (written to workdir/config.yaml; None: the config.yaml already there)."""
+    path = workdir / "config.yaml" if cfg is None else write_config(workdir, cfg)
     cmd = [
         str(BIN / "snakemake"),
         "--snakefile", str(REPO / "Snakefile"),

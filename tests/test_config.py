@@ -121,8 +121,41 @@ def _job_counts(stdout: str) -> dict:
     return counts
 
 
-def test_partial_statistics_margins_keep_the_other_defaults(small_config):
-    small_config["statistics"] = {"margins": {"token_accuracy": 0.01}, "confidence": 0.9}
-    stats = resolve(small_config).statistics
-    assert stats["margins"] == {"token_accuracy": 0.01, "exact_accuracy": 0.005, "final_loss": 0.01}
-    assert stats["confidence"] == 0.9 and stats["resamples"] == 9999
+def test_declared_metrics_replace_the_reference_defaults_and_get_their_own_defaults(small_config):
+    defaults = resolve(small_config)
+    assert defaults.metric_names() == ["token_accuracy", "exact_accuracy", "final_loss"]
+    small_config["metrics"] = {"token_accuracy": {"goal": "max", "margin": 0.01, "stage": "eval"}}
+    small_config["statistics"] = {"confidence": 0.9}
+    matrix = resolve(small_config)
+    (metric,) = matrix.metrics
+    assert (metric.name, metric.margin, metric.primary, metric.reduce) == ("token_accuracy", 0.01, True, "last")
+    assert matrix.statistics["confidence"] == 0.9 and matrix.statistics["resamples"] == 9999
+    small_config["metrics"] = {"val_acc": {"goal": "max", "stage": "eval"}}
+    with pytest.raises(ConfigError, match="metrics.val_acc: the built-in evaluator does not report it"):
+        resolve(small_config)
+
+
+@pytest.mark.parametrize(
+    "path, value, expected",
+    [
+        (("recipe", "global_batch"), 32.0, "recipe.global_batch: 32.0 is invalid; give a value of type integer"),
+        (("recipe", "schedule", "steps"), 40.0, "recipe.schedule.steps: 40.0 is invalid; give a value of type integer"),
+        (("hardware", "cpu2", "devices_per_node"), 2.0, "hardware.cpu2.devices_per_node: 2.0 is invalid"),
+        (("seeds",), [0.0, 1.0], "give a value of type integer"),
+        (("suites",), {"partial": {}}, "suites: name 'partial' is reserved"),
+    ],
+)
+def test_values_that_would_plan_and_then_crash_are_refused(small_config, path, value, expected):
+    node = small_config
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(ConfigError, match=expected.replace(".", r"\.").replace("(", r"\(")):
+        resolve(small_config)
+
+
+def test_sweeping_a_key_with_digits(small_config):
+    small_config["recipe"]["reproducibility"] = "comparable"
+    small_config["advisor"] = {"allow_precision_mismatch": True}  # a CPU has no TF32
+    small_config["suites"]["tiny"]["sweep"] = {"tf32": [False, True]}
+    assert [c.variant for c in resolve(small_config).cells] == ["tf32-false", "tf32-true"]

@@ -48,22 +48,22 @@ def test_strict_mode_is_bitwise_equal_at_world_sizes_1_2_4(tmp_path, small_confi
     (rec1, p1) = runs[1]
     assert rec1["plan"]["accumulation"] == 4 and runs[2][0]["plan"]["accumulation"] == 2
     assert runs[4][0]["plan"]["accumulation"] == 1
-    assert len(rec1["losses"]) == 32
+    assert len(rec1["curves"]["loss"]["values"]) == 32
     for n in (2, 4):
         rec, params = runs[n]
-        assert rec["losses"] == rec1["losses"]  # exact float equality, every step
+        assert rec["curves"]["loss"]["values"] == rec1["curves"]["loss"]["values"]  # exact float equality, every step
         assert all(torch.equal(params[k], p1[k]) for k in p1)
-    assert rec1["losses"][-1] < rec1["losses"][0]
+    assert rec1["curves"]["loss"]["values"][-1] < rec1["curves"]["loss"]["values"][0]
 
 
 def test_deterministic_standard_ddp_stays_within_1e5_and_naive_setup_diverges(tmp_path, small_config):
     matrix = _config(small_config, "deterministic", steps=25, world_sizes=(1, 2))
     rec1, _ = train(tmp_path, matrix, "cpu1")
     rec2, _ = train(tmp_path, matrix, "cpu2")
-    diffs = [abs(a - b) for a, b in zip(rec1["losses"], rec2["losses"], strict=True)]
+    diffs = [abs(a - b) for a, b in zip(rec1["curves"]["loss"]["values"], rec2["curves"]["loss"]["values"], strict=True)]
     assert max(diffs) < 1e-5, diffs
     assert rec2["plan"]["threads_per_process"] == 1 and rec1["plan"]["threads_per_process"] == 2
 
     # Contrast: keep 8 per device x 4 accumulation on 2 devices -> global batch 64, not 32.
     naive, _ = train(tmp_path / "naive", matrix, "cpu2", global_batch=64)
-    assert abs(naive["losses"][0] - rec1["losses"][0]) > 1e-3
+    assert abs(naive["curves"]["loss"]["values"][0] - rec1["curves"]["loss"]["values"][0]) > 1e-3

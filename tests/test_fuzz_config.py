@@ -116,6 +116,29 @@ KINDS = [
     (setter("advisor"), st.sampled_from([{"target_utilisation": 0}, {"target_utilisation": 2}, {"x": 1}]), "advisor"),
     (setter("unknown_top_level"), st.integers(), "unknown_top_level"),
     (setter("recipe.global_batch"), st.sampled_from([7, 9, 15, 17, 31, 33]), "recipe.global_batch"),
+    # Integers that are floats would plan and then crash inside torchrun.
+    (setter("recipe.global_batch"), st.sampled_from([32.0, 64.0]), "recipe.global_batch"),
+    (setter("recipe.schedule.steps"), st.just(40.0), "recipe.schedule.steps"),
+    (setter("hardware.cpu2.devices_per_node"), st.just(2.0), "hardware.cpu2.devices_per_node"),
+    (setter("seeds"), st.just([0.0, 1.0]), "seeds"),
+    # The command contract and declared metrics.
+    (setter("trainer.command"), st.sampled_from([[], "python train.py", [""], ["a b"], ["$(id)"], ["x;y"], [None]]),
+     "trainer.command"),
+    (setter("trainer.command"), st.sampled_from([["python", "nothere.py"], ["no-such-tool-xyz"], ["./nope.sh"]]),
+     "trainer.command"),
+    (setter("trainer.arg_style"), st.sampled_from(["-k v", "", None]), "trainer.arg_style"),
+    (setter("trainer.args"), st.sampled_from([{"bs": "micro_bach"}, {"a b": "seed"}]), "trainer"),
+    (setter("trainer.launch"), st.sampled_from(["mpirun", None]), "trainer.launch"),
+    (setter("trainer.workdir"), st.sampled_from(["a b", "$(id)", ""]), "trainer.workdir"),
+    (setter("recipe.args"), st.sampled_from([{"n": "a b"}, {"n": "$(id)"}, {"a;b": 1}, {"n": [1]}]), "recipe.args"),
+    (setter("metrics"), st.sampled_from([{}, {"Bad Name": {"goal": "max"}}, {"m": {"goal": "up"}}, {"m": {}},
+                                         {"m": {"goal": "max", "margin": -1}}, "token_accuracy"]), "metrics"),
+    (setter("metrics"), st.sampled_from([{"m": {"goal": "max", "pattern": "("}}, {"m": {"goal": "max", "pattern": "x"}},
+                                         {"m": {"goal": "max", "bounds": [1, 0]}}]), "metrics.m"),
+    (setter("metrics"), st.just({"token_accuracy": {"goal": "max", "margin": 0.01, "stage": "train"},
+                                 "bleu": {"goal": "max", "stage": "eval"}}), "metrics.bleu"),
+    (setter("evaluation"), st.sampled_from(["yes", 3, {"command": []}, {"workdir": "."}]), "evaluation"),
+    (setter("suites"), st.just({"partial": {}}), "suites"),
 ]  # fmt: skip
 
 

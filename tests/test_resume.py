@@ -46,7 +46,7 @@ def test_sigterm_checkpoints_and_rerun_resumes_bitwise(tmp_path, small_config):
     cut = json.loads((tmp_path / "cut" / "train.json").read_text())
     whole = json.loads((tmp_path / "whole" / "train.json").read_text())
     assert cut["restarts"] == 1 and cut["resumed_from_step"] == cut_at and whole["restarts"] == 0
-    assert cut["losses"] == whole["losses"]
+    assert cut["curves"]["loss"]["values"] == whole["curves"]["loss"]["values"]
     a = torch.load(tmp_path / "cut" / "final.pt", weights_only=False)
     b = torch.load(tmp_path / "whole" / "final.pt", weights_only=False)
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])

@@ -83,7 +83,7 @@ def test_matrix_runs_on_slurm_with_the_intended_resources(tmp_path, small_config
     log = (tmp_path / "slurm/logs/tiny/default/h100x2n/seed0/train.log").read_text()
     assert "--node_rank 0" in log and "--node_rank 1" in log and "[node 0]" in log and "[node 1]" in log
     for seed in (0, 1):
-        assert records["h100x2n", seed]["losses"] == records["h100x2", seed]["losses"] == records["cpu1", seed]["losses"]
+        assert records["h100x2n", seed]["curves"] == records["h100x2", seed]["curves"] == records["cpu1", seed]["curves"]
 
     # The aggregate has the shape of a local run of the same matrix (multi-node left out locally).
     local_cfg = cfg | {"hardware": {k: v for k, v in HARDWARE.items() if k != "h100x2n"}}

@@ -7,7 +7,8 @@ from scipy import stats as sps
 
 from hwsweep import diagnose, stats
 
-SETTINGS = stats.Settings(resamples=1999)
+SETTINGS = stats.Settings(resamples=1999, metrics=("token_accuracy", "exact_accuracy", "final_loss"),
+                          margins={"token_accuracy": 0.005, "exact_accuracy": 0.005, "final_loss": 0.01})
 
 
 def test_two_gpu_example_from_seed_003():

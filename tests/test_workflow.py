@@ -22,7 +22,8 @@ def test_end_to_end_local_run_and_report(tmp_path, small_config):
     train = json.loads((run_dir / "train.json").read_text())
     assert train["status"] == "complete" and train["plan"]["world_size"] == 2
     assert train["plan"]["global_batch"] == 32 and train["plan"]["accumulation"] == 2
-    assert len(train["losses"]) == 60 and train["losses"][-1] < 0.9 * train["losses"][0]
+    losses = train["curves"]["loss"]["values"]
+    assert len(losses) == 60 and losses[-1] < 0.9 * losses[0] and train["metrics"]["final_loss"] == losses[-1]
     assert train["samples_per_second"] > 0 and train["startup_seconds"] > 0
     prov = train["provenance"]
     assert prov["torch"] and prov["host"] and len(prov["devices"]) == 2
@@ -31,7 +32,7 @@ def test_end_to_end_local_run_and_report(tmp_path, small_config):
     assert (tmp_path / "benchmarks/tiny/default/cpu2/seed1/train.tsv").exists()
 
     evaluation = json.loads((run_dir / "eval.json").read_text())
-    assert 0 < evaluation["token_accuracy"] <= 1 and evaluation["eval_samples"] == 500
+    assert 0 < evaluation["metrics"]["token_accuracy"] <= 1 and evaluation["evaluator"] == "builtin"
 
     runs = pd.read_csv(tmp_path / "results/runs.csv")
     assert len(runs) == 6 and set(runs.hardware) == {"cpu1", "cpu2", "cpu1bf"}
@@ -67,7 +68,7 @@ def test_end_to_end_local_run_and_report(tmp_path, small_config):
     proc = snakemake(tmp_path, small_config, "--report", str(report))
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = report.read_text()
-    for name in ("token_accuracy.png", "exact_accuracy.png", "speedup.png", "loss_curves.png", "equivalence.png",
+    for name in ("metric_token_accuracy.png", "metric_exact_accuracy.png", "speedup.png", "curves.png", "equivalence.png",
                  "time_breakdown.png", "comparison.csv", "equivalence.csv", "speedup.csv", "plan.tsv"):
         assert name in html
     assert len(re.findall(r"data:image/png;base64", html)) >= 4 or html.count(".png") >= 4

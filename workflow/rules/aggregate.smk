@@ -34,12 +34,35 @@ rule aggregate_suite:
     params:
         baseline=MATRIX.baseline,
         statistics=MATRIX.statistics,
+        metrics=[m.to_dict() for m in MATRIX.metrics],
     script:
         "../scripts/aggregate.py"
 
 
+rule plot_metric:
+    """One declared metric per hardware, over seeds."""
+    input:
+        runs="results/{suite}/runs.csv",
+        comparison="results/{suite}/comparison.csv",
+    output:
+        report(
+            "results/{suite}/plots/metric_{metric}.png",
+            caption="../report/metric.rst",
+            category="{suite}",
+            subcategory="Seeds and hardware",
+            labels={"suite": "{suite}", "item": "{metric}"},
+        ),
+    log:
+        "logs/{suite}/plot_{metric}.log",
+    params:
+        baseline=MATRIX.baseline,
+        metric=metric_of,
+    script:
+        "../scripts/plot_metric.py"
+
+
 rule plot_suite:
-    """The suite's figures for the report."""
+    """The suite's figures that are not per metric."""
     input:
         runs="results/{suite}/runs.csv",
         curves="results/{suite}/curves.csv",
@@ -47,20 +70,6 @@ rule plot_suite:
         equivalence="results/{suite}/equivalence.csv",
         speedup="results/{suite}/speedup.csv",
     output:
-        token_accuracy=report(
-            "results/{suite}/plots/token_accuracy.png",
-            caption="../report/token_accuracy.rst",
-            category="{suite}",
-            subcategory="Seeds and hardware",
-            labels={"suite": "{suite}", "item": "token accuracy"},
-        ),
-        exact_accuracy=report(
-            "results/{suite}/plots/exact_accuracy.png",
-            caption="../report/exact_accuracy.rst",
-            category="{suite}",
-            subcategory="Seeds and hardware",
-            labels={"suite": "{suite}", "item": "exact accuracy"},
-        ),
         equivalence=report(
             "results/{suite}/plots/equivalence.png",
             caption="../report/equivalence_plot.rst",
@@ -82,17 +91,15 @@ rule plot_suite:
             subcategory="Speedup",
             labels={"suite": "{suite}", "item": "speedup"},
         ),
-        loss_curves=report(
-            "results/{suite}/plots/loss_curves.png",
-            caption="../report/loss_curves.rst",
+        curves=report(
+            "results/{suite}/plots/curves.png",
+            caption="../report/curves.rst",
             category="{suite}",
             subcategory="Training",
-            labels={"suite": "{suite}", "item": "loss curves"},
+            labels={"suite": "{suite}", "item": "training curves"},
         ),
     log:
         "logs/{suite}/plot.log",
-    conda:
-        "../../environment.yml"
     params:
         baseline=MATRIX.baseline,
     script:
@@ -146,6 +153,8 @@ rule status:
     localrule: True
     conda:
         "../../environment.yml"
+    params:
+        config_dir=str(CONFIG_DIR),
     script:
         "../scripts/status.py"
 

@@ -2,12 +2,18 @@
 import json
 import shlex
 import sys
+from pathlib import Path
 
 from hwsweep import spec as layout
 from hwsweep.config import resolve_or_exit
 
+# A command's relative workdir is taken from the folder of the config file that was given last.
+CONFIG_DIR = Path(
+    (workflow.overwrite_configfiles or workflow.configfiles or ["."])[-1]
+).parent
+
 # Validates the config (schema + plan) before any job is scheduled; one line on error.
-MATRIX = resolve_or_exit(config)
+MATRIX = resolve_or_exit(config, CONFIG_DIR)
 for _warning in MATRIX.warnings:
     print(f"hwsweep warning: {_warning}", file=sys.stderr)
 
@@ -19,6 +25,7 @@ wildcard_constraints:
     hardware=NAME,
     variant=r"[A-Za-z0-9][A-Za-z0-9_.+-]*",
     seed=r"\d+",
+    metric=r"[a-z][a-z0-9_]*",
 
 
 # The interpreter running snakemake also runs the jobs, so local runs need no activated venv.
@@ -110,7 +117,15 @@ def suite_train_records(wildcards):
 
 
 def suite_eval_records(wildcards):
+    """Nothing when the config has no evaluation stage (the trainer reports its metrics)."""
+    if MATRIX.evaluation.kind == "none":
+        return []
     return suite_run_files(wildcards.suite, layout.EVAL_RECORD)
+
+
+def metric_of(wildcards):
+    """The declared metric a plot is for, as a dict (its caption shows goal and margin)."""
+    return next(m for m in MATRIX.metrics if m.name == wildcards.metric).to_dict()
 
 
 SUITE_OUTPUTS = [
@@ -120,15 +135,14 @@ SUITE_OUTPUTS = [
     "speedup.csv",
     "plots/equivalence.png",
     "plots/time_breakdown.png",
-    "plots/token_accuracy.png",
-    "plots/exact_accuracy.png",
     "plots/speedup.png",
-    "plots/loss_curves.png",
+    "plots/curves.png",
 ]
 
 
 def suite_targets(suite):
-    return [f"results/{suite}/{name}" for name in SUITE_OUTPUTS]
+    metric_plots = [f"plots/metric_{name}.png" for name in MATRIX.metric_names()]
+    return [f"results/{suite}/{name}" for name in SUITE_OUTPUTS + metric_plots]
 
 
 def all_suite_tables(name):

@@ -1,9 +1,8 @@
 rule evaluate:
-    """Token and exact-sequence accuracy of the final checkpoint on the fixed held-out set."""
+    """The run's metrics on its held-out data: the built-in evaluator or the user's evaluation command."""
     input:
         spec=run_file(layout.SPEC_FILE),
         record=run_file(layout.TRAIN_RECORD),
-        checkpoint=run_file(layout.FINAL_CHECKPOINT),
     output:
         run_file(layout.EVAL_RECORD),
     log:
@@ -13,6 +12,5 @@ rule evaluate:
     threads: 1
     params:
         python=PYTHON,
-        clean="" if MATRIX.keep_checkpoints else "--clean-checkpoints",
     shell:
-        "{params.python} -m hwsweep.evaluate {input.spec:q} --threads {threads} {params.clean} > {log:q} 2>&1"
+        "{params.python} -m hwsweep.evaluate {input.spec:q} --threads {threads} > {log:q} 2>&1"

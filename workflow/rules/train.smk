@@ -34,14 +34,15 @@ rule spec:
 
 
 rule train:
-    """One run under torchrun: gloo on CPU, NCCL on CUDA, global batch fixed by the plan.
-    Multi-node hardware starts one launcher per node through srun (the plugin's mpi resource).
+    """One run of the trainer (built-in or the user's command), under torchrun or as a plain
+    process, global batch fixed by the plan. Multi-node hardware starts one launcher per node
+    through srun (the plugin's mpi resource). The record is the contract; checkpoints are not
+    outputs, so a failed job keeps them for the resume.
     """
     input:
         spec=run_file(layout.SPEC_FILE),
     output:
         record=run_file(layout.TRAIN_RECORD),
-        checkpoint=run_file(layout.FINAL_CHECKPOINT),
     log:
         log_file("train.log"),
     benchmark:

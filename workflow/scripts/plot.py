@@ -1,4 +1,4 @@
-"""Thin entry point: one suite's tables -> the report's figures."""
+"""Thin entry point: one suite's tables -> the report's figures that are not per metric."""
 
 import sys
 
@@ -8,12 +8,8 @@ import pandas as pd  # noqa: E402
 
 from hwsweep import plots  # noqa: E402
 
-runs = pd.read_csv(snakemake.input.runs)
 comparison = pd.read_csv(snakemake.input.comparison)
-baseline = snakemake.params.baseline
-for metric in ("token_accuracy", "exact_accuracy"):
-    plots.metric_by_hardware(runs, comparison, metric, baseline, snakemake.output[metric])
 plots.equivalence_forest(pd.read_csv(snakemake.input.equivalence), snakemake.output.equivalence)
 plots.speedup_by_devices(pd.read_csv(snakemake.input.speedup), snakemake.output.speedup)
-plots.loss_curves(pd.read_csv(snakemake.input.curves), snakemake.output.loss_curves)
+plots.curves(pd.read_csv(snakemake.input.curves), snakemake.output.curves)
 plots.time_breakdown(comparison, snakemake.output.time_breakdown)

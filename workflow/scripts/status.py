@@ -5,7 +5,8 @@ import sys
 from hwsweep.config import resolve
 from hwsweep.status import write_status
 
-counts = write_status(resolve(snakemake.config)).state.value_counts()  # noqa: F821 - snakemake injects it
+matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821 - snakemake injects it
+counts = write_status(matrix).state.value_counts()
 summary = ", ".join(f"{n} {state}" for state, n in counts.items())
 print(f"hwsweep status: {summary}; see results/partial/", file=sys.stderr)
 with open(snakemake.log[0], "w") as log:  # noqa: F821

@@ -1,0 +1,69 @@
+"""The shipped examples end to end through the snakemake CLI, each from a copy of its folder
+with its own config.yaml (shortened: fewer steps and seeds)."""
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO, snakemake
+
+pytestmark = pytest.mark.slow
+
+
+def example(tmp_path, name: str, **recipe):
+    folder = tmp_path / name
+    shutil.copytree(REPO / "examples" / name, folder)
+    cfg = yaml.safe_load((folder / "config.yaml").read_text())
+    cfg["recipe"] |= recipe
+    cfg["seeds"] = [0, 1]
+    return folder, cfg
+
+
+def check_sweep(folder, suite: str, metrics: list[str], per_step: set[str]):
+    runs = pd.read_csv(folder / "results/runs.csv")
+    assert len(runs) == 4 and set(runs.hardware) == {"cpu1", "cpu2"} and (runs.trainer == "command").all()
+    for name in metrics:
+        assert runs[name].notna().all(), name
+    comparison = pd.read_csv(folder / "results/comparison.csv").set_index("hardware")
+    assert comparison.loc["cpu1", "val_acc_verdict"] == "baseline"
+    assert comparison.loc["cpu2", "val_acc_verdict"] in ("equivalent", "inconclusive", "different")
+    assert comparison.loc["cpu2", "speedup"] > 0 and comparison.loc["cpu2", "n_seeds"] == 2
+    curves = pd.read_csv(folder / f"results/{suite}/curves.csv")
+    assert set(curves.metric) == per_step
+    for name in ["curves.png", "equivalence.png", "speedup.png"] + [f"metric_{m}.png" for m in metrics]:
+        assert (folder / f"results/{suite}/plots" / name).stat().st_size > 0
+    report = folder / "report.html"
+    proc = snakemake(folder, None, "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "metric_val_acc.png" in report.read_text()
+    return runs
+
+
+def test_plain_ddp_script_sweeps_unmodified(tmp_path):
+    folder, cfg = example(tmp_path, "plain_ddp", schedule={"steps": 60, "warmup_steps": 5})
+    cfg["recipe"]["args"]["eval_every"] = 30
+    cfg["suites"]["mlp"]["sweep"] = {"args.hidden": [32]}
+    proc = snakemake(folder, cfg, "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    runs = check_sweep(folder, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
+    assert (runs.val_acc > 0.5).all()  # it learned: chance is 0.25
+    record = json.loads((folder / "results/mlp/hidden-32/cpu2/seed1/train.json").read_text())
+    assert record["plan"]["world_size"] == 2 and record["checks"] == []  # it logged the planned global batch
+    assert record["curves"]["val_acc"]["steps"] == [30, 60]
+    assert record["provenance"]["script"]["sha256"]
+    log = (folder / "logs/mlp/hidden-32/cpu2/seed1/train.log").read_text()
+    assert "--nproc_per_node 2 train.py --batch_size=16" in log and "--grad_accum=2" in log and "--seed=1" in log
+
+
+def test_lightning_script_gets_the_plan_through_its_trainer_flags(tmp_path):
+    folder, cfg = example(tmp_path, "lightning", schedule={"steps": 40, "warmup_steps": 4})
+    proc = snakemake(folder, cfg, "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    check_sweep(folder, "lightning", ["train_loss", "val_loss", "val_acc"], {"train_loss"})
+    log = (folder / "logs/lightning/default/cpu2/seed1/train.log").read_text()
+    for flag in ("--devices 2", "--accumulate_grad_batches 2", "--batch_size 16", "--precision 32-true",
+                 "--max_steps 40", "--seed 1", "--deterministic"):  # fmt: skip
+        assert flag in log, flag
