@@ -29,8 +29,6 @@ rule aggregate_suite:
         ),
     log:
         "logs/{suite}/aggregate.log",
-    conda:
-        "../../environment.yml"
     params:
         baseline=MATRIX.baseline,
         statistics=MATRIX.statistics,
@@ -91,8 +89,6 @@ rule plot_suite:
         ),
     log:
         "logs/{suite}/plot.log",
-    conda:
-        "../../environment.yml"
     params:
         baseline=MATRIX.baseline,
     script:
@@ -118,8 +114,6 @@ rule combine:
         ),
     log:
         "logs/combine.log",
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/combine.py"
 
@@ -144,8 +138,6 @@ rule status:
     log:
         "logs/status.log",
     localrule: True
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/status.py"
 
