@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from hwsweep import profile
 from hwsweep.config import ConfigError, resolve
 from hwsweep.plantable import format_table, plan_rows
 from hwsweep.typed import SpecError
@@ -63,7 +64,10 @@ def main(argv=None) -> int:
     for s in (p, d):
         s.add_argument("--configfile", type=Path, default=DEFAULT_CONFIG)
         s.add_argument("--format", choices=["table", "tsv"], default="table")
+    profile.add_parser(sub)
     args = parser.parse_args(argv)
+    if hasattr(args, "handler"):
+        return args.handler(args)
     raw = _load(args.configfile)
     if args.command == "plan":
         return _print_plan(raw, args.format)

@@ -1,5 +1,6 @@
 """The workflow against a real SLURM controller (tests/slurm/cluster.py): the slurm profile as
-users run it, multi-node torchrun through srun, resources read back from the controller."""
+users install and run it (`hwsweep profile install slurm`, `snakemake --profile slurm all`),
+multi-node torchrun through srun, resources read back from the controller."""
 
 import json
 import os
@@ -29,24 +30,31 @@ HARDWARE = {
 
 
 @pytest.fixture(scope="module")
-def slurm():
+def slurm(tmp_path_factory):
+    """The test cluster, and the slurm profile installed as users install it, into a private XDG_CONFIG_HOME."""
     if os.geteuid() != 0 and not cluster.shutil.which("slurmctld"):
         pytest.skip("needs root (to install and start SLURM) or an installed SLURM")
-    env = cluster.up()
+    env = cluster.up() | {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("xdg"))}
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    proc = subprocess.run(["hwsweep", "profile", "install", "slurm"], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert f"installed profile slurm: {env['XDG_CONFIG_HOME']}/snakemake/slurm/config.yaml" in proc.stdout
     yield env
     subprocess.run(["scancel", "--user", "root"], env=env, check=False)
     cluster.down()
 
 
 def run_slurm(workdir: Path, cfg: dict, env: dict, *args: str, timeout: int = 900):
+    """`snakemake --profile slurm all` as typed, run in `workdir`; the tests add the Snakefile, their
+    config and shorter status intervals."""
     workdir.mkdir(parents=True, exist_ok=True)
     path = write_config(workdir, cfg)
-    cmd = [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--profile", str(REPO / "profiles/slurm"), "--configfile", str(path), "--replace-workflow-config",
-           "--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "5", *args]  # fmt: skip
-    env = env | {"PATH": f"{BIN}{os.pathsep}{env['PATH']}"}
+    cmd = ["snakemake", "--profile", "slurm", "all",
+           "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(path),
+           "--replace-workflow-config", "--slurm-init-seconds-before-status-checks", "5",
+           "--seconds-between-status-checks", "5", *args]  # fmt: skip
     # A hard timeout: on SIGTERM snakemake would wait for its jobs.
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def scontrol_job(job_id: str, env: dict) -> dict:
