@@ -2,7 +2,6 @@
 installs this checkout, the workflow lints clean and is snakefmt-formatted."""
 
 import importlib.util
-import os
 import re
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ def _run(cmd, cwd, env=None, timeout=300):
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def test_a_wheel_built_from_the_repo_plans_from_any_directory(tmp_path):
+def build_wheel(tmp_path) -> Path:
     source = tmp_path / "source"  # a copy, so the build leaves nothing in the checkout
     shutil.copytree(REPO, source, ignore=SOURCE_IGNORE)
     # Offline with the venv's setuptools where it has one (Python < 3.12 venvs do), else pip fetches it.
@@ -30,22 +29,36 @@ def test_a_wheel_built_from_the_repo_plans_from_any_directory(tmp_path):
                   str(source)], cwd=tmp_path)  # fmt: skip
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = (tmp_path / "wheels").glob("hwsweep-*.whl")
-    target = tmp_path / "site"
-    installed = _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+    return wheel
+
+
+def clean_venv(folder: Path) -> Path:
+    """A new venv whose only hwsweep is what gets installed into it; the dependencies come from this
+    test's environment through a plain path entry (which runs none of its .pth files, so not the
+    editable install of this checkout)."""
+    made = _run([sys.executable, "-m", "venv", "--without-pip", str(folder)], cwd=folder.parent)
+    assert made.returncode == 0, made.stderr
+    python = folder / "bin/python"
+    site = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], cwd=folder).stdout.strip()
+    deps = [p for p in sys.path if p.endswith("site-packages")]
+    (Path(site) / "hwsweep-test-deps.pth").write_text("\n".join(deps) + "\n")
+    return python
+
+
+def test_a_wheel_installed_into_a_clean_venv_plans_from_any_directory(tmp_path):
+    wheel = build_wheel(tmp_path)
+    python = clean_venv(tmp_path / "venv")
+    installed = _run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
                      cwd=tmp_path)  # fmt: skip
     assert installed.returncode == 0, installed.stderr[-2000:]
-    assert (target / "hwsweep/catalog.yaml").is_file() and (target / "hwsweep/schemas/config.schema.yaml").is_file()
 
     elsewhere = tmp_path / "elsewhere"  # no repository files next to it
     elsewhere.mkdir()
-    config = REPO / "config/config.yaml"
-    env = os.environ | {"PYTHONPATH": str(target)}
-    where = _run([sys.executable, "-c", "import hwsweep.config as c; print(c.__file__, c.SCHEMA_PATH)"], cwd=elsewhere,
-                 env=env)  # fmt: skip
-    assert where.stdout.split() == [str(target / "hwsweep/config.py"), str(target / "hwsweep/schemas/config.schema.yaml")], (
-        where.stdout + where.stderr
-    )
-    plan = _run([str(target / "bin/hwsweep"), "plan", "--configfile", str(config)], cwd=elsewhere, env=env)
+    where = _run([str(python), "-c", "import hwsweep.config as c; print(c.__file__, c.SCHEMA_PATH.is_file())"],
+                 cwd=elsewhere)  # fmt: skip
+    assert where.stdout.startswith(str(tmp_path / "venv/lib")) and where.stdout.split()[1] == "True", where
+    plan = _run([str(tmp_path / "venv/bin/hwsweep"), "plan", "--configfile", str(REPO / "config/config.yaml")],
+                cwd=elsewhere)  # fmt: skip
     assert plan.returncode == 0, plan.stderr[-2000:]
     assert "global_batch" in plan.stdout and len(plan.stdout.splitlines()) > 2
 

@@ -10,7 +10,7 @@ import yaml
 
 from conftest import REPO
 from fake_slurm import fake_sinfo
-from hwsweep import profile, slurm
+from hwsweep import profile
 
 
 @pytest.fixture
