@@ -1,4 +1,5 @@
-"""`hwsweep plan` and `hwsweep detect`: the batch plan a config gets, before anything runs."""
+"""`hwsweep plan`, `detect`, `resources` and `profile install`: the batch plan a config gets, here and on the
+cluster, before anything runs, and the slurm profile where snakemake finds it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from hwsweep import profile, resources
 from hwsweep.config import ConfigError, resolve
 from hwsweep.plantable import format_table, plan_rows
 from hwsweep.typed import SpecError
@@ -63,7 +65,11 @@ def main(argv=None) -> int:
     for s in (p, d):
         s.add_argument("--configfile", type=Path, default=DEFAULT_CONFIG)
         s.add_argument("--format", choices=["table", "tsv"], default="table")
+    profile.add_parser(sub)
+    resources.add_parser(sub)
     args = parser.parse_args(argv)
+    if hasattr(args, "handler"):
+        return args.handler(args)
     raw = _load(args.configfile)
     if args.command == "plan":
         return _print_plan(raw, args.format, args.configfile.parent)

@@ -22,7 +22,7 @@ from hwsweep.plan import Advisor, Hardware, PlanError, make_plan
 from hwsweep.recipe import Recipe
 from hwsweep.typed import SpecError
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "config.schema.yaml"
 
 
 class ConfigError(ValueError):
@@ -75,7 +75,7 @@ def _fix(err: jsonschema.ValidationError) -> str:
         return "remove the duplicate"
     if v == "anyOf":
         return "use a number, a boolean or a simple name"
-    return "see workflow/schemas/config.schema.yaml"
+    return "see hwsweep/schemas/config.schema.yaml"
 
 
 def _message(err: jsonschema.ValidationError) -> str:
@@ -367,7 +367,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
                 continue  # a script setting: any name the script takes
             if key not in leaves or (not builtin and key.split(".")[0] in ("task", "model")):
                 near = difflib.get_close_matches(key, sorted(leaves), n=3, cutoff=0.5)
-                hint = f"did you mean {' or '.join(near)}?" if near else "see recipe keys in workflow/schemas/config.schema.yaml"
+                hint = f"did you mean {' or '.join(near)}?" if near else "see recipe keys in hwsweep/schemas/config.schema.yaml"
                 raise ConfigError(f"{where}.sweep.{key}: not a recipe key; {hint}")
         seen = {}
         for combo in itertools.product(*sweep.values()):

@@ -1,10 +1,12 @@
 """The workflow against a real SLURM controller (tests/slurm/cluster.py): the slurm profile as
-users run it, multi-node torchrun through srun, resources read back from the controller."""
+users install and run it (`hwsweep profile install slurm`, `snakemake --profile slurm all`),
+multi-node torchrun through srun, resources read back from the controller."""
 
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -29,24 +31,31 @@ HARDWARE = {
 
 
 @pytest.fixture(scope="module")
-def slurm():
+def slurm(tmp_path_factory):
+    """The test cluster, and the slurm profile installed as users install it, into a private XDG_CONFIG_HOME."""
     if os.geteuid() != 0 and not cluster.shutil.which("slurmctld"):
         pytest.skip("needs root (to install and start SLURM) or an installed SLURM")
-    env = cluster.up()
+    env = cluster.up() | {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("xdg"))}
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    proc = subprocess.run(["hwsweep", "profile", "install", "slurm"], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert f"installed profile slurm: {env['XDG_CONFIG_HOME']}/snakemake/slurm/config.yaml" in proc.stdout
     yield env
     subprocess.run(["scancel", "--user", "root"], env=env, check=False)
     cluster.down()
 
 
 def run_slurm(workdir: Path, cfg: dict, env: dict, *args: str, timeout: int = 900):
+    """`snakemake --profile slurm all` as typed, run in `workdir`; the tests add the Snakefile, their
+    config and shorter status intervals."""
     workdir.mkdir(parents=True, exist_ok=True)
     path = write_config(workdir, cfg)
-    cmd = [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--profile", str(REPO / "profiles/slurm"), "--configfile", str(path), "--replace-workflow-config",
-           "--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "5", *args]  # fmt: skip
-    env = env | {"PATH": f"{BIN}{os.pathsep}{env['PATH']}"}
+    cmd = ["snakemake", "--profile", "slurm", "all",
+           "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(path),
+           "--replace-workflow-config", "--slurm-init-seconds-before-status-checks", "5",
+           "--seconds-between-status-checks", "5", *args]  # fmt: skip
     # A hard timeout: on SIGTERM snakemake would wait for its jobs.
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def scontrol_job(job_id: str, env: dict) -> dict:
@@ -108,6 +117,39 @@ def test_a_failing_job_is_reported_and_the_others_finish(tmp_path, small_config,
     assert "Error in rule train" in proc.stderr and "hardware=l40s" in proc.stderr
     assert (tmp_path / "results/tiny/default/cpu1/seed0/eval.json").exists()
     assert "no CUDA device is visible" in (tmp_path / "logs/tiny/default/l40s/seed0/train.log").read_text()
+
+
+def hwsweep_resources(env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(["hwsweep", "resources", "--configfile", str(REPO / "config/config.yaml")],
+                          capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+
+
+def test_resources_on_a_drained_node_and_a_node_whose_gpus_are_all_allocated(slurm, tmp_path):
+    cluster.drain("h100-2", "test")
+    job = cluster.hold_gpus("h100-1")
+    try:
+        proc = hwsweep_resources(slurm)
+    finally:
+        subprocess.run(["scancel", job], env=slurm, check=False)
+        cluster.resume("h100-2")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert ("partition gpu-h100: h100 = H100-80GB, 8 GPUs on 2 nodes: 0 idle, 4 allocated, 4 drained or down "
+            "[h100-2: drained (test)]") in lines  # fmt: skip
+    assert "  busy now: h100x1, h100x2, h100x4, h100x8-2n" in lines
+    assert "partition gpu-l40s: l40s = L40S-48GB, 2 GPUs on 1 node: 2 idle, 0 allocated, 0 drained or down" in lines
+    assert any(line.startswith("partition cpu (default): CPU only, 8 CPUs on 1 node") for line in lines)
+    assert "  note: rtx6000 is not in the catalog: add memory_gb (GB per GPU) to its hardware entry" in lines
+    assert any(line.startswith("  l40sx2: {accelerator: cuda, nodes: 1, devices_per_node: 2, gpu_type: L40S-48GB, "
+                               "partition: gpu-l40s, gres: 'gpu:l40s:2'") for line in lines)  # fmt: skip
+
+    # A client whose controller does not answer: one line, in under 5 s (sinfo alone would retry ~10 s).
+    dead = tmp_path / "slurm.conf"
+    dead.write_text(cluster.conf_path().read_text().replace(f"SlurmctldPort={cluster.CTLD_PORT}", "SlurmctldPort=1"))
+    start = time.monotonic()
+    proc = hwsweep_resources(slurm | {"SLURM_CONF": str(dead)})
+    assert time.monotonic() - start < 5 and proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("hwsweep resources: no answer from the SLURM controller")
 
 
 def test_down_stops_the_daemons_and_leaves_no_client_config_behind(slurm):

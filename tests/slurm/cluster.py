@@ -9,6 +9,7 @@ munge, installed with apt-get when missing; needs root). Nodes, in partitions na
     cpu       cpu-1            8 CPUs
     gpu-h100  h100-1, h100-2   16 CPUs, 4 "h100" GPUs each
     gpu-l40s  l40s-1           8 CPUs, 2 "l40s" GPUs
+    gpu-rtx   rtx-1            8 CPUs, 2 "rtx6000" GPUs (a type the hardware catalog lacks)
 
 The GPUs are character devices made with mknod (SLURM drops file-less GRES), so jobs get real
 GRES bookkeeping and CUDA_VISIBLE_DEVICES, but no CUDA: configs that use these nodes say
@@ -32,6 +33,7 @@ NODES = {  # name: (cpus, memory MB, gpu type, gpu count, partition)
     "h100-1": (16, 32000, "h100", 4, "gpu-h100"),
     "h100-2": (16, 32000, "h100", 4, "gpu-h100"),
     "l40s-1": (8, 16000, "l40s", 2, "gpu-l40s"),
+    "rtx-1": (8, 16000, "rtx6000", 2, "gpu-rtx"),
 }
 CTLD_PORT = 16817
 FIRST_SLURMD_PORT = 16818
@@ -176,6 +178,30 @@ def down() -> None:
     # slurmd links it to its spool folder, which lives under ROOT.
     if CONFIG_CACHE.is_symlink() and os.readlink(CONFIG_CACHE).startswith(str(ROOT)):
         CONFIG_CACHE.unlink()
+
+
+def drain(node: str, reason: str = "test") -> None:
+    subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"], check=True, env=env())
+
+
+def resume(node: str) -> None:
+    subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=True, env=env())
+
+
+def hold_gpus(node: str, timeout: float = 30) -> str:
+    """Submit a sleeping job that holds every GPU of `node`; returns its job id once it runs."""
+    cpus, mem, gpu, count, partition = NODES[node]
+    out = subprocess.run(["sbatch", "--parsable", "-p", partition, "-w", node, f"--gres=gpu:{gpu}:{count}", "-c", "1",
+                          "--mem=500", "-o", "/dev/null", "--wrap", "sleep 600"], capture_output=True, text=True,
+                         check=True, env=env())  # fmt: skip
+    job = out.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, env=env())
+        if state.stdout.strip() == "RUNNING":
+            return job
+        time.sleep(0.5)
+    raise RuntimeError(f"job {job} holding {node}'s GPUs did not start")
 
 
 if __name__ == "__main__":

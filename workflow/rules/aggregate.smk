@@ -29,8 +29,6 @@ rule aggregate_suite:
         ),
     log:
         "logs/{suite}/aggregate.log",
-    conda:
-        "../../environment.yml"
     params:
         baseline=MATRIX.baseline,
         statistics=MATRIX.statistics,
@@ -125,8 +123,6 @@ rule combine:
         ),
     log:
         "logs/combine.log",
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/combine.py"
 
@@ -151,8 +147,6 @@ rule status:
     log:
         "logs/status.log",
     localrule: True
-    conda:
-        "../../environment.yml"
     params:
         config_dir=str(CONFIG_DIR),
     script:

@@ -7,8 +7,6 @@ rule evaluate:
         run_file(layout.EVAL_RECORD),
     log:
         log_file("evaluate.log"),
-    conda:
-        "../../environment.yml"
     threads: 1
     params:
         python=PYTHON,

@@ -47,8 +47,6 @@ rule train:
         log_file("train.log"),
     benchmark:
         "benchmarks/{suite}/{variant}/{hardware}/seed{seed}/train.tsv"
-    conda:
-        "../../environment.yml"
     threads: train_threads
     resources:
         # Read by the slurm executor; the profile's set-resources can override site names.

@@ -1,0 +1,115 @@
+"""Ask the SLURM scheduler what its nodes have and use right now: one `sinfo` call, parsed into Node records.
+
+The command is a fixed argument vector run with a short timeout: a client whose controller does
+not answer fails in seconds with one line, instead of retrying for the client's MessageTimeout.
+SLURM_CONF and the rest of the environment are passed through untouched.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+TIMEOUT_S = 4.0
+FIELDS = ("NodeList", "Partition", "StateLong", "CPUsState", "Memory", "AllocMem", "Gres", "GresUsed", "Reason")
+# One line per node and partition; each field unpadded and ended by '|'; Reason last (it may hold '|').
+SINFO = ["sinfo", "--noheader", "--Node", "--Format=" + ",".join(f"{name}:|" for name in FIELDS)]
+# States in which a node takes no new jobs (sinfo's long names, flag characters stripped).
+UNAVAILABLE = {"down", "drained", "draining", "fail", "failing", "maint", "reboot_issued", "reboot_requested",
+               "inval", "future", "unknown", "power_down", "powering_down", "reserved", "blocked"}  # fmt: skip
+STATE_FLAGS = "*~#%$@!^-+"
+
+
+class SchedulerError(RuntimeError):
+    """One line saying why the scheduler could not be read, and what to do."""
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    partition: str
+    default_partition: bool
+    state: str
+    cpus: int
+    cpus_idle: int
+    memory_mb: int
+    memory_free_mb: int
+    gpus: dict[str, int] = field(default_factory=dict)  # GPU type ('' when untyped) -> count
+    gpus_used: dict[str, int] = field(default_factory=dict)
+    reason: str = ""
+
+    @property
+    def available(self) -> bool:
+        """Takes new jobs: not down, drained, draining, failed, in maintenance or not responding."""
+        return self.state.rstrip(STATE_FLAGS) not in UNAVAILABLE and "*" not in self.state
+
+    def gpus_free(self, kind: str) -> int:
+        return self.gpus.get(kind, 0) - self.gpus_used.get(kind, 0) if self.available else 0
+
+
+def parse_gres(text: str) -> dict[str, int]:
+    """GPU counts by type from a GRES string: 'gpu:h100:4(S:0-1),shard:8' -> {'h100': 4}; 'gpu:2' -> {'': 2}."""
+    out: dict[str, int] = {}
+    for item in re.split(r",(?![^(]*\))", text or ""):
+        parts = item.split("(")[0].strip().split(":")
+        if parts[0] != "gpu" or len(parts) < 2 or not parts[-1].isdigit():
+            continue
+        kind = ":".join(parts[1:-1])
+        out[kind] = out.get(kind, 0) + int(parts[-1])
+    return out
+
+
+def _int(text: str) -> int:
+    digits = re.match(r"\d+", text.strip())
+    return int(digits.group()) if digits else 0
+
+
+def parse_sinfo(text: str) -> list[Node]:
+    """Node records from the output of SINFO."""
+    nodes = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        values = line.removesuffix("|").split("|", len(FIELDS) - 1)
+        if len(values) < len(FIELDS):
+            raise SchedulerError(f"sinfo printed an unexpected line: {line[:80]!r}; is this a SLURM sinfo (>= 20.11)?")
+        name, partition, state, cpus, memory, alloc_mem, gres, gres_used, reason = (v.strip() for v in values)
+        cpu_counts = [_int(c) for c in cpus.split("/")] + [0, 0, 0, 0]  # allocated/idle/other/total
+        nodes.append(Node(
+            name=name, partition=partition.rstrip("*"), default_partition=partition.endswith("*"), state=state,
+            cpus=cpu_counts[3], cpus_idle=cpu_counts[1], memory_mb=_int(memory),
+            memory_free_mb=max(_int(memory) - _int(alloc_mem), 0), gpus=parse_gres(gres),
+            gpus_used=parse_gres(gres_used), reason="" if reason in ("none", "(null)") else reason,
+        ))  # fmt: skip
+    return nodes
+
+
+def run_sinfo(timeout: float = TIMEOUT_S) -> str:
+    if shutil.which(SINFO[0]) is None:
+        raise SchedulerError("no SLURM client: sinfo is not on PATH; run this on a cluster login node")
+    try:
+        proc = subprocess.run(SINFO, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SchedulerError(
+            f"no answer from the SLURM controller within {timeout:g} s (sinfo); "
+            "check that slurmctld is up and that SLURM_CONF (or /etc/slurm/slurm.conf) names it"
+        ) from None
+    if proc.returncode != 0:
+        last = ((proc.stderr.strip() or proc.stdout.strip()).splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise SchedulerError(f"sinfo failed: {last}")
+    return proc.stdout
+
+
+def read_nodes(timeout: float = TIMEOUT_S) -> list[Node]:
+    """Every node of every partition as the scheduler sees it now; SchedulerError (one line) if it cannot be asked."""
+    return parse_sinfo(run_sinfo(timeout))
+
+
+def partitions(nodes: list[Node]) -> dict[str, list[Node]]:
+    """Nodes by partition, in sinfo's order."""
+    out: dict[str, list[Node]] = {}
+    for node in nodes:
+        out.setdefault(node.partition, []).append(node)
+    return out
