@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from hwsweep import command, runner
-from hwsweep.spec import RunSpec
+from hwsweep.spec import RunSpec, sha256
 
 PORT_BASE = 29500
 
@@ -60,7 +60,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="hwsweep.launch", description=__doc__.splitlines()[0])
     parser.add_argument("spec")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads on this node, for all its processes")
+    parser.add_argument("--spec-sha256", help="refuse to run unless spec.json is exactly this spec")
     args = parser.parse_args(argv)
+    if args.spec_sha256 and sha256(Path(args.spec).read_text()) != args.spec_sha256:
+        sys.exit(f"hwsweep.launch: {args.spec} is not the spec this run was scheduled with; rerun snakemake, "
+                 "which rewrites it from the config")  # fmt: skip
     spec = RunSpec.load(args.spec)
     node = os.environ.get("SLURM_NODEID", "0")
     trainer = spec.trainer

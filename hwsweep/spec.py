@@ -6,6 +6,7 @@ same two files (spec.json in, train.json out)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,15 @@ class RunSpec(Typed):
 
     def path(self, name: str) -> Path:
         return Path(self.run_dir) / name
+
+
+def canonical_json(spec: RunSpec) -> str:
+    """spec.json's exact text: one spec, one text, one hash."""
+    return json.dumps(spec.to_dict(), sort_keys=True) + "\n"
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def run_dir(suite: str, variant: str, hardware: str, seed: int) -> str:

@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from conftest import snakemake
+from conftest import REPO, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -83,3 +83,24 @@ def test_changing_one_suite_reruns_only_that_suite(tmp_path, small_config):
     proc = snakemake(tmp_path, small_config, "-n", "--cores", "2")
     trains = re.findall(r"rule train:.*?wildcards: suite=(\w+)", proc.stdout, flags=re.S)
     assert trains and set(trains) == {"other"}, proc.stdout[-3000:]
+
+
+def test_jobs_see_exactly_the_replaced_config_and_refuse_a_changed_spec(tmp_path, small_config):
+    # A workflow config beside the run that must not leak into it (the repo's config/config.yaml case).
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
+    small_config["recipe"].pop("schedule")  # the schema default (600 steps), not config.yaml's 400
+    run = "results/tiny/default/cpu1/seed0"
+    proc = snakemake(tmp_path, small_config, "--cores", "1", "plan", f"{run}/spec.json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plan = pd.read_csv(tmp_path / "results/plan.tsv", sep="\t")
+    assert set(plan.suite) == {"tiny"} and (plan.steps == 600).all()
+    spec = json.loads((tmp_path / run / "spec.json").read_text())
+    assert spec["plan"]["steps"] == 600 and spec["suite"] == "tiny"
+
+    spec["seed"] = 5  # edited behind the workflow's back
+    (tmp_path / run / "spec.json").write_text(json.dumps(spec))
+    proc = snakemake(tmp_path, small_config, "--cores", "1", f"{run}/train.json")
+    log = (tmp_path / "logs/tiny/default/cpu1/seed0/train.log").read_text()
+    assert proc.returncode != 0 and "is not the spec this run was scheduled with" in log
+    assert not (tmp_path / run / "train.json").exists()

@@ -1,5 +1,4 @@
 # Bookkeeping only: paths, wildcards, input functions and resources. Never imports torch.
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -48,7 +47,12 @@ def run_spec_of(wildcards):
 
 def run_spec_json(wildcards):
     """The resolved RunSpec as canonical JSON: a params value, so a changed recipe reruns."""
-    return json.dumps(run_spec_of(wildcards).to_dict(), sort_keys=True)
+    return layout.canonical_json(run_spec_of(wildcards))
+
+
+def run_spec_sha256(wildcards):
+    """What the train job checks spec.json against: the spec this process scheduled."""
+    return layout.sha256(run_spec_json(wildcards))
 
 
 def hardware_of(wildcards):

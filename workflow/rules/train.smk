@@ -11,11 +11,11 @@ rule plan:
         "logs/plan.log",
     localrule: True
     params:
-        table=plan_table,
-    run:
-        from hwsweep.io import write_text
-
-        write_text(output[0], params.table)
+        text=plan_table,
+    script:
+        # A script, not a run: block: run: jobs are re-parsed in a subprocess that does not see
+        # --replace-workflow-config, so they would compute from a merged config.
+        "../scripts/write_text.py"
 
 
 rule spec:
@@ -26,11 +26,9 @@ rule spec:
         log_file("spec.log"),
     localrule: True
     params:
-        spec=run_spec_json,
-    run:
-        from hwsweep.io import write_text
-
-        write_text(output[0], f"{params.spec}\n")
+        text=run_spec_json,
+    script:
+        "../scripts/write_text.py"
 
 
 rule train:
@@ -64,6 +62,7 @@ rule train:
     params:
         per_node=train_per_node_launch,
         python=PYTHON,
+        spec_sha256=run_spec_sha256,
     shell:
         "{resources.mpi} {params.per_node} {params.python} -m hwsweep.launch {input.spec:q}"
-        " --threads {threads} > {log:q} 2>&1"
+        " --threads {threads} --spec-sha256 {params.spec_sha256} > {log:q} 2>&1"
