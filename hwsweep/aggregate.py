@@ -9,7 +9,7 @@ from hwsweep.metrics import Metric
 def aggregate(train_paths, eval_paths, baseline: str, statistics: dict, metrics: list[Metric], out: dict):
     """Write the suite's tables to the paths in `out`; returns the comparison table."""
     settings = stats.Settings.of(statistics, metrics)
-    runs, curves = records.load(train_paths, eval_paths, list(settings.metrics))
+    runs, curves = records.load(train_paths, eval_paths, metrics)
     summary = stats.seed_summary(runs, settings)
     equivalence = stats.equivalence(runs, baseline, settings)
     diagnosis = diagnose.diagnose(runs, equivalence, baseline)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from hwsweep import io
 from hwsweep.command import Trainer
+from hwsweep.metrics import problems
 from hwsweep.typed import SpecError, Typed
 
 KEYS = ["suite", "variant", "hardware", "seed"]
@@ -78,8 +79,9 @@ class EvalRecord(Typed):
     checks: list = field(default_factory=list)
 
 
-def read(cls, path):
-    """A record from its file; a damaged or incomplete one raises RecordError naming the file."""
+def read(cls, path, metrics: list | None = None):
+    """A record from its file; a damaged, incomplete or implausible one (a metric not a finite
+    number, or outside its declared bounds) raises RecordError naming the file."""
     try:
         record = cls.from_dict(io.read_json(path), cls.__name__)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError, SpecError, TypeError) as e:
@@ -87,8 +89,11 @@ def read(cls, path):
     if getattr(record, "status", "complete") != "complete":
         raise RecordError(f"{path}: status {record.status!r}, not complete")
     for name, value in record.metrics.items():
-        if not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             raise RecordError(f"{path}: metric {name} is {value!r}, not a finite number")
+    bad = problems(record.metrics, metrics or [])
+    if bad:
+        raise RecordError(f"{path}: {bad[0]}")
     return record
 
 
@@ -123,7 +128,7 @@ def curve_rows(train: RunRecord) -> list[dict]:
     return rows
 
 
-def load(train_paths, eval_paths, metric_names: list[str]):
+def load(train_paths, eval_paths, metrics: list):
     """runs (one row per run) and curves (one row per run, metric and logged step).
     `eval_paths` is empty when the config has no evaluation stage."""
     import pandas as pd  # here, so the launcher that writes records starts fast
@@ -131,9 +136,9 @@ def load(train_paths, eval_paths, metric_names: list[str]):
     runs, curves = [], []
     evals = list(eval_paths) or [None] * len(train_paths)
     for tp, ep in zip(train_paths, evals, strict=True):
-        train = read(RunRecord, tp)
-        evaluation = read(EvalRecord, ep) if ep else None
-        runs.append(run_row(train, evaluation, metric_names))
+        train = read(RunRecord, tp, metrics)
+        evaluation = read(EvalRecord, ep, metrics) if ep else None
+        runs.append(run_row(train, evaluation, [m.name for m in metrics]))
         curves.extend(curve_rows(train))
     columns = KEYS + ["metric", "step", "value"]
     return pd.DataFrame(runs), pd.DataFrame(curves, columns=columns)

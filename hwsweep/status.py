@@ -76,7 +76,7 @@ def write_status(matrix, folder="results/partial") -> pd.DataFrame:
         evals = [d / EVAL_RECORD for d in dirs] if evaluated else []
         comparisons.append(aggregate([d / TRAIN_RECORD for d in dirs], evals, matrix.baseline, matrix.statistics,
                                      list(matrix.metrics), {n: folder / suite / f"{n}.csv" for n in names}))  # fmt: skip
-    combined = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame(columns=["suite"])
+    combined = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame(columns=["suite", "variant", "hardware"])
     # Every cell of the matrix appears, with how many of its seeds are done; missing ones say so.
     combined = cells.merge(combined, on=["suite", "variant", "hardware"], how="left")
     io.write_csv(combined, folder / "comparison.csv")

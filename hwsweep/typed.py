@@ -25,7 +25,7 @@ def from_dict(cls, data, path: str = ""):
     for name, f in fields.items():
         where = f"{path}.{name}" if path else name
         if name not in data:
-            if f.default is not dataclasses.MISSING:
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
                 continue
             raise SpecError(f"{where}: missing")
         values[name] = _value(hints[name], data[name], where)
