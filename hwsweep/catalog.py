@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
+CURRENCY = "USD"  # of every price_per_hour, the catalog's and a hardware entry's
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class DeviceType:
     tf32: bool
     fp8: bool
     architecture: str
+    price_per_hour: float | None = None  # list price per device-hour in CURRENCY (catalog.yaml says whose)
 
     def supports(self, precision: str) -> bool:
         return precision == "fp32" or getattr(self, precision.split("-")[0])
@@ -42,3 +44,12 @@ def match(device_name: str, memory_gb: float | None = None) -> DeviceType | None
     if memory_gb is not None and candidates:
         return min(candidates, key=lambda t: abs(t.memory_gb - memory_gb))
     return candidates[0] if candidates else None
+
+
+def price_per_hour(gpu_type: str, override: float | None = None) -> float | None:
+    """Price of one device for one hour in CURRENCY: the hardware entry's own price_per_hour,
+    else the catalog's list price for its device type, else None (not known: no cost shown)."""
+    if override is not None:
+        return float(override)
+    kind = lookup(gpu_type)
+    return None if kind is None else kind.price_per_hour

@@ -397,6 +397,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         advisor=advisor,
         statistics=statistics,
         keep_checkpoints=raw.get("keep_checkpoints", True),
+        timing=raw.get("timing", "exclusive"),
         warnings=warnings,
         trainer=trainer,
         evaluation=evaluation,
@@ -405,16 +406,26 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
 
 
 def _cross_hardware_warnings(cells, hardware, baseline) -> tuple[str, ...]:
-    """A change of device type is where precision silently drifts: say it is locked."""
+    """Where a hardware's arithmetic differs from the baseline's: another precision, or TF32
+    matmuls on one device type and not the other. Nothing when both run the same arithmetic
+    (the precision is locked by the plan; a change of device type alone is not a warning)."""
     out = []
     for cell in cells:
-        base = hardware[baseline].gpu_type
+        r, base = cell.recipe, hardware[baseline]
+
+        def arithmetic(hw):
+            kind = hw.device_type
+            return hw.precision or r.precision, bool(r.tf32 and (kind is None or kind.tf32))
+
         for hw in cell.hardware:
-            if hardware[hw].gpu_type != base:
-                r = cell.recipe
+            (p, tf32), (bp, btf32) = arithmetic(hardware[hw]), arithmetic(base)
+            diffs = ([f"precision {p} vs {bp}"] if p != bp else []) + (
+                [f"TF32 matmuls {'on' if tf32 else 'off'} vs {'on' if btf32 else 'off'}"] if tf32 != btf32 else []
+            )
+            if diffs:
                 out.append(
-                    f"suite {cell.suite} [{cell.variant}]: {hw} ({hardware[hw].gpu_type}) vs baseline {baseline} ({base}): "
-                    f"lock precision: {r.precision}, tf32 {str(r.tf32).lower()} on both"
+                    f"suite {cell.suite} [{cell.variant}]: {hw} ({hardware[hw].gpu_type}) vs baseline {baseline} "
+                    f"({base.gpu_type}): {', '.join(diffs)}: results may differ because of it"
                 )
     return tuple(dict.fromkeys(out))
 

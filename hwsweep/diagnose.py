@@ -33,14 +33,20 @@ def differences(runs: pd.DataFrame, base: pd.DataFrame) -> list[str]:
     return found
 
 
+def _state(row) -> str:
+    return "shifted" if row.get("verdict") == "equivalent" and row.get("shifted") else row["verdict"]
+
+
 def diagnose(runs: pd.DataFrame, equivalence: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """One row per suite x variant x hardware that is not equivalent on some metric."""
+    """One row per suite x variant x hardware that is not equivalent on some metric, or
+    equivalent but shifted inside the margin (a shift has a cause too)."""
     rows = []
     cells = {key: frame for key, frame in runs.groupby(["suite", "variant", "hardware"], sort=False)}
-    open_cells = equivalence[equivalence.verdict != "equivalent"]
+    shifted = equivalence["shifted"].fillna(False).astype(bool) if "shifted" in equivalence else False
+    open_cells = equivalence[(equivalence.verdict != "equivalent") | shifted]
     for (suite, variant, hw), sub in open_cells.groupby(["suite", "variant", "hardware"], sort=False):
         found = differences(cells[(suite, variant, hw)], cells[(suite, variant, baseline)])
         rows.append({"suite": suite, "variant": variant, "hardware": hw,
-                     "metrics": ", ".join(f"{m} {v}" for m, v in zip(sub.metric, sub.verdict)),
+                     "metrics": ", ".join(f"{m} {_state(r)}" for m, (_, r) in zip(sub.metric, sub.iterrows())),
                      "diagnosis": "; ".join(found) or NOTHING})  # fmt: skip
     return pd.DataFrame(rows, columns=["suite", "variant", "hardware", "metrics", "diagnosis"])

@@ -40,3 +40,35 @@ def node_name() -> str:
 
 def recorded_env() -> dict:
     return {k: os.environ[k] for k in RECORDED_ENV if k in os.environ}
+
+
+LAUNCHER = "hwsweep.launch"  # every run, built-in or a user's command, is started through it
+
+
+def other_runs() -> int:
+    """hwsweep runs on this node besides the caller's own (Linux /proc): timings taken while
+    others run measure contention as much as the hardware."""
+    mine, pid = set(), os.getpid()
+    while pid > 1:  # this process and its ancestors: our own launcher is not "another run"
+        mine.add(pid)
+        try:
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in mine:
+            continue
+        try:
+            argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        count += any(a.decode(errors="replace") == LAUNCHER for a in argv)
+    return count
+
+
+def contention() -> dict:
+    """What else was running here: other hwsweep runs, the load, the CPUs this process may use."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"other_runs": other_runs(), "load_1m": load, "cpus_allowed": cpus}

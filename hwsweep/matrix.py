@@ -44,6 +44,7 @@ class Matrix:
     advisor: Advisor = Advisor()
     statistics: dict = field(default_factory=dict)
     keep_checkpoints: bool = True
+    timing: str = "exclusive"
     warnings: tuple[str, ...] = ()
     trainer: Trainer = Trainer(kind="builtin")
     evaluation: Evaluation = Evaluation(kind="builtin")

@@ -45,6 +45,7 @@ class Hardware(Typed):
     mem_mb: int | None = None
     runtime: int | None = None
     precision: str | None = None
+    price_per_hour: float | None = None  # per device-hour in catalog.CURRENCY; None: the catalog's list price
 
     @property
     def world_size(self) -> int:

@@ -115,6 +115,8 @@ def run_row(train: RunRecord, evaluation: EvalRecord | None, metric_names: list[
     row |= {k: prov.get(k) for k in ("torch", "cuda", "nccl", "git_commit", "host")}
     row["script_sha256"] = (prov.get("script") or {}).get("sha256")
     row["devices"] = ";".join(sorted(set(prov.get("devices", []))))
+    # Other hwsweep runs on the node while this one trained: its timing measures contention too.
+    row["contended_by"] = (prov.get("contention") or {}).get("other_runs")
     row["checks"] = "; ".join(train.checks + (evaluation.checks if evaluation else []))
     return row
 

@@ -208,9 +208,11 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
             if m:
                 seen[name] = m.group(1)
 
+    contention = host.contention()
     resume = [a.replace("{run_dir}", str(run_dir.resolve())) for a in trainer.resume_args] if resuming else []
     stage = Stage(spec, trainer.invocation, spec.metrics_of("train"), argv + resume, _env(spec, spec_path, threads))
     code, seconds = stage.run(getattr(signal, f"SIG{trainer.signal}"), on_line, trainer.launch == "torchrun")
+    contention["other_runs"] = max(contention["other_runs"], host.other_runs())
     for o in stage.observations:  # the parsed output is kept, so a resumed run keeps its earlier steps
         io.append_line(history_path, json.dumps(o))
     try:
@@ -230,7 +232,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         samples_per_second=spec.plan.global_batch * (spec.plan.steps - first_step) / train_seconds,
         data_order={"sampler": "script", "dataset_size": None, "num_workers": spec.recipe.num_workers},
         segments=segments, restarts=len(segments) - 1, resumed_from_step=first_step if resuming else None,
-        provenance=_provenance(spec, trainer.invocation), checks=_plan_checks(spec, seen),
+        provenance=_provenance(spec, trainer.invocation) | {"contention": contention}, checks=_plan_checks(spec, seen),
     )  # fmt: skip
     io.write_json(spec.path(TRAIN_RECORD), record.to_dict())
     for check in record.checks:

@@ -1,13 +1,19 @@
-"""Statistics over seeds and hardware: pure functions on DataFrames.
+"""Statistics over seeds and hardware: pure functions on DataFrames, vectorised cores.
 
 - seed_summary: per suite x variant x hardware and metric, n / mean / std / standard error /
-  bootstrap CI (BCa, seeded) / min / max.
-- equivalence: each hardware against the baseline, per metric: Welch difference and CI, Welch
-  p-value, TOST at margin epsilon, a verdict, the minimal detectable difference and the seeds
-  a decision would need.
-- speedup: time for the fixed step budget, baseline / hardware, paired by seed, with a bootstrap
-  CI; efficiency, device-hours and cost; Amdahl's serial fraction where a device type has >= 3
-  device counts.
+  t-based CI of the mean (Student, n - 1 df) / min / max.
+- equivalence: each hardware against the baseline, per compared metric: paired TOST on the
+  per-seed differences when both ran the same seeds (Welch-TOST otherwise), the difference and
+  its CI, the t-test of "no difference" (a shift inside the margin is reported), a verdict, the
+  power of these seeds and the seeds an equivalence decision needs (t-based power at an assumed
+  true difference of 0). The overall verdict of a hardware is an intersection-union test over
+  the primary metrics: equivalent only when every primary metric is.
+- speedup: time for the fixed step budget, baseline / hardware, as the geometric mean of the
+  per-seed ratios with a t CI on the log ratios (ratio of mean times when no seed is shared);
+  device-hours, cost in money, time saved; parallel efficiency and Amdahl's serial fraction
+  only within one device type against its own smallest device count.
+
+Every function works for whatever metrics the config declares (Settings); no name is listed here.
 """
 
 from __future__ import annotations
@@ -22,7 +28,13 @@ from scipy import optimize
 from scipy import stats as sps
 
 CELL = ["suite", "variant", "hardware"]
-POWER = 0.8  # for the minimal detectable difference and the seeds needed
+POWER = 0.8  # the power seeds_needed promises
+SEEDS_CAP = 100  # seeds_needed above this is reported as "more than SEEDS_CAP"
+CI_METHOD = "t (Student, n-1 df)"
+PAIRED = "paired TOST"
+WELCH = "Welch TOST"
+GEOMETRIC = "geometric mean of per-seed ratios, t CI on log ratios"
+RATIO_OF_MEANS = "ratio of mean times, Welch CI on log means"
 
 
 @dataclass(frozen=True)
@@ -31,62 +43,60 @@ class Settings:
     and the equivalence margin of each metric that has one)."""
 
     confidence: float = 0.95
-    resamples: int = 9999
+    resamples: int = 9999  # kept for configs that set it; the shipped intervals are t-based
     seed: int = 0
     metrics: tuple = ()  # every declared metric, in order
     margins: dict = field(default_factory=dict)  # name -> margin, for the metrics that are compared
     primary: tuple = ()  # the compared metrics that decide a hardware's overall verdict
     goals: dict = field(default_factory=dict)  # name -> "max" | "min"
+    scales: dict = field(default_factory=dict)  # name -> 100 for shares (bounds [0, 1]: written in points)
 
     @classmethod
     def of(cls, statistics: dict, metrics) -> "Settings":
         compared = [m for m in metrics if m.margin is not None]
+        scales = {m.name: 100.0 for m in metrics if m.bounds is not None and list(m.bounds) == [0, 1]}
         return cls(**statistics, metrics=tuple(m.name for m in metrics), margins={m.name: m.margin for m in compared},
-                   primary=tuple(m.name for m in compared if m.primary), goals={m.name: m.goal for m in metrics})  # fmt: skip
+                   primary=tuple(m.name for m in compared if m.primary), goals={m.name: m.goal for m in metrics},
+                   scales=scales)  # fmt: skip
+
+    @property
+    def alpha(self) -> float:
+        return 1 - self.confidence
+
+
+def amount(value: float, scale: float = 1.0, signed: bool = False) -> str:
+    """A difference or margin in the metric's units: shares (scale 100) in percentage points."""
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    v = value * scale
+    text = f"{v:+.3g}" if signed else f"{v:.3g}"
+    return f"{text} points" if scale == 100 else text
 
 
 # -- seed variance -----------------------------------------------------------------------
 
 
-def bootstrap_ci(values: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """BCa CIs of the mean for each row of `values` (rows: cells, columns: seeds; all rows the
-    same length). Falls back to the percentile method for a row where BCa is degenerate."""
-    rows = len(values)
-    low, high, notes = np.full(rows, np.nan), np.full(rows, np.nan), [""] * rows
-    if values.shape[1] < 3:
-        return low, high, ["CI not available: fewer than 3 seeds"] * rows
-    constant = np.ptp(values, axis=1) == 0
-    for method in ("BCa", "percentile"):
-        todo = ~constant & np.isnan(low)
-        if not todo.any():
-            break
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # degenerate rows come back as NaN and are retried
-            res = sps.bootstrap((values[todo],), np.mean, axis=-1, vectorized=True, method=method,
-                                n_resamples=settings.resamples, confidence_level=settings.confidence,
-                                random_state=settings.seed, batch=max(1, 2_000_000 // (settings.resamples + 1)))  # fmt: skip
-        low[todo], high[todo] = res.confidence_interval.low, res.confidence_interval.high
-        if method == "percentile":
-            for i in np.flatnonzero(todo):
-                notes[i] = "percentile CI: BCa degenerate"
-    low[constant] = high[constant] = values[constant, 0]
-    for i in np.flatnonzero(constant):
-        notes[i] = "all seeds equal"
-    return low, high, notes
+def mean_ci(values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Student t CIs of the mean for each row of `values` (rows: cells, columns: seeds; NaN
+    where a row has fewer than 2 values). Exact coverage for normal data at any n."""
+    values = np.atleast_2d(np.asarray(values, float))
+    n = np.sum(~np.isnan(values), axis=1)
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(values, axis=1)
+        se = np.nanstd(values, axis=1, ddof=1) / np.sqrt(n)
+        half = sps.t.ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)) * se
+    half = np.where(n >= 2, half, np.nan)
+    return mean - half, mean + half
 
 
-def _describe(groups: pd.core.groupby.DataFrameGroupBy, column: str, settings: Settings) -> pd.DataFrame:
+def _describe(groups, column: str, settings: Settings) -> pd.DataFrame:
     out = groups[column].agg(["count", "mean", "std", "min", "max"])
     out["se"] = out["std"] / np.sqrt(out["count"])
-    out["ci_low"] = out["ci_high"] = np.nan
-    out["ci_note"] = ""
-    lists = groups[column].apply(lambda s: s.dropna().to_numpy())
-    for n in sorted(set(out["count"])):  # vectorised bootstrap over all cells with n seeds
-        idx = out.index[out["count"] == n]
-        if n == 0:
-            continue
-        low, high, notes = bootstrap_ci(np.stack(lists.loc[idx].to_list()), settings)
-        out.loc[idx, "ci_low"], out.loc[idx, "ci_high"], out.loc[idx, "ci_note"] = low, high, notes
+    half = sps.t.ppf(0.5 + settings.confidence / 2, np.maximum(out["count"] - 1, 1)) * out["se"]
+    out["ci_low"] = np.where(out["count"] >= 2, out["mean"] - half, np.nan)
+    out["ci_high"] = np.where(out["count"] >= 2, out["mean"] + half, np.nan)
+    out["ci_note"] = np.where(out["count"] >= 2, "", "CI not available: fewer than 2 seeds")
     out = out.rename(columns={"count": "n"})
     return out.add_prefix(f"{column}_")
 
@@ -102,6 +112,7 @@ def seed_summary(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
         startup_seconds=("startup_seconds", "mean"),
         eval_seconds=("eval_seconds", "mean"),
     )
+    out["ci_method"] = CI_METHOD
     if "seeded" in runs:  # a script without a seed flag: the seed spread is run-to-run noise only
         out["seeded"] = grouped["seeded"].all()
     if "checks" in runs:  # where a run did not follow its plan: carried to the comparison and the report
@@ -110,73 +121,158 @@ def seed_summary(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
     return pd.concat(parts, axis=1).reset_index()
 
 
-# -- equivalence -------------------------------------------------------------------------
+# -- equivalence: vectorised cores (rows: cases, columns: seeds) ---------------------------
 
 
-def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """Difference of means (a - b), its standard error and Welch-Satterthwaite degrees of freedom."""
-    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
-    se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else float("inf")
-    return float(np.mean(a) - np.mean(b)), se, df
+def paired_stats(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean per-seed difference (a - b), its standard error and n - 1 df; a[:, i] and b[:, i]
+    are the same seed."""
+    d = np.atleast_2d(a) - np.atleast_2d(b)
+    n = d.shape[1]
+    return d.mean(axis=1), d.std(axis=1, ddof=1) / math.sqrt(n), np.full(len(d), n - 1.0)
 
 
-def tost(a: np.ndarray, b: np.ndarray, margin: float) -> float:
-    """p-value of the two one-sided Welch tests of |mean(a) - mean(b)| < margin (the larger one)."""
-    d, se, df = welch(a, b)
-    if se == 0:
-        return 0.0 if abs(d) < margin else 1.0
-    p_lower = sps.t.sf((d + margin) / se, df)  # H0: d <= -margin
-    p_upper = sps.t.cdf((d - margin) / se, df)  # H0: d >= +margin
-    return float(max(p_lower, p_upper))
+def welch_stats(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Difference of means (a - b), its standard error and Welch-Satterthwaite df."""
+    a, b = np.atleast_2d(a), np.atleast_2d(b)
+    na, nb = a.shape[1], b.shape[1]
+    va, vb = a.var(axis=1, ddof=1) / na, b.var(axis=1, ddof=1) / nb
+    se = np.sqrt(va + vb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = np.where(se > 0, (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1)), np.inf)
+    return a.mean(axis=1) - b.mean(axis=1), se, df
 
 
-def seeds_needed(sd: float, diff: float, margin: float, alpha: float) -> float:
-    """Seeds per hardware for a decision at this spread: equivalence if |diff| < margin, else
-    a difference beyond the margin; inf when diff sits on the margin. Normal approximation,
-    power 0.8."""
-    gap = abs(abs(diff) - margin)
+def decide(d, se, df, margin: float, alpha: float) -> dict:
+    """Tests of one difference (arrays of cases): TOST at +-margin, the t-test of 0 and the
+    verdict. equivalent: TOST rejects (the 1 - 2 alpha CI lies inside the margin); different:
+    the 1 - alpha CI lies wholly beyond the margin; inconclusive otherwise."""
+    d, se, df = (np.asarray(x, float) for x in (d, se, df))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        safe = np.where(se > 0, se, 1.0)
+        p_lower = sps.t.sf((d + margin) / safe, df)  # H0: d <= -margin
+        p_upper = sps.t.cdf((d - margin) / safe, df)  # H0: d >= +margin
+        p_tost = np.where(se > 0, np.maximum(p_lower, p_upper), np.where(np.abs(d) < margin, 0.0, 1.0))
+        p_diff = np.where(se > 0, 2 * sps.t.sf(np.abs(d) / safe, df), np.where(d != 0, 0.0, 1.0))
+        t1 = np.where(se > 0, sps.t.ppf(1 - alpha, df), 0.0)
+        t2 = np.where(se > 0, sps.t.ppf(1 - alpha / 2, df), 0.0)
+    ci_low, ci_high = d - t2 * se, d + t2 * se
+    verdict = np.where(p_tost < alpha, "equivalent",
+                       np.where((ci_low > margin) | (ci_high < -margin), "different", "inconclusive"))  # fmt: skip
+    return {"difference": d, "se": se, "df": df, "ci_low": ci_low, "ci_high": ci_high, "tost_ci_low": d - t1 * se,
+            "tost_ci_high": d + t1 * se, "p_difference": p_diff, "p_tost": p_tost, "verdict": verdict,
+            "shifted": (verdict == "equivalent") & (p_diff < alpha)}  # fmt: skip
+
+
+# -- power and seeds needed -----------------------------------------------------------------
+
+_NODES = (np.arange(96) + 0.5) / 96  # quantile midpoints: the quadrature over the sample variance
+
+
+def power(n, sd: float, margin: float, alpha: float, paired: bool) -> np.ndarray:
+    """Power of the shipped TOST to show equivalence at a true difference of 0, with n seeds
+    per hardware (paired: n pairs whose differences have spread `sd`; unpaired: n seeds on each
+    hardware, both with spread `sd`, Welch-TOST). Exact up to quadrature: the estimated
+    difference is normal, the sample variance(s) chi-square."""
+    n = np.atleast_1d(np.asarray(n, float))
+    out = np.zeros(len(n))
+    if sd == 0:
+        return np.ones(len(n))
+    for i, k in enumerate(n):
+        if k < 2:
+            continue
+        chi = sps.chi2.ppf(_NODES, k - 1) / (k - 1)  # s^2 / sd^2
+        if paired:
+            se = sd * np.sqrt(chi / k)
+            t = sps.t.ppf(1 - alpha, k - 1)
+            sd_mean = sd / math.sqrt(k)
+        else:
+            va, vb = np.meshgrid(chi, chi)
+            v = sd**2 * (va + vb) / k
+            se = np.sqrt(v)
+            df = v**2 / ((sd**2 * va / k) ** 2 / (k - 1) + (sd**2 * vb / k) ** 2 / (k - 1))
+            t = sps.t.ppf(1 - alpha, df)
+            sd_mean = sd * math.sqrt(2 / k)
+        p = 2 * sps.norm.cdf((margin - t * se) / sd_mean) - 1
+        out[i] = np.clip(p, 0, None).mean()
+    return out
+
+
+def seeds_needed(sd: float, margin: float, alpha: float, paired: bool, target: float = POWER,
+                 cap: int = SEEDS_CAP) -> float:  # fmt: skip
+    """Fewest seeds per hardware whose TOST shows equivalence with `target` power when the true
+    difference is 0 (an assumption: the observed difference is not plugged in); inf above cap."""
+    if not np.isfinite(sd):
+        return math.nan
     if sd == 0:
         return 2.0
-    if gap == 0:
+    lo, hi = 2, cap
+    if power(hi, sd, margin, alpha, paired)[0] < target:
         return math.inf
-    z = sps.norm.ppf(1 - alpha) + sps.norm.ppf(POWER)
-    return float(max(2, math.ceil(2 * (z * sd / gap) ** 2)))
+    while lo < hi:  # power grows with n
+        mid = (lo + hi) // 2
+        if power(mid, sd, margin, alpha, paired)[0] >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return float(lo)
 
 
-def compare(a: np.ndarray, b: np.ndarray, margin: float, confidence: float) -> dict:
-    """One metric of one hardware (a) against the baseline (b)."""
+# -- equivalence ---------------------------------------------------------------------------
+
+
+def compare(a: np.ndarray, b: np.ndarray, margin: float, confidence: float, paired: bool = False) -> dict:
+    """One metric of one hardware (a) against the baseline (b); paired: a[i] and b[i] are the
+    same seed."""
     alpha = 1 - confidence
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    test = PAIRED if paired else WELCH
     if len(a) < 2 or len(b) < 2:
-        return {"n": len(a), "n_baseline": len(b), "verdict": "inconclusive", "note": "needs >= 2 seeds on both"}
-    d, se, df = welch(a, b)
-    t2 = sps.t.ppf(1 - alpha / 2, df) if se > 0 else 0.0
-    t1 = sps.t.ppf(1 - alpha, df) if se > 0 else 0.0
-    p_welch = float(2 * sps.t.sf(abs(d) / se, df)) if se > 0 else (0.0 if d != 0 else 1.0)
-    p_tost = tost(a, b, margin)
-    ci = (d - t2 * se, d + t2 * se)
-    if p_tost < alpha:
-        verdict = "equivalent"
-    elif p_welch < alpha and (ci[0] > margin or ci[1] < -margin):
-        verdict = "different"
-    else:
-        verdict = "inconclusive"
-    sd = math.sqrt((np.var(a, ddof=1) + np.var(b, ddof=1)) / 2)
+        return {"test": test, "n": len(a), "n_baseline": len(b), "margin": margin, "verdict": "inconclusive",
+                "shifted": False, "note": "needs >= 2 seeds on both"}  # fmt: skip
+    d, se, df = paired_stats(a, b) if paired else welch_stats(a, b)
+    out = {k: v[0] for k, v in decide(d, se, df, margin, alpha).items()}
+    sd = float(np.std(a - b, ddof=1)) if paired else math.sqrt((np.var(a, ddof=1) + np.var(b, ddof=1)) / 2)
+    n = len(a) if paired else min(len(a), len(b))
     return {
-        "n": len(a), "n_baseline": len(b), "difference": d, "ci_low": ci[0], "ci_high": ci[1],
-        "tost_ci_low": d - t1 * se, "tost_ci_high": d + t1 * se, "p_welch": p_welch, "p_tost": p_tost,
-        "margin": margin, "verdict": verdict,
-        "min_detectable_difference": (t2 + sps.t.ppf(POWER, df)) * se if se > 0 else 0.0,
-        "seeds_needed": seeds_needed(sd, d, margin, alpha / 2 if verdict != "equivalent" else alpha),
-        "note": "",
+        "test": test, "n": len(a), "n_baseline": len(b), **out, "verdict": str(out["verdict"]),
+        "shifted": bool(out["shifted"]), "margin": margin, "power": float(power(n, sd, margin, alpha, paired)[0]),
+        "seeds_needed": seeds_needed(sd, margin, alpha, paired), "note": "",
     }  # fmt: skip
 
 
+def finding(row, scale: float = 1.0) -> str:
+    """The verdict in words: 'equivalent, but shifted by +0.26 points (p = 0.003)'."""
+    v = row["verdict"]
+    if v == "equivalent":
+        if row.get("shifted"):
+            return f"equivalent, but shifted by {amount(row['difference'], scale, True)} (p = {row['p_difference']:.2g})"
+        return "equivalent"
+    if v == "different":
+        return f"different: {amount(row['difference'], scale, True)}, beyond ±{amount(row['margin'], scale)}"
+    needed = row.get("seeds_needed", math.nan)
+    if needed is None or not np.isfinite(needed):
+        more = f"more than {SEEDS_CAP} seeds would be needed" if needed == math.inf else "more seeds needed"
+    else:
+        more = f"{int(needed)} seeds would decide"
+    return f"inconclusive — {more}"
+
+
 EQUIVALENCE_COLUMNS = [
-    "suite", "variant", "hardware", "baseline", "metric", "n", "n_baseline", "difference", "ci_low", "ci_high",
-    "tost_ci_low", "tost_ci_high", "p_welch", "p_tost", "margin", "verdict", "min_detectable_difference",
-    "seeds_needed", "note",
+    "suite", "variant", "hardware", "baseline", "metric", "primary", "scale", "test", "n", "n_baseline",
+    "difference", "ci_low", "ci_high", "tost_ci_low", "tost_ci_high", "p_difference", "p_tost", "margin", "verdict",
+    "shifted", "finding", "power", "seeds_needed", "note",
 ]  # fmt: skip
+
+
+def _pairing(sub: pd.DataFrame, base: pd.DataFrame) -> tuple[bool, list, str]:
+    """Paired when both ran the same seeds (>= 2 shared) and the seed drives the run."""
+    shared = sorted(set(sub.seed) & set(base.seed))
+    seeded = "seeded" not in sub or bool(sub.seeded.all() and base.seeded.all())
+    if len(shared) < 2 or not seeded:
+        return False, shared, "" if seeded else "not seeded: seeds are repeats, compared unpaired"
+    alone = sorted(set(sub.seed) ^ set(base.seed))
+    return True, shared, f"seeds {alone} not on both: left out of the pairing" if alone else ""
 
 
 def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings()) -> pd.DataFrame:
@@ -186,72 +282,182 @@ def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings
         base = cells.get((suite, variant, baseline))
         if hw == baseline or base is None:
             continue
+        paired, shared, note = _pairing(sub, base)
         for metric, margin in settings.margins.items():
-            result = compare(sub[metric].dropna().to_numpy(), base[metric].dropna().to_numpy(), margin,
-                             settings.confidence)  # fmt: skip
-            rows.append({"suite": suite, "variant": variant, "hardware": hw, "baseline": baseline,
-                         "metric": metric} | result)  # fmt: skip
+            if paired:
+                x = sub.set_index("seed")[metric].loc[shared]
+                y = base.set_index("seed")[metric].loc[shared]
+                ok = x.notna().to_numpy() & y.notna().to_numpy()
+                result = compare(x.to_numpy()[ok], y.to_numpy()[ok], margin, settings.confidence, paired=True)
+            else:
+                result = compare(sub[metric].dropna().to_numpy(), base[metric].dropna().to_numpy(), margin,
+                                 settings.confidence)  # fmt: skip
+            scale = settings.scales.get(metric, 1.0)
+            result["note"] = "; ".join(x for x in (result.get("note", ""), note) if x)
+            result["finding"] = finding(result, scale)
+            rows.append({"suite": suite, "variant": variant, "hardware": hw, "baseline": baseline, "metric": metric,
+                         "primary": metric in settings.primary, "scale": scale} | result)  # fmt: skip
     return pd.DataFrame(rows, columns=EQUIVALENCE_COLUMNS)
 
 
-# -- speedup and cost --------------------------------------------------------------------
+def overall(equiv: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: equivalent only when every primary metric is (intersection-union: the 5%
+    level holds without correction); different when a primary metric is; else inconclusive."""
+    rows = []
+    for key, sub in equiv.groupby(CELL, sort=False):
+        prim = sub[sub.primary.astype(bool)]
+        if prim.empty:
+            verdict = "not compared"
+        elif (prim.verdict == "equivalent").all():
+            verdict = "equivalent"
+        elif (prim.verdict == "different").any():
+            verdict = "different"
+        else:
+            verdict = "inconclusive"
+        rows.append(dict(zip(CELL, key)) | {"verdict": verdict})
+    return pd.DataFrame(rows, columns=CELL + ["verdict"])
+
+
+# -- speedup, efficiency and cost ---------------------------------------------------------
+
+
+def speedup_ci(base: np.ndarray, new: np.ndarray, confidence: float, paired: bool = True):
+    """Speedup base / new of times (rows: cases, columns: seeds) with its CI. Paired: the
+    geometric mean of per-seed ratios, t CI on the log ratios (n - 1 df); unpaired: the ratio of
+    mean times, a Welch CI on the log of the means (delta method). NaN CI below 2 seeds."""
+    base, new = np.atleast_2d(np.asarray(base, float)), np.atleast_2d(np.asarray(new, float))
+    if paired:
+        logs = np.log(base) - np.log(new)
+        est = np.exp(logs.mean(axis=1))
+        low, high = mean_ci(logs, confidence)
+        return est, np.exp(low), np.exp(high)
+    mb, mn = base.mean(axis=1), new.mean(axis=1)
+    est = mb / mn
+    if base.shape[1] < 2 or new.shape[1] < 2:
+        return est, np.full(len(est), np.nan), np.full(len(est), np.nan)
+    vb = base.var(axis=1, ddof=1) / base.shape[1] / mb**2  # var of log mean, delta method
+    vn = new.var(axis=1, ddof=1) / new.shape[1] / mn**2
+    se = np.sqrt(vb + vn)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = np.where(se > 0, (vb + vn) ** 2 / (vb**2 / (base.shape[1] - 1) + vn**2 / (new.shape[1] - 1)), np.inf)
+    half = sps.t.ppf(0.5 + confidence / 2, df) * se
+    return est, est * np.exp(-half), est * np.exp(half)
+
+
+def _times(frame: pd.DataFrame) -> pd.Series:
+    return frame.groupby("seed").train_seconds.mean()
+
+
+def _ratio(ref: pd.DataFrame, sub: pd.DataFrame, confidence: float) -> dict:
+    tr, ts = _times(ref), _times(sub)
+    shared = sorted(set(tr.index) & set(ts.index))
+    if shared:
+        est, low, high = speedup_ci(tr.loc[shared].to_numpy(), ts.loc[shared].to_numpy(), confidence, True)
+        method, n = GEOMETRIC, len(shared)
+    else:
+        est, low, high = speedup_ci(tr.to_numpy(), ts.to_numpy(), confidence, False)
+        method, n = RATIO_OF_MEANS, 0
+    return {"value": float(est[0]), "low": float(low[0]), "high": float(high[0]), "method": method, "n_pairs": n}
 
 
 def amdahl(device_ratio: np.ndarray, speedup: np.ndarray) -> float:
     """Serial fraction f of S(N) = 1 / (f + (1 - f) / N), least squares, 0 <= f <= 1."""
-    fit, _ = optimize.curve_fit(lambda n, f: 1 / (f + (1 - f) / n), device_ratio, speedup, p0=[0.1], bounds=(0, 1))
-    return float(fit[0])
+    return amdahl_fit(device_ratio, speedup)[0]
+
+
+def amdahl_fit(device_ratio: np.ndarray, speedup: np.ndarray) -> tuple[float, float]:
+    """(f, standard error of f) from the least-squares fit; the error from the residuals."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a perfect fit has no residual variance: se 0
+        fit, cov = optimize.curve_fit(lambda n, f: 1 / (f + (1 - f) / n), device_ratio, speedup, p0=[0.1],
+                                      bounds=(0, 1))  # fmt: skip
+    se = float(np.sqrt(cov[0, 0])) if np.isfinite(cov[0, 0]) else 0.0
+    return float(fit[0]), se
 
 
 def amdahl_speedup(f: float, n: float) -> float:
     return 1 / (f + (1 - f) / n)
 
 
-def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings()) -> pd.DataFrame:
-    """Time to finish the fixed step budget, baseline / hardware, paired by seed."""
-    base = runs[runs.hardware == baseline][["suite", "variant", "seed", "train_seconds", "samples_per_second", "world_size"]]
-    paired = runs.merge(base, on=["suite", "variant", "seed"], suffixes=("", "_base"))
-    paired["ratio"] = paired.train_seconds_base / paired.train_seconds
-    paired["throughput_ratio"] = paired.samples_per_second / paired.samples_per_second_base
-    paired["device_ratio"] = paired.world_size / paired.world_size_base
-    paired["device_hours"] = paired.world_size * paired.train_seconds / 3600
-    paired["time_saved_seconds"] = paired.train_seconds_base - paired.train_seconds
-    grouped = paired.groupby(CELL, sort=False)
-    out = grouped.agg(
-        n_pairs=("seed", "nunique"),
-        speedup=("ratio", "mean"),
-        speedup_std=("ratio", "std"),
-        throughput_ratio=("throughput_ratio", "mean"),
-        device_ratio=("device_ratio", "first"),
-        device_hours=("device_hours", "mean"),
-        time_saved_seconds=("time_saved_seconds", "mean"),
-        gpu_type=("gpu_type", "first"),
-    )
-    ci = _describe(grouped, "ratio", settings)
-    out["speedup_ci_low"], out["speedup_ci_high"] = ci["ratio_ci_low"], ci["ratio_ci_high"]
-    out["speedup_ci_note"] = ci["ratio_ci_note"]
-    out["efficiency"] = out.speedup / out.device_ratio
-    out["relative_cost"] = out.device_ratio / out.speedup  # device-hours per baseline device-hour = 1 / efficiency
-    out = out.reset_index()
-    out["amdahl_serial_fraction"] = np.nan
-    out["amdahl_extrapolated_devices"] = np.nan
-    out["amdahl_extrapolated_speedup"] = np.nan
+def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), prices: dict | None = None,
+            currency: str = "USD") -> pd.DataFrame:  # fmt: skip
+    """Per cell: speedup over the baseline for the fixed step budget (any device type), device-
+    hours and money; parallel efficiency against the smallest device count of the same type."""
+    prices = prices or {}
+    cells = {key: frame for key, frame in runs.groupby(CELL, sort=False)}
+    rows = []
+    for (suite, variant, hw), sub in cells.items():
+        base = cells.get((suite, variant, baseline))
+        if base is None:
+            continue
+        r = _ratio(base, sub, settings.confidence)
+        ws, ws_base = int(sub.world_size.iloc[0]), int(base.world_size.iloc[0])
+        gpu, gpu_base = sub.gpu_type.iloc[0], base.gpu_type.iloc[0]
+        hours = float((sub.world_size * sub.train_seconds).mean() / 3600)
+        hours_base = float((base.world_size * base.train_seconds).mean() / 3600)
+        price, price_base = prices.get(hw), prices.get(baseline)
+        cost = hours * price if price is not None else math.nan
+        cost_base = hours_base * price_base if price_base is not None else math.nan
+        rows.append({
+            "suite": suite, "variant": variant, "hardware": hw, "gpu_type": gpu, "world_size": ws,
+            "n_pairs": r["n_pairs"], "speedup": r["value"], "speedup_ci_low": r["low"], "speedup_ci_high": r["high"],
+            "speedup_method": r["method"],
+            "throughput_ratio": sub.samples_per_second.mean() / base.samples_per_second.mean(),
+            "device_ratio": ws / ws_base,
+            "same_device_type": gpu == gpu_base,
+            "time_saved_seconds": base.train_seconds.mean() - sub.train_seconds.mean(),
+            "device_hours": hours,
+            "device_hours_ratio": hours / hours_base if gpu == gpu_base else math.nan,
+            "price_per_device_hour": math.nan if price is None else price, "currency": currency,
+            "cost_per_run": cost, "cost_per_cell": cost * len(sub) if price is not None else math.nan,
+            "cost_ratio": cost / cost_base if cost_base else math.nan,
+        })  # fmt: skip
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    for col in ("scaling_reference", "scaling_speedup", "scaling_ci_low", "scaling_ci_high", "efficiency"):
+        out[col] = math.nan if col != "scaling_reference" else ""
+    for col in AMDAHL_COLUMNS:
+        out[col] = math.nan
     for _, idx in out.groupby(["suite", "variant", "gpu_type"], sort=False).groups.items():
-        sub = out.loc[idx]
-        if sub.device_ratio.nunique() >= 3:
-            f = amdahl(sub.device_ratio.to_numpy(float), sub.speedup.to_numpy(float))
-            n = 2 * sub.device_ratio.max()
-            out.loc[idx, "amdahl_serial_fraction"] = f
-            out.loc[idx, "amdahl_extrapolated_devices"] = n
-            out.loc[idx, "amdahl_extrapolated_speedup"] = amdahl_speedup(f, n)
+        _scaling(out, idx, cells, baseline, settings)
     return out
 
 
+AMDAHL_COLUMNS = ["amdahl_serial_fraction", "amdahl_serial_fraction_se", "amdahl_serial_fraction_ci_low",
+                  "amdahl_serial_fraction_ci_high", "amdahl_extrapolated_devices", "amdahl_extrapolated_speedup"]  # fmt: skip
+
+
+def _scaling(out: pd.DataFrame, idx, cells: dict, baseline: str, settings: Settings) -> None:
+    """Efficiency within one device type: speedup over its smallest device count / device ratio;
+    Amdahl's fit where the type has >= 3 device counts."""
+    sub = out.loc[idx]
+    smallest = sub[sub.world_size == sub.world_size.min()]
+    ref = smallest[smallest.hardware == baseline] if (smallest.hardware == baseline).any() else smallest.iloc[:1]
+    ref_hw, ref_ws = ref.hardware.iloc[0], int(ref.world_size.iloc[0])
+    suite, variant = sub.suite.iloc[0], sub.variant.iloc[0]
+    for i in idx:
+        r = _ratio(cells[(suite, variant, ref_hw)], cells[(suite, variant, out.at[i, "hardware"])], settings.confidence)
+        out.loc[i, ["scaling_speedup", "scaling_ci_low", "scaling_ci_high"]] = r["value"], r["low"], r["high"]
+        out.at[i, "scaling_reference"] = ref_hw
+        out.at[i, "efficiency"] = r["value"] / (out.at[i, "world_size"] / ref_ws)
+    sub = out.loc[idx]
+    if sub.world_size.nunique() >= 3:
+        x, y = (sub.world_size / ref_ws).to_numpy(float), sub.scaling_speedup.to_numpy(float)
+        f, se = amdahl_fit(x, y)
+        k = len(sub) - 1  # residual df of a one-parameter fit
+        half = sps.t.ppf(0.5 + settings.confidence / 2, k) * se
+        n = 2 * int(sub.world_size.max())
+        out.loc[idx, AMDAHL_COLUMNS] = [f, se, max(0.0, f - half), min(1.0, f + half), n,
+                                        amdahl_speedup(f, n / ref_ws)]  # fmt: skip
+
+
 def known_speedup(hours_base: float, hours_new: float, devices_base: int, devices_new: int) -> dict:
-    """Speedup, efficiency and device-hour ratio from two wall times (worked examples, docs)."""
+    """Speedup, efficiency, device-hour ratio and time saved from two wall times of one device
+    type (worked examples, docs)."""
     s = hours_base / hours_new
     ratio = devices_new / devices_base
-    return {"speedup": s, "efficiency": s / ratio, "relative_cost": ratio / s}
+    return {"speedup": s, "efficiency": s / ratio, "device_hours_ratio": ratio / s, "time_saved": hours_base - hours_new}
 
 
 # -- the export ---------------------------------------------------------------------------
@@ -259,19 +465,28 @@ def known_speedup(hours_base: float, hours_new: float, devices_base: int, device
 
 def comparison(summary: pd.DataFrame, equiv: pd.DataFrame, speed: pd.DataFrame, baseline: str,
                settings: Settings = Settings()) -> pd.DataFrame:  # fmt: skip
-    """One row per suite x variant x hardware: metric means and CIs, verdicts, speedup, cost."""
+    """One row per suite x variant x hardware: metric means and CIs, verdicts (per metric and
+    overall), speedup, cost."""
     out = summary.copy()
     out.insert(3, "baseline", out.hardware == baseline)
+    verdicts = overall(equiv) if len(equiv) else pd.DataFrame(columns=CELL + ["verdict"])
+    out = out.merge(verdicts, on=CELL, how="left")
+    out["verdict"] = np.where(out.baseline, "baseline", out.verdict.fillna("inconclusive"))
     for metric in settings.margins:  # a metric without a margin is reported, not compared
         if equiv.empty or metric not in set(equiv.metric):
             out[f"{metric}_verdict"] = np.where(out.baseline, "baseline", "inconclusive")
             continue
-        v = equiv[equiv.metric == metric][CELL + ["verdict", "difference"]]
-        v = v.rename(columns={"verdict": f"{metric}_verdict", "difference": f"{metric}_difference"})
+        v = equiv[equiv.metric == metric][CELL + ["verdict", "difference", "finding", "test"]]
+        v = v.rename(columns={"verdict": f"{metric}_verdict", "difference": f"{metric}_difference",
+                              "finding": f"{metric}_finding", "test": f"{metric}_test"})  # fmt: skip
         out = out.merge(v, on=CELL, how="left")
         out.loc[out.baseline, f"{metric}_verdict"] = "baseline"
-    keep = ["speedup", "speedup_ci_low", "speedup_ci_high", "throughput_ratio", "device_ratio", "efficiency",
-            "device_hours", "relative_cost", "time_saved_seconds"]  # fmt: skip
+    keep = ["speedup", "speedup_ci_low", "speedup_ci_high", "speedup_method", "throughput_ratio", "device_ratio",
+            "same_device_type", "efficiency", "scaling_reference", "device_hours", "device_hours_ratio",
+            "time_saved_seconds", "price_per_device_hour", "currency", "cost_per_run", "cost_per_cell",
+            "cost_ratio"]  # fmt: skip
+    if speed.empty:
+        return out
     return out.merge(speed[CELL + keep], on=CELL, how="left")
 
 
@@ -279,3 +494,17 @@ def curve_band(curves: pd.DataFrame) -> pd.DataFrame:
     """Mean and min/max over seeds of each logged series, per cell, metric and step."""
     g = curves.groupby(CELL + ["metric", "step"], sort=False).value
     return g.agg(mean="mean", low="min", high="max").reset_index()
+
+
+def curve_difference(curves: pd.DataFrame, baseline: str, confidence: float = 0.95) -> pd.DataFrame:
+    """Per cell, series and step: mean over seeds of (hardware - baseline, same seed) with a t
+    band over the seeds; unpaired difference of means where no seed is shared."""
+    base = curves[curves.hardware == baseline].drop(columns="hardware")
+    keys = ["suite", "variant", "metric", "step", "seed"]
+    merged = curves[curves.hardware != baseline].merge(base, on=keys, suffixes=("", "_base"))
+    merged["diff"] = merged.value - merged.value_base
+    g = merged.groupby(CELL + ["metric", "step"], sort=False)["diff"]
+    out = g.agg(mean="mean", std="std", n="count").reset_index()
+    half = sps.t.ppf(0.5 + confidence / 2, np.maximum(out.n - 1, 1)) * out["std"] / np.sqrt(out.n)
+    out["low"], out["high"] = out["mean"] - half, out["mean"] + half
+    return out

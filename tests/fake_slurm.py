@@ -24,5 +24,9 @@ def fake_sinfo(monkeypatch, folder: Path, stdout: str = CLUSTER, rc: int = 0, sl
     script = bin_dir / "sinfo"
     script.write_text(f"#!/bin/sh\nsleep {sleep}\ncat '{bin_dir}/out.txt'\ncat '{bin_dir}/err.txt' >&2\nexit {rc}\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    # snakemake's slurm plugin refuses to load without squeue; an empty queue, on a machine without SLURM
+    queue = bin_dir / "squeue"
+    queue.write_text("#!/bin/sh\nexit 0\n")
+    queue.chmod(queue.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return dict(os.environ)

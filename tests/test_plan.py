@@ -42,11 +42,17 @@ def test_l40s_x4_vs_h200_x2_keep_global_batch_192(small_config):
         assert plan.backend == "nccl" and plan.comparable and plan.precision == "bf16-mixed"
 
 
-def test_device_type_change_prints_lock_precision_warning(small_config):
-    matrix = resolve(gpu_config(small_config))
-    assert any("lock precision: bf16-mixed, tf32 false" in w and "h200x2" in w for w in matrix.warnings)
-    table = format_table(plan_rows(matrix))
-    assert "lock precision" in table and "H200-141GB" in table
+def test_a_change_of_device_type_alone_is_no_warning_but_a_change_of_arithmetic_is(small_config):
+    # L40S and H200 both run bf16-mixed with TF32 off: the same arithmetic, nothing to warn about.
+    assert resolve(gpu_config(small_config)).warnings == ()
+    # TF32 on: the H200 and L40S both have it, still the same; a V100 lacks TF32 (and bf16, so fp16 here).
+    cfg = gpu_config(small_config, precision="fp16-mixed", tf32=True, reproducibility="comparable")
+    cfg["hardware"]["v100x4"] = {"accelerator": "cuda", "devices_per_node": 4, "gpu_type": "V100-32GB"}
+    cfg["advisor"] = {"allow_precision_mismatch": True}
+    matrix = resolve(cfg)
+    assert [w for w in matrix.warnings if "h200x2" in w] == []
+    (warning,) = [w for w in matrix.warnings if "v100x4" in w]
+    assert "TF32 matmuls off vs on" in warning and "V100-32GB" in warning
 
 
 def test_auto_micro_batch_is_the_largest_that_fits():
@@ -152,4 +158,10 @@ def test_plan_command_prints_the_table(tmp_path, small_config):
     lines = [line.split("\t") for line in out.stdout.strip().splitlines()]
     header, rows = lines[0], {r[2]: dict(zip(lines[0], r)) for r in lines[1:]}
     assert "est_memory_gb" in header and rows["h200x2"]["micro_batch"] == "96"
-    assert "lock precision" in out.stderr
+    assert out.stderr == ""  # the same arithmetic on both device types: no warning
+    cfg = gpu_config(small_config, precision="fp16-mixed", tf32=True, reproducibility="comparable")
+    cfg["hardware"]["v100x4"] = {"accelerator": "cuda", "devices_per_node": 4, "gpu_type": "V100-32GB"}
+    cfg["advisor"] = {"allow_precision_mismatch": True}
+    path.write_text(yaml.safe_dump(cfg))
+    out = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(path)], capture_output=True, text=True)
+    assert out.returncode == 0 and "v100x4" in out.stderr and "TF32 matmuls off vs on" in out.stderr

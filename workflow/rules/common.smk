@@ -85,6 +85,11 @@ def train_per_node_launch(wildcards):
     return f"--nodes={hw.nodes} --ntasks-per-node=1 --cpus-per-task={hw.cpus_per_task}"
 
 
+def train_timing_slot(wildcards):
+    """1 with timing: exclusive: the local profile offers one slot, so timed runs never overlap."""
+    return 1 if MATRIX.timing == "exclusive" else 0
+
+
 def train_partition(wildcards):
     return hardware_of(wildcards).partition or ""
 

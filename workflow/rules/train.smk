@@ -59,6 +59,7 @@ rule train:
         tasks=train_nodes,
         tasks_per_gpu=0,
         mpi=train_mpi,
+        timing_slot=train_timing_slot,
     params:
         per_node=train_per_node_launch,
         python=PYTHON,

@@ -1,0 +1,92 @@
+"""Training FLOPs counted from the real model, and the computational cost derived from them.
+
+The count is torch's own FlopCounterMode over a real forward + backward (the model's loss),
+so it follows the code instead of a formula that drifts from it: the no_grad cycles of HRM,
+the halting of ACT and the Q-target segment are all in it, as they ran. Matrix products and
+attention count as 2 FLOPs per multiply-add; elementwise work is not counted (torch's
+convention). Attention on the CPU runs a kernel torch's counter does not know, so it is
+registered here with torch's own attention formulas: the same model counts the same on
+CPU and GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+import torch
+from torch.utils import flop_counter
+from torch.utils.flop_counter import FlopCounterMode
+
+aten = torch.ops.aten
+
+
+def _cpu_attention(query, key, value, *args, out_shape=None, **kwargs) -> int:
+    return flop_counter.sdpa_flop_count(query, key, value)
+
+
+def _cpu_attention_backward(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
+    return flop_counter.sdpa_backward_flop_count(grad_out, query, key, value)
+
+
+CPU_ATTENTION = {
+    aten._scaled_dot_product_flash_attention_for_cpu: _cpu_attention,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_attention_backward,
+}
+
+
+def counter() -> FlopCounterMode:
+    return FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION)
+
+
+@contextmanager
+def counting():
+    """Count the FLOPs of whatever runs inside, e.g. one real training step of the trainer:
+
+        with counting() as flops:
+            loss = model.loss(x, y, ids); loss.backward()
+        flops.total  # available after the block
+    """
+    mode = counter()
+    result = _Count()
+    with mode:
+        yield result
+    result.total = mode.get_total_flops()
+
+
+class _Count:
+    total: int = 0
+
+
+def train_step_flops(model: torch.nn.Module, batch) -> int:
+    """FLOPs of one forward + backward of `model` on `batch` = (inputs, targets[, puzzle_ids]).
+
+    Uses model.loss when the model has one (HRM, DeepTransformer), else token cross-entropy
+    on model(inputs). Runs outside the training run's state: gradients and the random
+    streams (ACT exploration draws from them) are as they were before the call.
+    """
+    inputs, targets, *rest = batch
+    saved = {p: p.grad for p in model.parameters()}
+    devices = [inputs.device] if inputs.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        with counting() as flops:
+            if hasattr(model, "loss"):
+                loss = model.loss(inputs, targets, *rest)
+            else:
+                logits = model(inputs)
+                loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+            loss.backward()
+    for p, grad in saved.items():
+        p.grad = grad
+    return flops.total
+
+
+def computational_cost(train_flops: float, accuracy: float, samples: int) -> dict[str, float | None]:
+    """computational_cost: training FLOPs per accuracy point (accuracy in [0, 1], a point is
+    one percent); None where accuracy is 0 (no point was bought). flops_per_sample: training
+    FLOPs per training sample seen (steps x global batch)."""
+    points = accuracy * 100
+    return {
+        "computational_cost": train_flops / points if points > 0 and math.isfinite(points) else None,
+        "flops_per_sample": train_flops / samples if samples > 0 else None,
+    }
