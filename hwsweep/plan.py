@@ -46,6 +46,7 @@ class Hardware(Typed):
     runtime: int | None = None
     precision: str | None = None
     price_per_hour: float | None = None  # per device-hour in catalog.CURRENCY; None: the catalog's list price
+    mfu: float | None = None  # assumed model FLOPs utilisation for the estimate; None: estimate.mfu or the catalog's
 
     @property
     def world_size(self) -> int:
