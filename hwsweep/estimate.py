@@ -11,8 +11,9 @@ type and arithmetic come from the catalog. The MFU, in order of preference:
 
     measured      earlier runs of this suite, variant and hardware (their train.json, same model,
                   task and batch plan): their own seconds per step and startup, no model needed
-    measured_mfu  the median MFU of the measured runs of the same device type and arithmetic
-    assumed_mfu   hardware.<name>.mfu, else estimate.mfu.<gpu_type>, else the catalog's mfu
+    measured_mfu  the median MFU (and startup) of the measured runs of the same device type and arithmetic
+    assumed_mfu   hardware.<name>.mfu, else estimate.mfu.<gpu_type>, else the catalog's mfu; startup
+                  estimate.startup_seconds
     unknown       no FLOP count (a user's script) or no peak for the device: no estimate
 
 A cell's, suite's and the total's wall clock is the sum of their runs': the runs one after another
@@ -155,7 +156,7 @@ def estimate_run(spec, settings: dict, measured: dict, exclude=None) -> dict:
     same = [m for r, m in measured.items() if r != exclude and (r.suite, r.variant, r.hardware) == (
         spec.suite, spec.variant, spec.hardware_name)]  # fmt: skip
     flops, peak = step_flops(spec.recipe, spec.plan), device_peak(spec.hardware, spec.plan)
-    typed = [m.mfu for r, m in measured.items() if r != exclude and m.kind == kind and m.mfu is not None]
+    typed = [m for r, m in measured.items() if r != exclude and m.kind == kind and m.mfu is not None]
     startup, mfu = settings.get("startup_seconds", 10.0), None
     if same:
         source = "measured"
@@ -164,7 +165,8 @@ def estimate_run(spec, settings: dict, measured: dict, exclude=None) -> dict:
         mfu = flops / (per_step * spec.plan.world_size * peak) if flops and peak else None
     elif flops and peak and (typed or assumed_mfu(spec.hardware, settings)):
         source = "measured_mfu" if typed else "assumed_mfu"
-        mfu = statistics.median(typed) if typed else assumed_mfu(spec.hardware, settings)
+        mfu = statistics.median(m.mfu for m in typed) if typed else assumed_mfu(spec.hardware, settings)
+        startup = statistics.median(m.startup_seconds for m in typed) if typed else startup
         per_step = flops / (spec.plan.world_size * peak * mfu)
     else:
         source, per_step = "unknown", None

@@ -131,12 +131,13 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         raise PlanError(f"recipe.global_batch: {g} is not divisible by world_size {w}{context}; use global_batch {fix}")
     per_device = g // w
     strict = recipe.reproducibility == "strict"
+    precision = hw.precision or recipe.precision
 
     def need(micro: int) -> int | None:
         if recipe.model is None:  # a user's script: its memory is its own (micro_batch auto is refused)
             return None
         device_bytes = families.family(recipe.model.name).device_bytes
-        return device_bytes(recipe.model, recipe.task, micro, per_device // micro, strict, hw.accelerator)
+        return device_bytes(recipe.model, recipe.task, micro, per_device // micro, strict, hw.accelerator, precision)
 
     memory = hw.device_memory_gb
     if recipe.micro_batch == "auto":
@@ -176,7 +177,7 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         warmup_steps=recipe.schedule.warmup_steps,
         epochs=round(recipe.schedule.steps * g / recipe.task.train_size, 4) if recipe.task else None,
         lr=recipe.optimizer.lr * (LR_SCALE[recipe.lr_scaling](w) if grow else 1.0),
-        precision=hw.precision or recipe.precision,
+        precision=precision,
         tf32=recipe.tf32,
         reproducibility=recipe.reproducibility,
         memory_gb=memory,
