@@ -73,6 +73,8 @@ def main(argv=None) -> int:
         s.add_argument("--format", choices=["table", "tsv"], default="table")
         s.add_argument("--estimate", action="store_true",
                        help="wall clock, device-hours and cost per run, cell, suite and in total, instead of the plan")  # fmt: skip
+    d.add_argument("--no-probe", action="store_true",
+                   help="on a GPU, plan from the memory estimate instead of measuring each cell's peak")  # fmt: skip
     profile.add_parser(sub)
     resources.add_parser(sub)
     args = parser.parse_args(argv)
@@ -85,7 +87,25 @@ def main(argv=None) -> int:
     print("\n".join(lines))
     raw = raw | {"hardware": {"detected": entry}, "baseline": "detected"}
     raw["suites"] = {name: {k: v for k, v in body.items() if k != "hardware"} for name, body in raw["suites"].items()}
+    if entry["accelerator"] == "cuda" and not args.no_probe:
+        _probe_memory(raw, args.configfile.parent)
     return _print_plan(raw, args.format, args.configfile.parent, args.estimate)
+
+
+def _probe_memory(raw: dict, config_dir: Path) -> None:
+    """Measure the peak memory of each cell's step on this GPU into the probe's cache, which the plan printed
+    next (and every later plan for this device type) uses instead of the estimate."""
+    import torch
+
+    from hwsweep import probe
+
+    try:
+        matrix = resolve(raw, config_dir=config_dir)
+    except (ConfigError, SpecError):
+        return  # _print_plan names the problem
+    for line in probe.probe_matrix(matrix, "detected", torch.device("cuda", 0)):
+        print(line)
+    print(f"memory probe cache: {probe.cache_path()}")
 
 
 if __name__ == "__main__":

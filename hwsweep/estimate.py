@@ -49,26 +49,27 @@ class Measured:
     kind: tuple  # (gpu_type, arithmetic): whose MFU this is
 
 
-def meta_model_and_batch(task_cfg, model_cfg, micro_batch: int):
-    """The built-in trainer's model and one micro-batch of its task, on the meta device. The one place
-    the estimator knows how the trainer builds them (switch it when the trainer's does)."""
+def model_and_batch(task_cfg, model_cfg, micro_batch: int, device="meta"):
+    """The built-in trainer's model and one micro-batch (inputs, targets) of its task on `device`: meta
+    for counting FLOPs, the GPU for the memory probe. The one place the estimator and the probe know how
+    the trainer builds them (switch it when the trainer's does)."""
     import torch
 
     from hwsweep.data import build_task
     from hwsweep.models import build
 
     task = build_task(task_cfg)
-    with torch.device("meta"):
+    with torch.device(device):
         model = build(model_cfg, task.vocab_size, task.length)
-    inputs, targets = task.make(micro_batch, 0)  # a few rows of real data, for their shapes and dtypes
-    return model, (inputs.to("meta"), targets.to("meta"))
+    inputs, targets = task.make(micro_batch, 0)  # a few rows of real data: their shapes, dtypes and values
+    return model, (inputs.to(device), targets.to(device))
 
 
 @lru_cache(maxsize=256)
 def _micro_batch_flops(task_cfg, model_cfg, micro_batch: int) -> int:
     from hwsweep import flops
 
-    return flops.train_step_flops(*meta_model_and_batch(task_cfg, model_cfg, micro_batch))
+    return flops.train_step_flops(*model_and_batch(task_cfg, model_cfg, micro_batch))
 
 
 def step_flops(recipe, plan) -> int | None:

@@ -25,7 +25,7 @@ def test_flops_on_meta_equal_flops_of_a_real_cpu_step(small_config):
     x, y = task.make(6, seed=3)
     real = flops.train_step_flops(model, (x, y))
     assert real > 0 and all(p.grad is None for p in model.parameters())  # the count leaves no gradients behind
-    meta_model, batch = estimate.meta_model_and_batch(recipe.task, recipe.model, 6)
+    meta_model, batch = estimate.model_and_batch(recipe.task, recipe.model, 6)
     assert batch[0].device.type == "meta" and next(meta_model.parameters()).device.type == "meta"
     assert flops.train_step_flops(meta_model, batch) == real
 

@@ -104,9 +104,10 @@ def test_footprint_matches_the_real_model(precision):
     assert footprint.activation_bytes_per_sample(model_cfg, task, precision) == pytest.approx(measured, rel=0.15)
 
 
-def test_mixed_precision_plans_less_memory_and_a_larger_auto_micro_batch():
+def test_mixed_precision_plans_less_memory_and_a_larger_auto_micro_batch(tmp_path, monkeypatch):
+    monkeypatch.setenv("HWSWEEP_MEMORY_CACHE", str(tmp_path / "none.json"))  # the estimate, not a probe's cache
     big = SimpleNamespace(name="transformer", width=1024, depth=12, heads=16, mlp_ratio=4)
-    task = SimpleNamespace(length=128, vocab_size=64)
+    task = SimpleNamespace(name="sort", length=128, vocab_size=64)
     fp32, bf16 = (footprint.device_bytes(big, task, 256, 1, False, "cuda", p) for p in ("fp32", "bf16-mixed"))
     assert 0.5 < bf16 / fp32 < 0.7  # 16-bit saved activations, fp32 weights and optimizer state
     h100 = Hardware(accelerator="cuda", nodes=1, devices_per_node=1, gpu_type="H100-80GB", cpus_per_task=8)
