@@ -22,7 +22,7 @@ class DeviceType:
     fp8: bool
     architecture: str
     price_per_hour: float | None = None  # list price per device-hour in CURRENCY (catalog.yaml says whose)
-    peak_tflops: dict | None = None  # dense peak per device by arithmetic (fp32, tf32, bf16, fp16); sources in catalog.yaml
+    peak_tflops: dict | None = None  # dense peak per device by arithmetic (fp32, tf32, bf16, fp16); see catalog.yaml
     mfu: float | None = None  # the MFU an estimate assumes before anything was measured on this type
 
     def supports(self, precision: str) -> bool:

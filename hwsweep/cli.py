@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         s.add_argument("--configfile", type=Path, default=DEFAULT_CONFIG)
         s.add_argument("--format", choices=["table", "tsv"], default="table")
         s.add_argument("--estimate", action="store_true",
-                       help="wall clock, device-hours and cost per run, cell, suite and in total, instead of the plan")  # fmt: skip
+                       help="wall clock, device-hours and cost of every run, cell, suite and the total")  # fmt: skip
     d.add_argument("--no-probe", action="store_true",
                    help="on a GPU, plan from the memory estimate instead of measuring each cell's peak")  # fmt: skip
     profile.add_parser(sub)

@@ -118,7 +118,8 @@ def _same_run(record: dict, spec) -> bool:
 def measure(record: dict, spec) -> Measured | None:
     """What a finished run's train.json says about speed; None if it is not usable."""
     try:
-        steps = len(record.get("step_seconds") or []) or int(record["plan"]["steps"]) - int(record.get("resumed_from_step") or 0)
+        resumed = int(record.get("resumed_from_step") or 0)
+        steps = len(record.get("step_seconds") or []) or int(record["plan"]["steps"]) - resumed
         per_step = float(record["train_seconds"]) / steps
         startup = float(record["startup_seconds"]) / max(1, len(record.get("segments") or []))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):

@@ -63,7 +63,8 @@ def measured(recipe, gpu_type: str, precision: str) -> dict | None:
     entry = _read().get(key) if key else None
     if not entry:
         return None
-    return {"peak_bytes": {int(k): v for k, v in entry["peak_bytes"].items()}, "parameter_bytes": entry["parameter_bytes"]}
+    peaks = {int(k): v for k, v in entry["peak_bytes"].items()}
+    return {"peak_bytes": peaks, "parameter_bytes": entry["parameter_bytes"]}
 
 
 def store(recipe, gpu_type: str, precision: str, peaks: dict, parameter_bytes: int) -> None:
@@ -158,6 +159,8 @@ def probe_matrix(matrix, hardware_name: str, device) -> list[str]:
             per_device = recipe.micro_batch
         peaks = probe(recipe, hw.gpu_type, precision, per_device, budget,
                       lambda micro: step_peak_bytes(recipe, micro, precision, device))  # fmt: skip
-        shown = ", ".join(f"{m}: {'out of memory' if b is None else f'{b / GB:.2f} GB'}" for m, b in sorted(peaks.items()))
-        lines.append(f"memory probe {cell.suite}/{cell.variant} on {hw.gpu_type} ({precision}): peak per micro-batch {shown}")
+        gb = {m: "out of memory" if b is None else f"{b / GB:.2f} GB" for m, b in sorted(peaks.items())}
+        shown = ", ".join(f"{m}: {text}" for m, text in gb.items())
+        where = f"{cell.suite}/{cell.variant} on {hw.gpu_type} ({precision})"
+        lines.append(f"memory probe {where}, peak per micro-batch: {shown}")
     return lines
