@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from hwsweep import catalog, io
+from hwsweep.matrix import Run
 
 RUN_COLUMNS = [
     "level", "suite", "variant", "hardware", "seed", "gpu_type", "world_size", "precision", "steps",
@@ -132,23 +133,27 @@ def measure(record: dict, spec) -> Measured | None:
     return Measured(per_step, startup, mfu, _kind(spec))
 
 
-def measured_runs(matrix, root: Path = Path(".")) -> dict:
-    """Run -> Measured for every run of the matrix whose train.json exists, is readable and ran the
-    same model, task and batch layout as the run would now."""
-    out = {}
+def run_records(matrix, root: Path = Path(".")) -> list[tuple]:
+    """(spec, train.json as a dict) for every run of the matrix whose record exists and reads."""
+    out = []
     for run in matrix.runs():
         path = Path(root) / run.run_dir / "train.json"
-        if not path.exists():
-            continue
         try:
-            record = io.read_json(path)
+            out.append((matrix.spec(run.suite, run.variant, run.hardware, run.seed), io.read_json(path)))
         except (OSError, ValueError):
-            continue  # a damaged record measures nothing; status names it
-        spec = matrix.spec(run.suite, run.variant, run.hardware, run.seed)
+            continue  # not run yet, or damaged: it measures nothing (status names a damaged one)
+    return out
+
+
+def measurements(pairs) -> dict:
+    """Run -> Measured for each (spec, record) whose record is complete and ran the spec's model, task
+    and batch layout (a record of an earlier config with another model measures nothing)."""
+    out = {}
+    for spec, record in pairs:
         if record.get("status") == "complete" and _same_run(record, spec):
             found = measure(record, spec)
             if found is not None:
-                out[run] = found
+                out[Run(spec.suite, spec.variant, spec.hardware_name, spec.seed)] = found
     return out
 
 
@@ -202,7 +207,7 @@ def _total(level: str, rows: list[dict], **keys) -> dict:
 
 def estimate_rows(matrix, root: Path = Path(".")) -> list[dict]:
     """Every run, then per cell (suite x variant), per suite and the total."""
-    measured = measured_runs(matrix, root)
+    measured = measurements(run_records(matrix, root))
     runs = [estimate_run(matrix.spec(r.suite, r.variant, r.hardware, r.seed), matrix.estimate, measured)
             for r in matrix.runs()]  # fmt: skip
     rows = list(runs)
@@ -215,17 +220,35 @@ def estimate_rows(matrix, root: Path = Path(".")) -> list[dict]:
     return rows
 
 
-def estimate_vs_actual(matrix, root: Path = Path(".")) -> list[dict]:
-    """For every measured run: what the estimator says without that run (other seeds, else the device
-    type's measured MFU, else the assumption) against its recorded startup + training seconds."""
-    measured = measured_runs(matrix, root)
+def estimate_vs_actual(pairs, settings: dict) -> list[dict]:
+    """For every measured run among (spec, record) pairs: what the estimator says without that run (other
+    seeds, else the device type's measured MFU, else the assumption) against its recorded startup and
+    training seconds."""
+    specs = {Run(s.suite, s.variant, s.hardware_name, s.seed): s for s, _ in pairs}
+    measured = measurements(pairs)
     out = []
     for run, actual in measured.items():
-        spec = matrix.spec(run.suite, run.variant, run.hardware, run.seed)
-        est = estimate_run(spec, matrix.estimate, measured, exclude=run)
+        spec = specs[run]
+        est = estimate_run(spec, settings, measured, exclude=run)
         seconds = actual.startup_seconds + spec.plan.steps * actual.seconds_per_step
         guess = None if est["wall_hours"] is None else est["wall_hours"] * 3600
         out.append({"suite": run.suite, "variant": run.variant, "hardware": run.hardware, "seed": run.seed,
                     "source": est["source"], "estimated_seconds": guess, "actual_seconds": seconds,
                     "ratio": None if guess is None else guess / seconds})  # fmt: skip
     return out
+
+
+def write_estimate_vs_actual(train_records: list, settings: dict, path) -> list[dict]:
+    """One suite's train.json files -> estimate_vs_actual.csv (VS_ACTUAL_COLUMNS), each run against the spec
+    it ran (the record's own), so the table needs nothing but the records and the estimate settings."""
+    import pandas as pd
+
+    from hwsweep.spec import RunSpec
+
+    pairs = []
+    for file in train_records:
+        record = io.read_json(file)
+        pairs.append((RunSpec.from_dict(record["spec"], f"{file}: spec"), record))
+    rows = estimate_vs_actual(pairs, settings)
+    io.write_csv(pd.DataFrame(rows, columns=VS_ACTUAL_COLUMNS), path)
+    return rows

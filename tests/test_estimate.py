@@ -8,13 +8,15 @@ import os
 import subprocess
 from contextlib import redirect_stdout
 
+import pandas as pd
 import pytest
 
 from hwsweep import catalog, cli, estimate, flops, io
 from hwsweep.config import resolve
 from hwsweep.data import build_task
 from hwsweep.models import build
-from conftest import BIN, write_config
+from hwsweep.spec import canonical_json
+from conftest import BIN, snakemake, write_config
 
 
 def test_flops_on_meta_equal_flops_of_a_real_cpu_step(small_config):
@@ -93,12 +95,13 @@ def test_plan_estimate_command_prints_runs_cells_suites_and_total(tmp_path, smal
 
 
 def _train(root, matrix, run) -> dict:
-    spec = matrix.spec(run.suite, run.variant, run.hardware, run.seed).to_dict()
-    spec["run_dir"] = str(root / run.run_dir)
-    path = root / f"spec{run.seed}.json"
-    io.write_json(path, spec)
+    """One run as the workflow lays it out (spec.json, then train.json in its run directory)."""
+    spec = matrix.spec(run.suite, run.variant, run.hardware, run.seed)
+    path = root / run.run_dir / "spec.json"
+    io.write_text(path, canonical_json(spec))
     cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train", str(path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=root)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads((root / run.run_dir / "train.json").read_text())
 
@@ -120,7 +123,15 @@ def test_estimate_from_a_measured_run_predicts_the_next_real_run(tmp_path, small
     assert 0 < before[1]["mfu"] < 1  # a plausible MFU from the measured seconds and the catalog peak
 
     _train(tmp_path, matrix, second)
-    (vs,) = [r for r in estimate.estimate_vs_actual(matrix, tmp_path) if r["seed"] == second.seed]
+    vs_actual = estimate.estimate_vs_actual(estimate.run_records(matrix, tmp_path), matrix.estimate)
+    (vs,) = [r for r in vs_actual if r["seed"] == second.seed]
     assert vs["source"] == "measured"  # from the other seed only
     assert vs["estimated_seconds"] == pytest.approx(before[1]["wall_hours"] * 3600)
     assert abs(vs["ratio"] - 1) < MEASURED_TOLERANCE, vs
+
+    # The workflow's table of it: the same rows from the records alone.
+    proc = snakemake(tmp_path, small_config, "--cores", "1", "results/tiny/estimate_vs_actual.csv")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = pd.read_csv(tmp_path / "results/tiny/estimate_vs_actual.csv")
+    assert list(table.columns) == estimate.VS_ACTUAL_COLUMNS and len(table) == 2
+    assert table.set_index("seed").loc[second.seed, "ratio"] == pytest.approx(vs["ratio"])
