@@ -32,9 +32,10 @@ def _print_plan(raw: dict, fmt: str, config_dir: Path, estimate: bool = False) -
         return 1
     sep = "\t" if fmt == "tsv" else None
     if estimate:  # measured runs are read from results/ under the current directory, as snakemake writes them
-        from hwsweep.estimate import RUN_COLUMNS, estimate_rows
+        from hwsweep.estimate import RUN_COLUMNS, estimate_rows, run_specs
 
-        sys.stdout.write(format_table(estimate_rows(matrix), sep=sep, columns=RUN_COLUMNS))
+        rows = estimate_rows(run_specs(matrix), matrix.estimate)
+        sys.stdout.write(format_table(rows, sep=sep, columns=RUN_COLUMNS))
     else:
         sys.stdout.write(format_table(plan_rows(matrix), sep=sep))
     for warning in matrix.warnings:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from hwsweep import catalog, io
 from hwsweep.matrix import Run
+from hwsweep.spec import TRAIN_RECORD, RunSpec
 
 RUN_COLUMNS = [
     "level", "suite", "variant", "hardware", "seed", "gpu_type", "world_size", "precision", "steps",
@@ -133,13 +134,16 @@ def measure(record: dict, spec) -> Measured | None:
     return Measured(per_step, startup, mfu, _kind(spec))
 
 
-def run_records(matrix, root: Path = Path(".")) -> list[tuple]:
-    """(spec, train.json as a dict) for every run of the matrix whose record exists and reads."""
+def run_specs(matrix) -> list:
+    return [matrix.spec(r.suite, r.variant, r.hardware, r.seed) for r in matrix.runs()]
+
+
+def run_records(specs, root: Path = Path(".")) -> list[tuple]:
+    """(spec, train.json as a dict) for every run whose record exists under `root` and reads."""
     out = []
-    for run in matrix.runs():
-        path = Path(root) / run.run_dir / "train.json"
+    for spec in specs:
         try:
-            out.append((matrix.spec(run.suite, run.variant, run.hardware, run.seed), io.read_json(path)))
+            out.append((spec, io.read_json(Path(root) / spec.run_dir / TRAIN_RECORD)))
         except (OSError, ValueError):
             continue  # not run yet, or damaged: it measures nothing (status names a damaged one)
     return out
@@ -205,19 +209,27 @@ def _total(level: str, rows: list[dict], **keys) -> dict:
     return out
 
 
-def estimate_rows(matrix, root: Path = Path(".")) -> list[dict]:
-    """Every run, then per cell (suite x variant), per suite and the total."""
-    measured = measurements(run_records(matrix, root))
-    runs = [estimate_run(matrix.spec(r.suite, r.variant, r.hardware, r.seed), matrix.estimate, measured)
-            for r in matrix.runs()]  # fmt: skip
+def estimate_rows(specs, settings: dict, root: Path = Path(".")) -> list[dict]:
+    """Every run (resolved RunSpecs), then per cell (suite x variant), per suite and the total; runs measured
+    under `root` (their train.json) are preferred to the model."""
+    measured = measurements(run_records(specs, root))
+    runs = [estimate_run(spec, settings, measured) for spec in specs]
     rows = list(runs)
-    for cell in matrix.cells:
-        mine = [r for r in runs if (r["suite"], r["variant"]) == (cell.suite, cell.variant)]
-        rows.append(_total("cell", mine, suite=cell.suite, variant=cell.variant))
-    for suite in matrix.suites:
+    for suite, variant in dict.fromkeys((r["suite"], r["variant"]) for r in runs):
+        mine = [r for r in runs if (r["suite"], r["variant"]) == (suite, variant)]
+        rows.append(_total("cell", mine, suite=suite, variant=variant))
+    for suite in dict.fromkeys(r["suite"] for r in runs):
         rows.append(_total("suite", [r for r in runs if r["suite"] == suite], suite=suite))
     rows.append(_total("total", runs))
     return rows
+
+
+def write_estimate(spec_dicts: list, settings: dict, path, root: Path = Path(".")) -> None:
+    """results/estimate.tsv for a job given the specs the main process resolved (RunSpec.to_dict() each)."""
+    from hwsweep.plantable import format_table
+
+    specs = [RunSpec.from_dict(d, f"specs[{i}]") for i, d in enumerate(spec_dicts)]
+    io.write_text(path, format_table(estimate_rows(specs, settings, root), sep="\t", columns=RUN_COLUMNS))
 
 
 def estimate_vs_actual(pairs, settings: dict) -> list[dict]:
@@ -242,8 +254,6 @@ def write_estimate_vs_actual(train_records: list, settings: dict, path) -> list[
     """One suite's train.json files -> estimate_vs_actual.csv (VS_ACTUAL_COLUMNS), each run against the spec
     it ran (the record's own), so the table needs nothing but the records and the estimate settings."""
     import pandas as pd
-
-    from hwsweep.spec import RunSpec
 
     pairs = []
     for file in train_records:

@@ -15,6 +15,7 @@ from hwsweep import catalog, cli, estimate, flops, io
 from hwsweep.config import resolve
 from hwsweep.data import build_task
 from hwsweep.models import build
+from hwsweep.plantable import format_table
 from hwsweep.spec import canonical_json
 from conftest import BIN, snakemake, write_config
 
@@ -52,7 +53,7 @@ def gpu_matrix(cfg, hardware=tuple(GPUS), **estimate_settings):
 
 def test_estimate_arithmetic_on_a_fixed_config(small_config):
     matrix = gpu_matrix(small_config, mfu={"A100-80GB": 0.25}, startup_seconds=30)
-    rows = estimate.estimate_rows(matrix)
+    rows = estimate.estimate_rows(estimate.run_specs(matrix), matrix.estimate)
     runs = {(r["hardware"], r["seed"]): r for r in rows if r["level"] == "run"}
     recipe = matrix.cells[0].recipe
     micro = estimate._micro_batch_flops(recipe.task, recipe.model, 8)
@@ -75,10 +76,19 @@ def test_estimate_arithmetic_on_a_fixed_config(small_config):
     assert total["level"] == "total" and len(cells) == 1 and total["wall_hours"] is None  # never a partial sum
     known = [r for r in runs.values() if r["source"] != "unknown"]
     matrix_known = gpu_matrix(small_config, ("h100x2", "a100"), mfu={"A100-80GB": 0.25}, startup_seconds=30)
-    total_known = estimate.estimate_rows(matrix_known)[-1]
+    total_known = estimate.estimate_rows(estimate.run_specs(matrix_known), matrix_known.estimate)[-1]
     assert total_known["device_hours"] == pytest.approx(sum(r["device_hours"] for r in known))
     assert total_known["cost"] == pytest.approx(sum(r["cost"] for r in known))
     assert total_known["source"] == "assumed_mfu"
+
+
+def test_a_job_writes_the_estimate_from_the_specs_the_main_process_resolved(tmp_path, small_config):
+    matrix = gpu_matrix(small_config, startup_seconds=5)
+    specs = estimate.run_specs(matrix)
+    estimate.write_estimate([s.to_dict() for s in specs], matrix.estimate, tmp_path / "estimate.tsv", tmp_path)
+    rows = estimate.estimate_rows(specs, matrix.estimate, tmp_path)
+    expected = format_table(rows, sep="\t", columns=estimate.RUN_COLUMNS)
+    assert (tmp_path / "estimate.tsv").read_text() == expected and len(rows) == len(specs) + 3
 
 
 def test_plan_estimate_command_prints_runs_cells_suites_and_total(tmp_path, small_config, monkeypatch):
@@ -118,12 +128,13 @@ def test_estimate_from_a_measured_run_predicts_the_next_real_run(tmp_path, small
     matrix = resolve(small_config)
     first, second = matrix.runs()
     _train(tmp_path, matrix, first)
-    before = {r["seed"]: r for r in estimate.estimate_rows(matrix, tmp_path) if r["level"] == "run"}
+    specs = estimate.run_specs(matrix)
+    before = {r["seed"]: r for r in estimate.estimate_rows(specs, matrix.estimate, tmp_path) if r["level"] == "run"}
     assert before[0]["source"] == before[1]["source"] == "measured"
     assert 0 < before[1]["mfu"] < 1  # a plausible MFU from the measured seconds and the catalog peak
 
     _train(tmp_path, matrix, second)
-    vs_actual = estimate.estimate_vs_actual(estimate.run_records(matrix, tmp_path), matrix.estimate)
+    vs_actual = estimate.estimate_vs_actual(estimate.run_records(specs, tmp_path), matrix.estimate)
     (vs,) = [r for r in vs_actual if r["seed"] == second.seed]
     assert vs["source"] == "measured"  # from the other seed only
     assert vs["estimated_seconds"] == pytest.approx(before[1]["wall_hours"] * 3600)
