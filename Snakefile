@@ -15,6 +15,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/estimate.smk"
 
 
 rule all:

@@ -22,6 +22,8 @@ class DeviceType:
     fp8: bool
     architecture: str
     price_per_hour: float | None = None  # list price per device-hour in CURRENCY (catalog.yaml says whose)
+    peak_tflops: dict | None = None  # dense peak per device by arithmetic (fp32, tf32, bf16, fp16); see catalog.yaml
+    mfu: float | None = None  # the MFU an estimate assumes before anything was measured on this type
 
     def supports(self, precision: str) -> bool:
         return precision == "fp32" or getattr(self, precision.split("-")[0])
@@ -53,3 +55,20 @@ def price_per_hour(gpu_type: str, override: float | None = None) -> float | None
         return float(override)
     kind = lookup(gpu_type)
     return None if kind is None else kind.price_per_hour
+
+
+def arithmetic(precision: str, tf32: bool) -> str:
+    """The arithmetic a run's matmuls do: bf16 / fp16 under the -mixed precisions, tf32 for fp32 with
+    tf32 on where the device has it, else fp32. The key of peak_tflops."""
+    if precision != "fp32":
+        return precision.split("-")[0]
+    return "tf32" if tf32 else "fp32"
+
+
+def peak_flops(gpu_type: str, precision: str, tf32: bool) -> float | None:
+    """Dense peak FLOP/s of one device of this type for this arithmetic; None where not known."""
+    kind = lookup(gpu_type)
+    if kind is None or not kind.peak_tflops:
+        return None
+    key = arithmetic(precision, tf32 and kind.tf32)
+    return kind.peak_tflops[key] * 1e12 if key in kind.peak_tflops else None

@@ -24,13 +24,20 @@ def _load(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
-def _print_plan(raw: dict, fmt: str, config_dir: Path) -> int:
+def _print_plan(raw: dict, fmt: str, config_dir: Path, estimate: bool = False) -> int:
     try:
         matrix = resolve(raw, config_dir=config_dir)
     except (ConfigError, SpecError) as e:
         print(f"hwsweep config error: {e}", file=sys.stderr)
         return 1
-    sys.stdout.write(format_table(plan_rows(matrix), sep="\t" if fmt == "tsv" else None))
+    sep = "\t" if fmt == "tsv" else None
+    if estimate:  # measured runs are read from results/ under the current directory, as snakemake writes them
+        from hwsweep.estimate import RUN_COLUMNS, estimate_rows, run_specs
+
+        rows = estimate_rows(run_specs(matrix), matrix.estimate)
+        sys.stdout.write(format_table(rows, sep=sep, columns=RUN_COLUMNS))
+    else:
+        sys.stdout.write(format_table(plan_rows(matrix), sep=sep))
     for warning in matrix.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
@@ -65,6 +72,10 @@ def main(argv=None) -> int:
     for s in (p, d):
         s.add_argument("--configfile", type=Path, default=DEFAULT_CONFIG)
         s.add_argument("--format", choices=["table", "tsv"], default="table")
+        s.add_argument("--estimate", action="store_true",
+                       help="wall clock, device-hours and cost of every run, cell, suite and the total")  # fmt: skip
+    d.add_argument("--no-probe", action="store_true",
+                   help="on a GPU, plan from the memory estimate instead of measuring each cell's peak")  # fmt: skip
     profile.add_parser(sub)
     resources.add_parser(sub)
     args = parser.parse_args(argv)
@@ -72,12 +83,30 @@ def main(argv=None) -> int:
         return args.handler(args)
     raw = _load(args.configfile)
     if args.command == "plan":
-        return _print_plan(raw, args.format, args.configfile.parent)
+        return _print_plan(raw, args.format, args.configfile.parent, args.estimate)
     entry, lines = detect_hardware()
     print("\n".join(lines))
     raw = raw | {"hardware": {"detected": entry}, "baseline": "detected"}
     raw["suites"] = {name: {k: v for k, v in body.items() if k != "hardware"} for name, body in raw["suites"].items()}
-    return _print_plan(raw, args.format, args.configfile.parent)
+    if entry["accelerator"] == "cuda" and not args.no_probe:
+        _probe_memory(raw, args.configfile.parent)
+    return _print_plan(raw, args.format, args.configfile.parent, args.estimate)
+
+
+def _probe_memory(raw: dict, config_dir: Path) -> None:
+    """Measure the peak memory of each cell's step on this GPU into the probe's cache, which the plan printed
+    next (and every later plan for this device type) uses instead of the estimate."""
+    import torch
+
+    from hwsweep import probe
+
+    try:
+        matrix = resolve(raw, config_dir=config_dir)
+    except (ConfigError, SpecError):
+        return  # _print_plan names the problem
+    for line in probe.probe_matrix(matrix, "detected", torch.device("cuda", 0)):
+        print(line)
+    print(f"memory probe cache: {probe.cache_path()}")
 
 
 if __name__ == "__main__":

@@ -335,6 +335,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             )
     advisor = Advisor(**_fill_defaults(schema["properties"]["advisor"], raw.get("advisor", {}), schema))
     statistics = _fill_defaults(schema["properties"]["statistics"], raw.get("statistics", {}), schema)
+    estimate = _fill_defaults(schema["properties"]["estimate"], raw.get("estimate", {}), schema)
     if raw["baseline"] not in hardware:
         raise ConfigError(
             f"baseline: {raw['baseline']!r} is not a hardware name; use one of {', '.join(hardware)}"
@@ -396,6 +397,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         baseline=raw["baseline"],
         advisor=advisor,
         statistics=statistics,
+        estimate=estimate,
         keep_checkpoints=raw.get("keep_checkpoints", True),
         timing=raw.get("timing", "exclusive"),
         warnings=warnings,

@@ -13,7 +13,7 @@ from hwsweep import footprint
 @dataclass(frozen=True)
 class Family:
     metrics: dict  # default metric declarations, in the config's form
-    device_bytes: Callable  # (model, task, micro_batch, accumulation, strict, accelerator) -> bytes
+    device_bytes: Callable  # (model, task, micro_batch, accumulation, strict, accelerator, precision) -> bytes
 
 
 # The reference evaluator's metrics and the trainer's final loss.

@@ -15,6 +15,8 @@ import math
 from contextlib import contextmanager
 
 import torch
+from torch.nn import functional as F
+from torch.overrides import TorchFunctionMode
 from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -33,6 +35,21 @@ CPU_ATTENTION = {
     aten._scaled_dot_product_flash_attention_for_cpu: _cpu_attention,
     aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_attention_backward,
 }
+
+
+class FusedAttentionOnMeta(TorchFunctionMode):
+    """On the meta device (shapes only) F.scaled_dot_product_attention would take the math path
+    (two bmm forward, four backward), while CPU and GPU run a fused kernel whose backward torch
+    counts with the recomputed scores (2.5x the forward). Route it to the CPU fused kernel, which
+    has a meta implementation, so a count on meta equals a count of the real step."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        plain = len(args) == 3 and kwargs.get("attn_mask") is None and not kwargs.get("enable_gqa", False)
+        if func is F.scaled_dot_product_attention and plain and args[0].device.type == "meta":
+            extra = {k: kwargs[k] for k in ("dropout_p", "is_causal", "scale") if k in kwargs}
+            return aten._scaled_dot_product_flash_attention_for_cpu(*args, **extra)[0]
+        return func(*args, **kwargs)
 
 
 def counter() -> FlopCounterMode:
@@ -69,7 +86,7 @@ def train_step_flops(model: torch.nn.Module, batch) -> int:
     saved = {p: p.grad for p in model.parameters()}
     devices = [inputs.device] if inputs.device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
-        with counting() as flops:
+        with counting() as flops, FusedAttentionOnMeta():
             if hasattr(model, "loss"):
                 loss = model.loss(inputs, targets, *rest)
             else:

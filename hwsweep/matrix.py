@@ -43,6 +43,7 @@ class Matrix:
     baseline: str
     advisor: Advisor = Advisor()
     statistics: dict = field(default_factory=dict)
+    estimate: dict = field(default_factory=dict)  # the config's estimate section, defaults filled
     keep_checkpoints: bool = True
     timing: str = "exclusive"
     warnings: tuple[str, ...] = ()

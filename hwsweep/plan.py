@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hwsweep import catalog, families
+from hwsweep import catalog, families, footprint, probe
 from hwsweep.recipe import Recipe
 from hwsweep.typed import Typed
 
@@ -46,6 +46,7 @@ class Hardware(Typed):
     runtime: int | None = None
     precision: str | None = None
     price_per_hour: float | None = None  # per device-hour in catalog.CURRENCY; None: the catalog's list price
+    mfu: float | None = None  # assumed model FLOPs utilisation for the estimate; None: estimate.mfu or the catalog's
 
     @property
     def world_size(self) -> int:
@@ -84,6 +85,7 @@ class BatchPlan(Typed):
     est_memory_gb: float | None
     comparable: bool
     warnings: list
+    memory_source: str = "estimate"  # est_memory_gb from the footprint estimate, or measured by the memory probe
 
 
 def _nearest(values, target, k=3):
@@ -130,12 +132,20 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         raise PlanError(f"recipe.global_batch: {g} is not divisible by world_size {w}{context}; use global_batch {fix}")
     per_device = g // w
     strict = recipe.reproducibility == "strict"
+    precision = hw.precision or recipe.precision
 
-    def need(micro: int) -> int | None:
+    # Peaks the memory probe measured on this device type (hwsweep detect on the device) replace the estimate.
+    probed = probe.measured(recipe, hw.gpu_type, precision) if hw.accelerator == "cuda" else None
+    peaks = probed["peak_bytes"] if probed else {}
+
+    def need(micro: int) -> float | None:
         if recipe.model is None:  # a user's script: its memory is its own (micro_batch auto is refused)
             return None
+        if micro in peaks:  # the probe ran one micro-batch; strict mode keeps every micro-batch's gradient
+            kept = probed["parameter_bytes"] * (per_device // micro) if strict else 0
+            return math.inf if peaks[micro] is None else peaks[micro] + kept + footprint.CUDA_CONTEXT_BYTES
         device_bytes = families.family(recipe.model.name).device_bytes
-        return device_bytes(recipe.model, recipe.task, micro, per_device // micro, strict, hw.accelerator)
+        return device_bytes(recipe.model, recipe.task, micro, per_device // micro, strict, hw.accelerator, precision)
 
     memory = hw.device_memory_gb
     if recipe.micro_batch == "auto":
@@ -144,8 +154,10 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         budget = None if memory is None else advisor.target_utilisation * memory * GB
         fits = [d for d in candidates if budget is None or need(d) <= budget]
         if not fits:
+            smallest = need(candidates[0])
+            needs = "ran out of memory in the probe" if smallest == math.inf else f"needs {smallest / GB:.1f} GB"
             raise PlanError(
-                f"recipe.micro_batch: even micro-batch {candidates[0]} needs {need(candidates[0]) / GB:.1f} GB, over "
+                f"recipe.micro_batch: even micro-batch {candidates[0]} {needs}, over "
                 f"{advisor.target_utilisation:.0%} of {memory} GB{context}; use a device with more memory or a smaller model"
             )
         micro = max(fits)
@@ -159,6 +171,9 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
                 f"recipe.global_batch: {g} is not divisible by world_size {w} x micro_batch {micro}{context}; {fix}"
             )
     est = None if need(micro) is None else need(micro) / GB
+    if est == math.inf:
+        warnings.append(f"the memory probe ran out of memory at micro-batch {micro} on {hw.gpu_type}")
+        est = None
     if memory is not None and est is not None and est > memory:
         warnings.append(f"estimated {est:.1f} GB per device exceeds the device's {memory} GB")
     return BatchPlan(
@@ -175,11 +190,12 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         warmup_steps=recipe.schedule.warmup_steps,
         epochs=round(recipe.schedule.steps * g / recipe.task.train_size, 4) if recipe.task else None,
         lr=recipe.optimizer.lr * (LR_SCALE[recipe.lr_scaling](w) if grow else 1.0),
-        precision=hw.precision or recipe.precision,
+        precision=precision,
         tf32=recipe.tf32,
         reproducibility=recipe.reproducibility,
         memory_gb=memory,
         est_memory_gb=None if est is None else round(est, 4),
+        memory_source="measured" if micro in peaks else "estimate",
         comparable=not grow,
         warnings=warnings,
     )

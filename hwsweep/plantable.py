@@ -4,7 +4,7 @@ from __future__ import annotations
 
 COLUMNS = [
     "suite", "variant", "hardware", "gpu_type", "nodes", "devices_per_node", "micro_batch", "accumulation",
-    "global_batch", "est_memory_gb", "memory_gb", "steps", "epochs", "lr", "precision", "tf32",
+    "global_batch", "est_memory_gb", "memory_source", "memory_gb", "steps", "epochs", "lr", "precision", "tf32",
     "reproducibility", "comparable", "warnings",
 ]  # fmt: skip
 
@@ -26,10 +26,10 @@ def _cell(value) -> str:
     return "" if value is None else str(value)
 
 
-def format_table(rows: list[dict], sep: str | None = None) -> str:
+def format_table(rows: list[dict], sep: str | None = None, columns: list[str] = COLUMNS) -> str:
     """Aligned text (sep None) or separated values (e.g. sep='\\t')."""
-    cells = [COLUMNS] + [[_cell(r[c]) for c in COLUMNS] for r in rows]
+    cells = [columns] + [[_cell(r[c]) for c in columns] for r in rows]
     if sep is not None:
         return "\n".join(sep.join(line) for line in cells) + "\n"
-    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells) + "\n"

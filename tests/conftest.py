@@ -2,6 +2,7 @@ import copy
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# Plans must not depend on peaks a memory probe cached on this machine (hwsweep detect on a GPU):
+# every test, and every snakemake it starts, sees an empty cache of its own.
+os.environ["HWSWEEP_MEMORY_CACHE"] = str(Path(tempfile.mkdtemp(prefix="hwsweep-test-")) / "memory.json")
 
 # A small matrix: 1 suite x 1 variant x 2 seeds x (cpu1 + cpu2), a few seconds per run.
 SMALL = {

@@ -77,13 +77,14 @@ def test_auto_micro_batch_is_the_largest_that_fits():
     assert plan.accumulation * plan.micro_batch * 8 == 256
 
 
-def test_footprint_matches_the_real_model():
+@pytest.mark.parametrize("precision", ["fp32", "bf16-mixed"])
+def test_footprint_matches_the_real_model(precision):
     model_cfg = SimpleNamespace(name="transformer", width=96, depth=3, heads=4, mlp_ratio=4)
     task = SimpleNamespace(length=24, vocab_size=50)
     model = build(model_cfg, task.vocab_size, task.length)
     assert footprint.parameter_count(model_cfg, task) == sum(p.numel() for p in model.parameters())
 
-    def saved(n):  # bytes autograd keeps for backward, each storage counted once
+    def saved(n):  # bytes autograd keeps for backward, each storage counted once, as the trainer runs a step
         seen, total = set(), [0]
 
         def pack(t):
@@ -94,11 +95,33 @@ def test_footprint_matches_the_real_model():
 
         x = torch.randint(0, task.vocab_size, (n, task.length))
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            F.cross_entropy(model(x).flatten(0, 1), x.flatten())
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision != "fp32"):
+                logits = model(x)
+            F.cross_entropy(logits.float().flatten(0, 1), x.flatten())
         return total[0]
 
     measured = (saved(8) - saved(4)) / 4
-    assert footprint.activation_bytes_per_sample(model_cfg, task) == pytest.approx(measured, rel=0.15)
+    assert footprint.activation_bytes_per_sample(model_cfg, task, precision) == pytest.approx(measured, rel=0.15)
+
+
+def test_mixed_precision_plans_less_memory_and_a_larger_auto_micro_batch(tmp_path, monkeypatch):
+    monkeypatch.setenv("HWSWEEP_MEMORY_CACHE", str(tmp_path / "none.json"))  # the estimate, not a probe's cache
+    big = SimpleNamespace(name="transformer", width=1024, depth=12, heads=16, mlp_ratio=4)
+    task = SimpleNamespace(name="sort", length=128, vocab_size=64)
+    fp32, bf16 = (footprint.device_bytes(big, task, 256, 1, False, "cuda", p) for p in ("fp32", "bf16-mixed"))
+    assert 0.5 < bf16 / fp32 < 0.7  # 16-bit saved activations, fp32 weights and optimizer state
+    h100 = Hardware(accelerator="cuda", nodes=1, devices_per_node=1, gpu_type="H100-80GB", cpus_per_task=8)
+    micro = {}
+    for precision in ("fp32", "bf16-mixed"):
+        recipe = SimpleNamespace(model=big, task=SimpleNamespace(**vars(task), train_size=10**6),
+                                 global_batch=1024, micro_batch="auto", max_micro_batch=None, batch_policy="fixed",
+                                 reproducibility="comparable", precision=precision, tf32=False,
+                                 schedule=SimpleNamespace(steps=10, warmup_steps=1),
+                                 optimizer=SimpleNamespace(lr=1e-3), lr_scaling="none")  # fmt: skip
+        plan = make_plan(recipe, h100)
+        micro[precision] = plan.micro_batch
+        assert plan.est_memory_gb * GB <= 0.75 * 80 * GB
+    assert micro["bf16-mixed"] > micro["fp32"]
 
 
 REFUSALS = [

@@ -1,0 +1,70 @@
+"""Planned memory (the footprint estimate micro_batch auto plans with) against the peak a real training step
+allocates on the GPU (torch.cuda.max_memory_allocated after one forward + backward + AdamW step, the memory
+probe's measurement), for one model size and precision on one device. Goal: within +-15%.
+
+    .venv/bin/python bench/memory_plan.py --width 512 --depth 6 --length 64 --global-batch 512 --precision fp32
+
+Without a GPU it prints the plan only. The planned figure includes the CUDA context the plan reserves
+(footprint.CUDA_CONTEXT_BYTES), which max_memory_allocated does not see: both ratios are printed.
+"""
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--width", type=int, required=True)
+    parser.add_argument("--depth", type=int, required=True)
+    parser.add_argument("--length", type=int, required=True)
+    parser.add_argument("--global-batch", type=int, required=True)
+    parser.add_argument("--precision", choices=["fp32", "bf16-mixed", "fp16-mixed"], required=True)
+    parser.add_argument("--micro-batch", default="auto", help="a number, or auto (the plan's choice)")
+    parser.add_argument("--gpu-type", default="H100-80GB", help="the catalog type of the GPU")
+    args = parser.parse_args()
+    # Plan from the estimate alone: an empty probe cache, whatever this machine has cached.
+    os.environ["HWSWEEP_MEMORY_CACHE"] = str(Path(tempfile.mkdtemp()) / "memory.json")
+
+    import torch
+
+    from hwsweep import probe
+    from hwsweep.config import resolve
+    from hwsweep.footprint import CUDA_CONTEXT_BYTES
+    from hwsweep.plan import GB
+
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    cfg["recipe"]["task"]["length"] = args.length
+    cfg["recipe"]["model"] |= {"width": args.width, "depth": args.depth, "heads": max(1, args.width // 64)}
+    micro = args.micro_batch if args.micro_batch == "auto" else int(args.micro_batch)
+    cfg["recipe"] |= {"global_batch": args.global_batch, "micro_batch": micro, "precision": args.precision,
+                      "tf32": args.precision == "fp32" and torch.cuda.is_available()}  # fmt: skip
+    cfg["suites"] = {"bench": {}}
+    cfg["hardware"] = {"gpu": {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": args.gpu_type}}
+    cfg["baseline"] = "gpu"
+    matrix = resolve(cfg)
+    recipe, plan = matrix.cells[0].recipe, matrix.spec("bench", "default", "gpu", 0).plan
+    planned = plan.est_memory_gb * GB
+    print(f"width {args.width} depth {args.depth} length {args.length} global batch {args.global_batch} "
+          f"{args.precision}: micro-batch {plan.micro_batch} x {plan.accumulation}, "
+          f"planned {planned / GB:.2f} GB ({(planned - CUDA_CONTEXT_BYTES) / GB:.2f} GB without the context)")  # fmt: skip
+    if not torch.cuda.is_available():
+        print("no CUDA device: nothing measured")
+        return
+    device = torch.device("cuda", 0)
+    peak, _ = probe.step_peak_bytes(recipe, plan.micro_batch, args.precision, device)
+    if peak is None:
+        print(f"{torch.cuda.get_device_name(device)}: out of memory at micro-batch {plan.micro_batch}")
+        return
+    print(f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, CUDA {torch.version.cuda}: "
+          f"max_memory_allocated {peak / GB:.2f} GB; planned / measured {planned / peak:.3f}, "
+          f"without the context {(planned - CUDA_CONTEXT_BYTES) / peak:.3f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""`hwsweep plan --estimate`: FLOPs counted on the meta device, the estimate's arithmetic, and the
+estimate from a measured run against the next real run."""
+
+import copy
+import io as stdio
+import json
+import os
+import subprocess
+from contextlib import redirect_stdout
+
+import pandas as pd
+import pytest
+
+from hwsweep import catalog, cli, estimate, flops, io
+from hwsweep.config import resolve
+from hwsweep.data import build_task
+from hwsweep.models import build
+from hwsweep.plantable import format_table
+from hwsweep.spec import canonical_json
+from conftest import BIN, snakemake, write_config
+
+
+def test_flops_on_meta_equal_flops_of_a_real_cpu_step(small_config):
+    small_config["recipe"]["model"] = {"width": 48, "depth": 2, "heads": 4}
+    recipe = resolve(small_config).cells[0].recipe
+    task = build_task(recipe.task)
+    model = build(recipe.model, task.vocab_size, task.length)
+    x, y = task.make(6, seed=3)
+    real = flops.train_step_flops(model, (x, y))
+    assert real > 0 and all(p.grad is None for p in model.parameters())  # the count leaves no gradients behind
+    meta_model, batch = estimate.model_and_batch(recipe.task, recipe.model, 6)
+    assert batch[0].device.type == "meta" and next(meta_model.parameters()).device.type == "meta"
+    assert flops.train_step_flops(meta_model, batch) == real
+
+
+GPUS = {
+    "h100x2": {"accelerator": "cuda", "devices_per_node": 2, "gpu_type": "H100-80GB", "mfu": 0.5},
+    "a100": {"accelerator": "cuda", "gpu_type": "A100-80GB", "price_per_hour": 2.0},
+    "odd": {"accelerator": "cuda", "gpu_type": "MI999", "memory_gb": 64},
+}
+
+
+def gpu_matrix(cfg, hardware=tuple(GPUS), **estimate_settings):
+    cfg = copy.deepcopy(cfg)
+    cfg["recipe"] |= {"global_batch": 64, "micro_batch": 8, "precision": "bf16-mixed"}
+    cfg["recipe"]["schedule"] = {"steps": 1000, "warmup_steps": 10}
+    cfg["hardware"] = {name: GPUS[name] for name in hardware}
+    cfg["baseline"] = "h100x2"
+    cfg["advisor"] = {"allow_precision_mismatch": True}  # MI999 is not in the catalog
+    cfg["estimate"] = estimate_settings
+    return resolve(cfg)
+
+
+def test_estimate_arithmetic_on_a_fixed_config(small_config):
+    matrix = gpu_matrix(small_config, mfu={"A100-80GB": 0.25}, startup_seconds=30)
+    rows = estimate.estimate_rows(estimate.run_specs(matrix), matrix.estimate)
+    runs = {(r["hardware"], r["seed"]): r for r in rows if r["level"] == "run"}
+    recipe = matrix.cells[0].recipe
+    micro = estimate._micro_batch_flops(recipe.task, recipe.model, 8)
+    # One step is the same work whatever the layout: 8 micro-batches of 8 on every hardware.
+    assert {r["flops_per_step"] for r in runs.values() if r["source"] != "unknown"} == {micro * 8}
+
+    h100, a100, odd = runs["h100x2", 0], runs["a100", 0], runs["odd", 0]
+    assert (h100["source"], h100["mfu"], h100["peak_tflops"]) == ("assumed_mfu", 0.5, 989.5)  # the hardware's own mfu
+    assert (a100["mfu"], a100["peak_tflops"]) == (0.25, 312)  # estimate.mfu for the device type
+    assert h100["seconds_per_step"] == pytest.approx(micro * 8 / (2 * 989.5e12 * 0.5))
+    wall = 30 + 1000 * micro * 8 / (312e12 * 0.25)
+    assert a100["wall_hours"] == pytest.approx(wall / 3600)
+    assert a100["device_hours"] == pytest.approx(wall / 3600) and a100["cost"] == pytest.approx(2.0 * wall / 3600)
+    assert h100["device_hours"] == pytest.approx(2 * h100["wall_hours"])
+    assert h100["cost"] == pytest.approx(h100["device_hours"] * catalog.price_per_hour("H100-80GB"))
+    assert odd["source"] == "unknown" and odd["wall_hours"] is None  # no peak known for MI999
+
+    cells = [r for r in rows if r["level"] == "cell"]
+    total = rows[-1]
+    assert total["level"] == "total" and len(cells) == 1 and total["wall_hours"] is None  # never a partial sum
+    known = [r for r in runs.values() if r["source"] != "unknown"]
+    matrix_known = gpu_matrix(small_config, ("h100x2", "a100"), mfu={"A100-80GB": 0.25}, startup_seconds=30)
+    total_known = estimate.estimate_rows(estimate.run_specs(matrix_known), matrix_known.estimate)[-1]
+    assert total_known["device_hours"] == pytest.approx(sum(r["device_hours"] for r in known))
+    assert total_known["cost"] == pytest.approx(sum(r["cost"] for r in known))
+    assert total_known["source"] == "assumed_mfu"
+
+
+def test_a_job_writes_the_estimate_from_the_specs_the_main_process_resolved(tmp_path, small_config):
+    matrix = gpu_matrix(small_config, startup_seconds=5)
+    specs = estimate.run_specs(matrix)
+    estimate.write_estimate([s.to_dict() for s in specs], matrix.estimate, tmp_path / "estimate.tsv", tmp_path)
+    rows = estimate.estimate_rows(specs, matrix.estimate, tmp_path)
+    expected = format_table(rows, sep="\t", columns=estimate.RUN_COLUMNS)
+    assert (tmp_path / "estimate.tsv").read_text() == expected and len(rows) == len(specs) + 3
+
+
+def test_plan_estimate_command_prints_runs_cells_suites_and_total(tmp_path, small_config, monkeypatch):
+    path = write_config(tmp_path, small_config)
+    monkeypatch.chdir(tmp_path)
+    out = stdio.StringIO()
+    with redirect_stdout(out):
+        assert cli.main(["plan", "--estimate", "--format", "tsv", "--configfile", str(path)]) == 0
+    lines = [line.split("\t") for line in out.getvalue().splitlines()]
+    assert lines[0] == estimate.RUN_COLUMNS
+    levels = [line[0] for line in lines[1:]]
+    assert levels == ["run"] * 4 + ["cell", "suite", "total"]
+    assert all(float(line[estimate.RUN_COLUMNS.index("wall_hours")]) > 0 for line in lines[1:])
+
+
+def _train(root, matrix, run) -> dict:
+    """One run as the workflow lays it out (spec.json, then train.json in its run directory)."""
+    spec = matrix.spec(run.suite, run.variant, run.hardware, run.seed)
+    path = root / run.run_dir / "spec.json"
+    io.write_text(path, canonical_json(spec))
+    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train", str(path)]
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=root)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads((root / run.run_dir / "train.json").read_text())
+
+
+# A run's wall clock estimated from another seed's measurement of the same run, on a shared 2-core machine.
+MEASURED_TOLERANCE = 0.5
+
+
+@pytest.mark.slow
+def test_estimate_from_a_measured_run_predicts_the_next_real_run(tmp_path, small_config):
+    small_config["recipe"]["model"] = {"width": 64, "depth": 2, "heads": 4}
+    small_config["recipe"]["schedule"] = {"steps": 120, "warmup_steps": 5}
+    small_config["hardware"] = {"cpu1": small_config["hardware"]["cpu1"]}
+    matrix = resolve(small_config)
+    first, second = matrix.runs()
+    _train(tmp_path, matrix, first)
+    specs = estimate.run_specs(matrix)
+    before = {r["seed"]: r for r in estimate.estimate_rows(specs, matrix.estimate, tmp_path) if r["level"] == "run"}
+    assert before[0]["source"] == before[1]["source"] == "measured"
+    assert 0 < before[1]["mfu"] < 1  # a plausible MFU from the measured seconds and the catalog peak
+
+    _train(tmp_path, matrix, second)
+    vs_actual = estimate.estimate_vs_actual(estimate.run_records(specs, tmp_path), matrix.estimate)
+    (vs,) = [r for r in vs_actual if r["seed"] == second.seed]
+    assert vs["source"] == "measured"  # from the other seed only
+    assert vs["estimated_seconds"] == pytest.approx(before[1]["wall_hours"] * 3600)
+    assert abs(vs["ratio"] - 1) < MEASURED_TOLERANCE, vs
+
+    # The workflow's table of it: the same rows from the records alone.
+    proc = snakemake(tmp_path, small_config, "--cores", "1", "results/tiny/estimate_vs_actual.csv")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = pd.read_csv(tmp_path / "results/tiny/estimate_vs_actual.csv")
+    assert list(table.columns) == estimate.VS_ACTUAL_COLUMNS and len(table) == 2
+    assert table.set_index("seed").loc[second.seed, "ratio"] == pytest.approx(vs["ratio"])

@@ -1,0 +1,15 @@
+rule estimate_vs_actual:
+    """What `hwsweep plan --estimate` would have said for each finished run of a suite (from the other
+    runs, or the assumed MFU) against the seconds it took: results/{suite}/estimate_vs_actual.csv.
+    """
+    input:
+        train=suite_train_records,
+    output:
+        "results/{suite}/estimate_vs_actual.csv",
+    log:
+        "logs/{suite}/estimate_vs_actual.log",
+    localrule: True
+    params:
+        estimate=MATRIX.estimate,
+    script:
+        "../scripts/estimate_vs_actual.py"
