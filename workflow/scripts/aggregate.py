@@ -14,4 +14,5 @@ aggregate(
     snakemake.params.statistics,
     [Metric.from_dict(m) for m in snakemake.params.metrics],
     dict(snakemake.output.items()),
+    snakemake.params.prices,
 )

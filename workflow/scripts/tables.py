@@ -1,0 +1,20 @@
+"""Thin entry point: one suite's tables -> HTML pages the report opens inline."""
+
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
+
+import pandas as pd  # noqa: E402
+
+from hwsweep import io, tables  # noqa: E402
+
+comparison = pd.read_csv(snakemake.input.comparison)
+equivalence = pd.read_csv(snakemake.input.equivalence)
+scales = dict(zip(equivalence.metric, equivalence.scale))
+pages = {
+    "comparison": tables.comparison_page(comparison, equivalence, snakemake.params.metrics, scales),
+    "equivalence": tables.equivalence_page(equivalence),
+    "speedup": tables.speedup_page(pd.read_csv(snakemake.input.speedup)),
+}
+for name, text in pages.items():
+    io.write_text(snakemake.output[name], text)
