@@ -95,7 +95,7 @@ def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: 
         return f"{' / '.join(dict.fromkeys(sub.test))}; {margin_text(sub)}"
 
     clauses = []
-    same = by_state["equivalent"] + by_state["shifted"]
+    same = [m for m, st in states.items() if st in ("equivalent", "shifted")]  # in the declared order
     if same:
         verb = "are" if plural else "is"
         clauses.append(f"{subject} {verb} **equivalent** to {baseline} on {label(same)} ({tests(same)})")
@@ -104,10 +104,11 @@ def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: 
                 clauses.append(f"{_name(m)} is shifted by {amount(r.difference, r.scale, True)} on {r.hardware} "
                                f"(p = {r.p_difference:.2g}), inside the margin")  # fmt: skip
     if by_state["different"]:
-        for m in by_state["different"]:
-            for r in rows[rows.metric == m].itertuples():
-                clauses.append(f"{r.hardware} **differs** from {baseline} on {label([m])}: "
-                               f"{amount(r.difference, r.scale, True)}, beyond ±{amount(r.margin, r.scale)} ({r.test})")  # fmt: skip
+        for hw in hws:
+            sub = rows[(rows.hardware == hw) & rows.metric.isin(by_state["different"])]
+            what = _join([f"{label([r.metric])} ({amount(r.difference, r.scale, True)}, beyond "
+                          f"±{amount(r.margin, r.scale)})" for r in sub.itertuples()])  # fmt: skip
+            clauses.append(f"{hw} **differs** from {baseline} on {what} ({tests(by_state['different']).split(';')[0]})")
     if by_state["inconclusive"]:
         m = by_state["inconclusive"]
         sub = rows[rows.metric.isin(m)]
@@ -124,14 +125,14 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
         return f"{hw}: no speedup (no timing shared with {baseline})."
     ci = ""
     if finite(row.get("speedup_ci_low")) and finite(row.get("speedup_ci_high")):
-        ci = f" ({confidence:.0%} CI {row['speedup_ci_low']:.2f}–{row['speedup_ci_high']:.2f})"
-    pace = f"{s:.2f}× faster" if s >= 1 else f"{1 / s:.2f}× slower"
+        ci = f" ({confidence:.0%} CI {row['speedup_ci_low']:.3g}–{row['speedup_ci_high']:.3g})"
+    pace = f"{s:.3g}× faster" if s >= 1 else f"{1 / s:.3g}× slower"
     parts = []
     ratio = row.get("device_hours_ratio", math.nan)
     if finite(ratio):
-        parts.append(f"{(ratio - 1) * 100:+.0f}% device-hours")
+        parts.append(f"at {(ratio - 1) * 100:+.0f}% device-hours")
     else:
-        parts.append(f"{int(row['world_size'])} × {row['gpu_type']} (another device type than {baseline}'s)")
+        parts.append(f"on another device type ({int(row['world_size'])} × {row['gpu_type']})")
     cost, currency = row.get("cost_per_run", math.nan), row.get("currency", "USD")
     base_cost = row.get("baseline_cost_per_run", math.nan)
     if finite(cost) and finite(base_cost):
@@ -143,7 +144,7 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
                          f"({money(cost, currency)} against {money(base_cost, currency)})")  # fmt: skip
     else:
         parts.append(f"cost not known (no price_per_hour for {hw if not finite(cost) else baseline})")
-    return f"{hw} is {pace}{ci} at {', '.join(parts)}."
+    return f"{hw} is {pace}{ci} {', '.join(parts)}."
 
 
 def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame, confidence: float = 0.95) -> dict[str, list[str]]:

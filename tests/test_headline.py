@@ -55,7 +55,7 @@ def test_inconclusive_beyond_the_cap_says_so():
 def test_different_gives_the_difference_in_points_beyond_the_margin():
     e = pd.DataFrame([eq("gpu1", "token_accuracy", "different", difference=-0.012)])
     (sentence,) = headline.equivalence_sentences(e, "cpu1")
-    assert "gpu1 **differs** from cpu1 on token accuracy: -1.2 points, beyond ±0.5 points" in sentence
+    assert "gpu1 **differs** from cpu1 on token accuracy (-1.2 points, beyond ±0.5 points) (paired TOST)" in sentence
 
 
 def test_shift_inside_the_margin_is_named_with_its_p_value():
@@ -87,7 +87,7 @@ def test_speed_and_money_in_words():
 def test_slower_and_other_device_type():
     row = comp("cpu8", speedup=0.5, hours_ratio=math.nan, cost=0.2, world_size=8)
     text = headline.cost_sentence(row | {"baseline_cost_per_run": 0.3}, "gpu1")
-    assert "2.00× slower" in text and "another device type" in text and "$0.10 less per run" in text
+    assert "2× slower" in text and "another device type" in text and "$0.10 less per run" in text
 
 
 def test_no_prices_says_cost_unknown():

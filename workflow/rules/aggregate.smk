@@ -140,6 +140,7 @@ rule plot_suite:
         "logs/{suite}/plot.log",
     params:
         baseline=MATRIX.baseline,
+        confidence=MATRIX.statistics.get("confidence", 0.95),
     script:
         "../scripts/plot.py"
 
