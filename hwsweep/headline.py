@@ -124,8 +124,10 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     if not finite(s):
         return f"{hw}: no speedup (no timing shared with {baseline})."
     ci = ""
-    if finite(row.get("speedup_ci_low")) and finite(row.get("speedup_ci_high")):
-        ci = f" ({confidence:.0%} CI {row['speedup_ci_low']:.3g}–{row['speedup_ci_high']:.3g})"
+    low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
+    if finite(low) and finite(high):
+        low, high = (low, high) if s >= 1 else (1 / high, 1 / low)  # the interval of what the sentence says
+        ci = f" ({confidence:.0%} CI {low:.3g}–{high:.3g})"
     pace = f"{s:.3g}× faster" if s >= 1 else f"{1 / s:.3g}× slower"
     parts = []
     ratio = row.get("device_hours_ratio", math.nan)

@@ -87,7 +87,7 @@ def test_speed_and_money_in_words():
 def test_slower_and_other_device_type():
     row = comp("cpu8", speedup=0.5, hours_ratio=math.nan, cost=0.2, world_size=8)
     text = headline.cost_sentence(row | {"baseline_cost_per_run": 0.3}, "gpu1")
-    assert "2× slower" in text and "another device type" in text and "$0.10 less per run" in text
+    assert "2× slower (95% CI 1.82–2.22)" in text and "another device type" in text and "$0.10 less per run" in text
 
 
 def test_no_prices_says_cost_unknown():
@@ -106,11 +106,16 @@ def test_failed_suite_names_counts_and_the_first_reason():
     assert text == "Suite broken: **no results** — of 4 runs 4 failed. First failure: cpu1 seed 0: boom"
 
 
-def test_failure_reason_is_the_last_line_naming_an_error(tmp_path):
+def test_failure_reason_is_the_cause_not_the_launchers_echo(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("step 1\nTraceback (most recent call last):\n  File \"x\", line 1\n"
-                   "FloatingPointError: loss is nan at step 3\nexiting\n")  # fmt: skip
+                   "FloatingPointError: loss is nan at step 3\n"
+                   "E1123 00:47:21.12 24094 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1)\n"
+                   "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                   "hwsweep: s/default/cpu1/seed0: the command exited 1; last 5 lines: Error | x\nexiting\n")  # fmt: skip
     assert landing.failure_reason(log) == "FloatingPointError: loss is nan at step 3"
+    (tmp_path / "quiet.log").write_text("step 1\nkilled by the scheduler\n")
+    assert landing.failure_reason(tmp_path / "quiet.log") == "killed by the scheduler"  # no error named: the last line
     assert landing.failure_reason(tmp_path / "none.log") == "no log"
 
 
