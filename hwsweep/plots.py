@@ -6,7 +6,6 @@ in black); verdicts are marked by shape as well as colour."""
 
 from __future__ import annotations
 
-import math
 
 import matplotlib
 
@@ -19,6 +18,7 @@ from hwsweep import io  # noqa: E402
 from hwsweep.stats import curve_band, curve_difference  # noqa: E402
 
 DPI = 110
+MAX_WIDTH = 8.0  # inches: 880 px, what the report's content pane shows unscaled beside its menu
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "xtick.labelsize": 9,
                      "ytick.labelsize": 9, "legend.fontsize": 9, "figure.titlesize": 12})  # fmt: skip
 # Shape and colour per verdict; the legend names both.
@@ -69,7 +69,7 @@ def metric_by_hardware(runs: pd.DataFrame, summary: pd.DataFrame, metric: str, b
     variants = list(dict.fromkeys(runs.variant))
     hws = hardware_order(runs, baseline)
     colours = hardware_colours(hws, baseline)
-    fig, axes = plt.subplots(1, len(variants), figsize=(max(4.2, 1.1 * len(hws) + 1.6) * len(variants), 3.8),
+    fig, axes = plt.subplots(1, len(variants), figsize=(min(MAX_WIDTH, max(4.2, 1.1 * len(hws) + 1.6) * len(variants)), 3.8),
                              squeeze=False, sharey=True, layout="constrained")  # fmt: skip
     for ax, variant in zip(axes[0], variants):
         sub = runs[runs.variant == variant]
@@ -113,9 +113,7 @@ def equivalence_forest(equivalence: pd.DataFrame, path, baseline: str | None = N
     rows = equivalence[["variant", "hardware"]].drop_duplicates()
     rows = rows.assign(rank=rows.hardware.map({h: i for i, h in enumerate(order)})).sort_values(["variant", "rank"])
     labels = [f"{h}" if rows.variant.nunique() == 1 else f"{v} · {h}" for v, h in zip(rows.variant, rows.hardware)]
-    cols = min(2, len(metrics))
-    nrows = math.ceil(len(metrics) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(5.6 * cols, (1.5 + 0.42 * len(rows)) * nrows + 0.7),
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(7.4, (1.3 + 0.4 * len(rows)) * len(metrics) + 0.8),
                              squeeze=False, layout="constrained")  # fmt: skip
     tost = 100 - 2 * (100 - confidence * 100)
     for k, ax in enumerate(axes.flat):
@@ -165,7 +163,9 @@ def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline
     colours = hardware_colours(order, baseline)
     variants = list(dict.fromkeys(comparison.variant))
     variant = variants[0]
-    fig, axes = plt.subplots(1, 3, figsize=(13.5, 4.2), layout="constrained", width_ratios=[1.2, 1, 1])
+    fig, panels = plt.subplot_mosaic([["scale", "scale"], ["time", "cost"]], figsize=(MAX_WIDTH, 3.6 + 0.5 * len(order) + 1.2),
+                                     layout="constrained", height_ratios=[3.6, 0.5 * len(order) + 1.2])  # fmt: skip
+    axes = [panels["scale"], panels["time"], panels["cost"]]
     ax = axes[0]
     sp = speedup[speedup.variant == variant]
     top = 1
@@ -210,7 +210,8 @@ def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline
         text = [("no price" if column == "cost_per_run" else "") if pd.isna(v) else
                 (f"{v:.3g} s" if column == "train_seconds" else _money(v, currency)) for v in values]  # fmt: skip
         ax.bar_label(bars, text, padding=3, fontsize=9)
-        ax.set_yticks(y, [f"{h} ({int(comp.loc[h, 'world_size'])}× {comp.loc[h, 'gpu_type']})" for h in order])
+        names = [f"{h} ({int(comp.loc[h, 'world_size'])}× {comp.loc[h, 'gpu_type']})" for h in order]
+        ax.set_yticks(y, names if ax is axes[1] else [""] * len(order))
         ax.set_ylim(len(order) - 0.5, -0.6)
         ax.set_xlim(0, float(values.max(skipna=True) or 1) * 1.45)
         ax.set_xlabel(label + (f" ({currency})" if column == "cost_per_run" and currency else ""))
@@ -236,7 +237,7 @@ def time_breakdown(summary: pd.DataFrame, baseline: str, path) -> None:
     summary = summary.sort_values(["variant", "rank"])
     several = summary.variant.nunique() > 1
     labels = [f"{r.variant}\n{r.hardware}" if several else r.hardware for r in summary.itertuples()]
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(labels) + 2.5), 4.0), layout="constrained")
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH, max(5.0, 1.3 * len(labels) + 2.5)), 4.0), layout="constrained")
     bottom = np.zeros(len(summary))
     for part, colour in (("startup_seconds", "0.6"), ("train_seconds", "C0"), ("eval_seconds", "C2")):
         values = summary[part].to_numpy(float)
@@ -265,7 +266,7 @@ def curves(curves: pd.DataFrame, baseline: str, path, confidence: float = 0.95, 
     variants = list(dict.fromkeys(band.variant)) or [""]
     order = order or (hardware_order(curves, baseline) if len(curves) else [])
     colours = hardware_colours(order, baseline)
-    fig, axes = plt.subplots(2 * len(names), len(variants), figsize=(5.2 * len(variants) + 1, 4.6 * len(names)),
+    fig, axes = plt.subplots(2 * len(names), len(variants), figsize=(min(MAX_WIDTH, 4.6 * len(variants) + 1.4), 4.6 * len(names)),
                              squeeze=False, layout="constrained", height_ratios=[1.6, 1] * len(names))  # fmt: skip
     for row, name in enumerate(names):
         for col, variant in enumerate(variants):

@@ -68,34 +68,37 @@ LEGEND = "Verdict marks: ✓ equivalent, ✓~ equivalent but shifted inside the 
 
 
 def comparison_page(comparison: pd.DataFrame, equivalence: pd.DataFrame, metrics: list[str], scales: dict) -> str:
-    """One row per variant and hardware: each metric's seed mean and CI, its finding, the
-    overall verdict over the primary metrics, speedup, device-hours and cost."""
-    header = ["variant", "hardware", "devices", "seeds", "overall verdict"]
+    """One row per variant and hardware: the overall verdict over the primary metrics, speedup
+    and cost first (what a reader decides on), then each metric's seed mean with its CI and its
+    finding, and the diagnosis."""
+    several = comparison.variant.nunique() > 1
+    header = (["variant"] if several else []) + ["hardware", "devices", "seeds", "overall verdict", "speedup [CI]",
+                                                  "cost per run", "device-hours per run"]  # fmt: skip
     for m in metrics:
         header += [f"{m} mean [CI]", f"{m} vs baseline"]
-    header += ["speedup [CI]", "device-hours per run", "cost per run", "diagnosis"]
+    header += ["diagnosis"]
     rows = []
     for r in comparison.to_dict("records"):
-        row = [_td(r["variant"], "text"), _td(r["hardware"], "text"),
-               _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"), _td(_num(r["n_seeds"])),
-               verdict_cell(str(r["verdict"]))]  # fmt: skip
+        row = [_td(r["variant"], "text")] if several else []
+        row += [_td(r["hardware"], "text"), _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"),
+                _td(_num(r["n_seeds"])), verdict_cell(str(r["verdict"]))]  # fmt: skip
+        row.append(_td(f"{_num(r.get('speedup'))}× {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"
+                       if finite(r.get("speedup")) else ""))  # fmt: skip
+        cost = r.get("cost_per_run")
+        row.append(_td(headline.money(cost, r.get("currency", "USD")) if finite(cost) else "no price"))
+        row.append(_td(_num(r.get("device_hours"))))
         for m in metrics:
             s = scales.get(m, 1.0)
             unit = " pt" if s == 100 else ""
             mean = r.get(f"{m}_mean")
             row.append(_td(f"{_num(mean * s, 4)}{unit} {_interval(r.get(f'{m}_ci_low'), r.get(f'{m}_ci_high'), 4, s)}"
-                           if isinstance(mean, float) and math.isfinite(mean) else ""))  # fmt: skip
+                           if finite(mean) else ""))  # fmt: skip
             v = str(r.get(f"{m}_verdict", "not compared"))
             if v == "nan":
                 v = "not compared"
             state = "shifted" if v == "equivalent" and "shifted" in str(r.get(f"{m}_finding", "")) else v
             row.append(verdict_cell(state, str(r.get(f"{m}_finding")) if state not in ("baseline", "not compared")
                                     else v))  # fmt: skip
-        row.append(_td(f"{_num(r.get('speedup'))}× {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"
-                       if finite(r.get("speedup")) else ""))  # fmt: skip
-        row.append(_td(_num(r.get("device_hours"))))
-        cost = r.get("cost_per_run")
-        row.append(_td(headline.money(cost, r.get("currency", "USD")) if finite(cost) else "no price"))
         diag = r.get("diagnosis")
         row.append(_td(diag if isinstance(diag, str) else "", "text"))
         rows.append(row)
