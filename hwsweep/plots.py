@@ -19,6 +19,7 @@ from hwsweep.stats import curve_band, curve_difference  # noqa: E402
 
 DPI = 110
 MAX_WIDTH = 8.0  # inches: 880 px, what the report's content pane shows unscaled beside its menu
+MAX_HEIGHT = 7.6  # inches: the pane centres a taller image vertically and cuts off its top
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "xtick.labelsize": 9,
                      "ytick.labelsize": 9, "legend.fontsize": 9, "figure.titlesize": 12})  # fmt: skip
 # Shape and colour per verdict; the legend names both.
@@ -113,8 +114,11 @@ def equivalence_forest(equivalence: pd.DataFrame, path, baseline: str | None = N
     rows = equivalence[["variant", "hardware"]].drop_duplicates()
     rows = rows.assign(rank=rows.hardware.map({h: i for i, h in enumerate(order)})).sort_values(["variant", "rank"])
     labels = [f"{h}" if rows.variant.nunique() == 1 else f"{v} · {h}" for v, h in zip(rows.variant, rows.hardware)]
-    fig, axes = plt.subplots(len(metrics), 1, figsize=(7.4, (1.3 + 0.4 * len(rows)) * len(metrics) + 0.8),
-                             squeeze=False, layout="constrained")  # fmt: skip
+    cols = 1 if len(metrics) <= 2 else 2
+    nrows = -(-len(metrics) // cols)
+    height = min(MAX_HEIGHT, (1.2 + 0.36 * len(rows)) * nrows + 0.8)
+    fig, axes = plt.subplots(nrows, cols, figsize=(7.4 if cols == 1 else MAX_WIDTH, height), squeeze=False,
+                             layout="constrained")  # fmt: skip
     tost = 100 - 2 * (100 - confidence * 100)
     for k, ax in enumerate(axes.flat):
         if k >= len(metrics):
@@ -253,49 +257,46 @@ def time_breakdown(summary: pd.DataFrame, baseline: str, path) -> None:
     _save(fig, path)
 
 
-MAX_CURVES = 3  # series per figure; a trainer that logs more shows the first ones (all are in curves.csv)
+MAX_PANELS = 3  # rows of (series, variant); a trainer that logs more shows the first ones (all are in curves.csv)
 
 
 def curves(curves: pd.DataFrame, baseline: str, path, confidence: float = 0.95, order: list[str] | None = None) -> None:
-    """Every logged series per optimizer step, one column per variant: the mean over seeds per
-    hardware with its min-max band, and below it the difference to the baseline (paired by
+    """Every logged series per optimizer step, one row per series and variant: left the mean over
+    seeds per hardware with its min-max band, right the difference to the baseline (paired by
     seed) with its t band."""
     band = curve_band(curves)
     diff = curve_difference(curves, baseline, confidence) if len(curves) else band.iloc[:0]
-    names = list(dict.fromkeys(band.metric))[:MAX_CURVES] or ["(nothing logged per step)"]
-    variants = list(dict.fromkeys(band.variant)) or [""]
+    pairs = list(dict.fromkeys(zip(band.metric, band.variant)))[:MAX_PANELS] or [("(nothing logged per step)", "")]
+    several = band.variant.nunique() > 1
     order = order or (hardware_order(curves, baseline) if len(curves) else [])
     colours = hardware_colours(order, baseline)
-    fig, axes = plt.subplots(2 * len(names), len(variants), figsize=(min(MAX_WIDTH, 4.6 * len(variants) + 1.4), 4.6 * len(names)),
-                             squeeze=False, layout="constrained", height_ratios=[1.6, 1] * len(names))  # fmt: skip
-    for row, name in enumerate(names):
-        for col, variant in enumerate(variants):
-            ax, dax = axes[2 * row][col], axes[2 * row + 1][col]
-            sub = band[(band.metric == name) & (band.variant == variant)]
-            for i, hw in enumerate(order):
-                line = sub[sub.hardware == hw]
-                if line.empty:
-                    continue
-                ax.plot(line.step, line["mean"], color=colours[hw], ls=LINE_STYLES[i % 4], lw=1.4,
-                        label=f"{hw} (baseline)" if hw == baseline else hw)  # fmt: skip
+    fig, axes = plt.subplots(len(pairs), 2, figsize=(MAX_WIDTH, min(MAX_HEIGHT, 2.5 * len(pairs) + 0.5)),
+                             squeeze=False, layout="constrained")  # fmt: skip
+    for row, (name, variant) in enumerate(pairs):
+        ax, dax = axes[row]
+        sub = band[(band.metric == name) & (band.variant == variant)]
+        dsub = diff[(diff.metric == name) & (diff.variant == variant)]
+        for i, hw in enumerate(order):
+            style = {"color": colours[hw], "ls": LINE_STYLES[i % 4], "lw": 1.4}
+            line = sub[sub.hardware == hw]
+            if len(line):
+                ax.plot(line.step, line["mean"], label=f"{hw} (baseline)" if hw == baseline else hw, **style)
                 ax.fill_between(line.step, line.low, line.high, color=colours[hw], alpha=0.15, lw=0)
-            if len(sub) and (sub.low > 0).all() and sub["mean"].max() / sub["mean"].min() > 20:
-                ax.set_yscale("log")  # losses fall over orders of magnitude
-            ax.set_title(f"{name}" + (f" · variant {variant}" if len(variants) > 1 else ""))
-            ax.grid(alpha=0.3)
-            if len(sub):
-                ax.legend()
-            dsub = diff[(diff.metric == name) & (diff.variant == variant)]
-            dax.axhline(0, color="black", lw=0.8)
-            for i, hw in enumerate(order):
-                line = dsub[dsub.hardware == hw]
-                if line.empty:
-                    continue
-                dax.plot(line.step, line["mean"], color=colours[hw], ls=LINE_STYLES[i % 4], lw=1.3, label=hw)
+            line = dsub[dsub.hardware == hw]
+            if len(line):
+                dax.plot(line.step, line["mean"], label=hw, **style)
                 dax.fill_between(line.step, line.low.fillna(line["mean"]), line.high.fillna(line["mean"]),
                                  color=colours[hw], alpha=0.2, lw=0)  # fmt: skip
-            dax.set_ylabel(f"− {baseline}")
-            dax.set_xlabel("optimizer step")
-            dax.set_title(f"{name}: hardware − {baseline}, mean over seeds with {confidence * 100:g}% band", fontsize=10)
-            dax.grid(alpha=0.3)
+        if len(sub) and (sub.low > 0).all() and sub["mean"].max() / sub["mean"].min() > 20:
+            ax.set_yscale("log")  # losses fall over orders of magnitude
+        where = f" · variant {variant}" if several else ""
+        ax.set_title(f"{name}{where}: mean, min–max of seeds")
+        dax.set_title(f"{name}{where}: hardware − {baseline}, {confidence * 100:g}% band")
+        dax.axhline(0, color="black", lw=0.8)
+        for a in (ax, dax):
+            a.grid(alpha=0.3)
+            if row == len(pairs) - 1:
+                a.set_xlabel("optimizer step")
+        if len(sub):
+            ax.legend()
     _save(fig, path)

@@ -2,8 +2,10 @@
 opened in headless Chromium (Debian's package, installed by the test setup when missing and root)."""
 
 import copy
+import os
 import re
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -82,8 +84,8 @@ def test_report_in_a_browser(built, tmp_path):
     folder, proc = built
     assert proc.returncode == 0, proc.stderr[-3000:]
     binary = _chromium()
-    shots = tmp_path / "screenshots"
-    shots.mkdir()
+    shots = Path(os.environ.get("HWSWEEP_SCREENSHOTS", tmp_path / "screenshots"))  # to look at them
+    shots.mkdir(parents=True, exist_ok=True)
     comparison = pd.read_csv(folder / "results/mlp/comparison.csv")
     equivalence = pd.read_csv(folder / "results/mlp/equivalence.csv")
     with Browser(binary) as b:
@@ -105,6 +107,9 @@ def test_report_in_a_browser(built, tmp_path):
             if overall == "equivalent":
                 assert not any(r.hardware in t and ("differs" in t or "inconclusive" in t) for t in items)
         assert any("Suite broken: no results" in t and "unrecognized arguments: --bogus=1" in t for t in items)
+        # Both hardware compute in fp32: no precision warning anywhere (the plan's warnings column is empty).
+        assert "precision" not in b.evaluate("document.body.innerText").lower().split("how the runs were made")[0]
+        assert pd.read_csv(folder / "results/plan.tsv", sep="\t").warnings.isna().all()
 
         # Every item renders under its own heading: images load, HTML tables open inline, and the view
         # is the item clicked (not the previous one).
