@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from hwsweep import headline
+from hwsweep import headline, stats
 from hwsweep.headline import finite
 from hwsweep.stats import amount
 
@@ -132,6 +132,9 @@ def equivalence_page(equivalence: pd.DataFrame) -> str:
     return page("Equivalence to the baseline", note, header, rows)
 
 
+SHORT_METHODS = {stats.GEOMETRIC: "geometric mean", stats.RATIO_OF_MEANS: "ratio of means"}
+
+
 def speedup_page(speedup: pd.DataFrame) -> str:
     header = ["variant", "hardware", "devices", "speedup [CI]", "method", "time saved (s)", "device-hours per run",
               "device-hours vs baseline", "price per device-hour", "cost per run", "cost vs baseline",
@@ -144,7 +147,8 @@ def speedup_page(speedup: pd.DataFrame) -> str:
         rows.append([
             _td(r["variant"], "text"), _td(r["hardware"], "text"), _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"),
             _td(f"{_num(r['speedup'])}× {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"),
-            _td(r["speedup_method"], "text"), _td(_num(r.get("time_saved_seconds"))), _td(_num(r.get("device_hours"))),
+            _td(SHORT_METHODS.get(r["speedup_method"], r["speedup_method"]), "text"),
+            _td(_num(r.get("time_saved_seconds"))), _td(_num(r.get("device_hours"))),
             _td(f"{(ratio - 1) * 100:+.0f}%" if finite(ratio) else "other device type"),
             _td(headline.money(r["price_per_device_hour"], currency) if finite(r.get("price_per_device_hour"))
                 else "not known"),
@@ -154,7 +158,8 @@ def speedup_page(speedup: pd.DataFrame) -> str:
             _td(f"{_num(amdahl, 2)} {_interval(r.get('amdahl_serial_fraction_ci_low'), r.get('amdahl_serial_fraction_ci_high'), 2)}"
                 if finite(amdahl) else ""),
         ])  # fmt: skip
-    note = ("Speedup = baseline training time / this hardware's for the same steps; cost = device-hours × price "
-            "per device-hour. Efficiency and Amdahl's serial fraction only within one device type, against its "
+    note = ("Speedup = baseline training time / this hardware's for the same steps: the geometric mean of the "
+            "per-seed ratios with a t interval on the log ratios when seeds are shared, else the ratio of mean times "
+            "(Welch interval on the log means). Cost = device-hours × price per device-hour. Efficiency and Amdahl's serial fraction only within one device type, against its "
             "smallest device count.")
     return page("Speedup and cost", note, header, rows)
