@@ -72,14 +72,15 @@ def comparison_page(comparison: pd.DataFrame, equivalence: pd.DataFrame, metrics
     and cost first (what a reader decides on), then each metric's seed mean with its CI and its
     finding, and the diagnosis."""
     several = comparison.variant.nunique() > 1
-    header = (["variant"] if several else []) + ["hardware", "devices", "seeds", "overall verdict", "speedup [CI]",
+    suites = comparison.suite.nunique() > 1  # the table of every suite
+    header = (["suite"] if suites else []) + (["variant"] if several else []) + ["hardware", "devices", "seeds", "overall verdict", "speedup [CI]",
                                                   "cost per run", "device-hours per run"]  # fmt: skip
     for m in metrics:
         header += [f"{m} mean [CI]", f"{m} vs baseline"]
     header += ["diagnosis"]
     rows = []
     for r in comparison.to_dict("records"):
-        row = [_td(r["variant"], "text")] if several else []
+        row = ([_td(r["suite"], "text")] if suites else []) + ([_td(r["variant"], "text")] if several else [])
         row += [_td(r["hardware"], "text"), _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"),
                 _td(_num(r["n_seeds"])), verdict_cell(str(r["verdict"]))]  # fmt: skip
         row.append(_td(f"{_num(r.get('speedup'))}× {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"
@@ -163,3 +164,12 @@ def speedup_page(speedup: pd.DataFrame) -> str:
             "(Welch interval on the log means). Cost = device-hours × price per device-hour. Efficiency and Amdahl's serial fraction only within one device type, against its "
             "smallest device count.")
     return page("Speedup and cost", note, header, rows)
+
+
+def plain_page(title: str, note: str, frame: pd.DataFrame) -> str:
+    """Any table as it is, numbers rounded (the batch plan)."""
+    rows = [[_td(_num(v, 4) if isinstance(v, float) else ("" if v is None else v),
+                 "num" if isinstance(v, (int, float)) and not isinstance(v, bool) else "text") for v in r]
+            for r in frame.itertuples(index=False)]  # fmt: skip
+    return page(title, note, list(frame.columns), rows)
+

@@ -144,11 +144,11 @@ class Browser:
             raise BrowserError(f"{expression[:80]}: {result['exceptionDetails'].get('text')}")
         return result["result"].get("value")
 
-    def until(self, expression: str, timeout: float = 10.0):
-        """Poll a JavaScript expression until it is truthy; its value."""
+    def until(self, expression: str, timeout: float = 10.0) -> bool:
+        """Poll a JavaScript expression until it is truthy; whether it became so in time."""
         deadline = time.monotonic() + timeout
         while True:
-            value = self.evaluate(expression)
+            value = self.evaluate(f"Boolean({expression})")
             if value or time.monotonic() > deadline:
                 return value
             time.sleep(0.1)

@@ -162,8 +162,16 @@ rule combine:
             category="All suites",
             labels={"table": "comparison of every suite (CSV)"},
         ),
+        page=report(
+            "results/comparison.html",
+            caption="../report/all_comparison.rst",
+            category="All suites",
+            labels={"table": "comparison of every suite"},
+        ),
     log:
         "logs/combine.log",
+    params:
+        metrics=MATRIX.metric_names(),
     script:
         "../scripts/combine.py"
 

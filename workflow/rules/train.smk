@@ -1,8 +1,14 @@
 rule plan:
     """The batch plan of every suite x variant x hardware (snakemake plan)."""
     output:
-        report(
+        tsv=report(
             "results/plan.tsv",
+            caption="../report/plan.rst",
+            category="All suites",
+            labels={"table": "batch plan (TSV)"},
+        ),
+        html=report(
+            "results/plan.html",
             caption="../report/plan.rst",
             category="All suites",
             labels={"table": "batch plan"},
