@@ -1,3 +1,5 @@
+import json
+
 from hwsweep.aggregate import prices_of
 
 
@@ -33,10 +35,20 @@ rule aggregate_suite:
     log:
         "logs/{suite}/aggregate.log",
     params:
-        baseline=MATRIX.baseline,
-        statistics=MATRIX.statistics,
-        metrics=[m.to_dict() for m in MATRIX.metrics],
-        prices=prices_of(MATRIX.hardware),
+        # What the tables depend on, hashed: a changed margin or price reruns the aggregate, and the
+        # report's job parameters stay one line. The script resolves the same config itself.
+        settings_sha256=layout.sha256(
+            json.dumps(
+                [
+                    MATRIX.baseline,
+                    MATRIX.statistics,
+                    [m.to_dict() for m in MATRIX.metrics],
+                    prices_of(MATRIX.hardware),
+                ],
+                sort_keys=True,
+            )
+        ),
+        config_dir=str(CONFIG_DIR),
     script:
         "../scripts/aggregate.py"
 
