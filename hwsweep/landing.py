@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hwsweep import headline, io
+from hwsweep import headline, io, tables
 from hwsweep.spec import EVAL_RECORD, LOG_DIR, TRAIN_RECORD
 
 # A line that says why a run failed; the launcher's own report of a child's failure (torchrun's
@@ -76,8 +76,8 @@ def suite_section(matrix, suite: str, complete: bool, description: str = "", res
             lines.append(f"- … and {len(reasons) - 8} more failed runs (see ``results/partial/status.csv`` after "
                          "``snakemake -f status``)")  # fmt: skip
         return lines + [""]
-    comparison = pd.read_csv(results / suite / "comparison.csv")
-    equivalence = pd.read_csv(results / suite / "equivalence.csv")
+    comparison, equivalence = tables.ordered(pd.read_csv(results / suite / "comparison.csv"),
+                                             pd.read_csv(results / suite / "equivalence.csv"))  # fmt: skip
     confidence = matrix.statistics.get("confidence", 0.95)
     for variant, sentences in headline.suite_headline(comparison, equivalence, confidence).items():
         if comparison.variant.nunique() > 1:

@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 
 from hwsweep import io  # noqa: E402
 from hwsweep.stats import curve_band, curve_difference  # noqa: E402
+from hwsweep.tables import hardware_order  # noqa: E402
 
 DPI = 110
 MAX_WIDTH = 8.0  # inches: 880 px, what the report's content pane shows unscaled beside its menu
@@ -36,18 +37,6 @@ def _save(fig, path) -> None:
     with io.atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI)
     plt.close(fig)
-
-
-def hardware_order(frame: pd.DataFrame, baseline: str) -> list[str]:
-    """The baseline first, then by device type (the baseline's first), device count and name:
-    the order of every figure and of the tables' rows (plot.py passes it to each figure)."""
-    hw = frame.drop_duplicates("hardware")
-    if "gpu_type" in hw:
-        types = list(dict.fromkeys(hw[hw.hardware == baseline].gpu_type.tolist() + hw.gpu_type.tolist()))
-        hw = hw.assign(type_rank=hw.gpu_type.map({t: i for i, t in enumerate(types)}))
-    cols = [c for c in ("type_rank", "world_size", "hardware") if c in hw]
-    order = hw.sort_values(cols).hardware.tolist()
-    return ([baseline] if baseline in order else []) + [h for h in order if h != baseline]
 
 
 def hardware_colours(order: list[str], baseline: str) -> dict[str, str]:

@@ -31,6 +31,36 @@ td.verdict { font-weight: 600; white-space: nowrap; } td.text { max-width: 32em;
 """
 
 
+def hardware_order(frame: pd.DataFrame, baseline: str) -> list[str]:
+    """The baseline first, then by device type (the baseline's first), device count and name:
+    the order of every figure, table and headline."""
+    hw = frame.drop_duplicates("hardware")
+    if "gpu_type" in hw:
+        types = list(dict.fromkeys(hw[hw.hardware == baseline].gpu_type.tolist() + hw.gpu_type.tolist()))
+        hw = hw.assign(type_rank=hw.gpu_type.map({t: i for i, t in enumerate(types)}))
+    cols = [c for c in ("type_rank", "world_size", "hardware") if c in hw]
+    order = hw.sort_values(cols).hardware.tolist()
+    return ([baseline] if baseline in order else []) + [h for h in order if h != baseline]
+
+
+def in_order(frame: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """Rows by suite and variant (as they come), then hardware in `order`."""
+    if frame.empty:
+        return frame
+    group = frame.suite + "/" + frame.variant.astype(str) if "suite" in frame else frame.variant.astype(str)
+    groups = {g: i for i, g in enumerate(dict.fromkeys(group))}
+    ranks = {h: i for i, h in enumerate(order)}
+    key = group.map(groups) * (len(order) + 1) + frame.hardware.map(ranks).fillna(len(order))
+    return frame.iloc[key.to_numpy().argsort(kind="stable")]
+
+
+def ordered(comparison: pd.DataFrame, *frames: pd.DataFrame) -> list[pd.DataFrame]:
+    """The comparison and other tables of it with their rows in the hardware order."""
+    base = comparison.loc[comparison.baseline.astype(bool), "hardware"]
+    order = hardware_order(comparison, base.iloc[0] if len(base) else "")
+    return [in_order(f, order) for f in (comparison, *frames)]
+
+
 def _num(x, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return ""

@@ -131,3 +131,13 @@ def test_verdict_cells_are_marked_by_text_and_colour():
         cell = page.split(f'data-verdict="{verdict}"')[1].split("</td>")[0]
         assert "background:" in cell and f">{mark} " in cell and verdict in cell
     assert "+1 points" in page and "±0.5 points" in page
+
+
+def test_one_hardware_order_baseline_first_then_type_and_count():
+    c = pd.DataFrame({"suite": "s", "variant": ["a", "a", "a", "b", "b"], "hardware": ["gpu2", "cpu4", "cpu1", "gpu2", "cpu1"],
+                      "baseline": [False, False, True, False, True], "world_size": [2, 4, 1, 2, 1],
+                      "gpu_type": ["H100-80GB", "cpu", "cpu", "H100-80GB", "cpu"]})  # fmt: skip
+    assert tables.hardware_order(c, "cpu1") == ["cpu1", "cpu4", "gpu2"]
+    (rows,) = tables.ordered(c)
+    assert list(zip(rows.variant, rows.hardware)) == [("a", "cpu1"), ("a", "cpu4"), ("a", "gpu2"), ("b", "cpu1"),
+                                                       ("b", "gpu2")]  # fmt: skip

@@ -13,5 +13,6 @@ frames = {name: pd.concat(map(pd.read_csv, snakemake.input[name]), ignore_index=
 for name, frame in frames.items():
     io.write_csv(frame, snakemake.output[name])
 scales = dict(zip(frames["equivalence"].metric, frames["equivalence"].scale))
-page = tables.comparison_page(frames["comparison"], frames["equivalence"], snakemake.params.metrics, scales)
+comparison, equivalence = tables.ordered(frames["comparison"], frames["equivalence"])
+page = tables.comparison_page(comparison, equivalence, snakemake.params.metrics, scales)
 io.write_text(snakemake.output.page, page)

@@ -8,13 +8,16 @@ import pandas as pd  # noqa: E402
 
 from hwsweep import io, tables  # noqa: E402
 
-comparison = pd.read_csv(snakemake.input.comparison)
-equivalence = pd.read_csv(snakemake.input.equivalence)
+comparison, equivalence, speedup = tables.ordered(
+    pd.read_csv(snakemake.input.comparison),
+    pd.read_csv(snakemake.input.equivalence),
+    pd.read_csv(snakemake.input.speedup),
+)
 scales = dict(zip(equivalence.metric, equivalence.scale))
 pages = {
     "comparison": tables.comparison_page(comparison, equivalence, snakemake.params.metrics, scales),
     "equivalence": tables.equivalence_page(equivalence),
-    "speedup": tables.speedup_page(pd.read_csv(snakemake.input.speedup)),
+    "speedup": tables.speedup_page(speedup),
 }
 for name, text in pages.items():
     io.write_text(snakemake.output[name], text)
