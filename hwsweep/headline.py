@@ -149,7 +149,8 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     return f"{hw} is {pace}{ci} {', '.join(parts)}."
 
 
-def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame, confidence: float = 0.95) -> dict[str, list[str]]:
+def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
+                   confidence: float = 0.95) -> dict[str, list[str]]:  # fmt: skip
     """Variant -> its sentences (equivalence first, then time and cost per hardware)."""
     out = {}
     for variant, comp in comparison.groupby("variant", sort=False):
@@ -167,9 +168,9 @@ def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame, confiden
     return out
 
 
-def failure_sentence(suite: str, states: dict[str, int], reasons: list[str]) -> str:
+def failure_sentence(states: dict[str, int], reasons: list[str]) -> str:
     """A suite without results: how many runs failed or are missing, and the first reason."""
     total = sum(states.values())
     counts = ", ".join(f"{n} {state}" for state, n in states.items() if n)
     why = f" First failure: {reasons[0]}" if reasons else ""
-    return f"Suite {suite}: **no results** — of {total} runs {counts}.{why}"
+    return f"**No results** — of {total} runs {counts}.{why}"

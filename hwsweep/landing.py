@@ -66,11 +66,12 @@ def _emphasis(sentence: str) -> str:
     return "".join(f"**{p}**" if i % 2 else _escape(p) for i, p in enumerate(parts))
 
 
-def suite_section(matrix, suite: str, complete: bool, description: str = "", results: Path = Path("results")) -> list[str]:
+def suite_section(matrix, suite: str, complete: bool, description: str = "",
+                  results: Path = Path("results")) -> list[str]:  # fmt: skip
     lines = [f"**Suite {_escape(suite)}**" + (f" — {_escape(description)}" if description else ""), ""]
     if not complete:
         counts, reasons = run_states(matrix, suite)
-        lines += [_emphasis(headline.failure_sentence(suite, counts, reasons[:1])), ""]
+        lines += [_emphasis(headline.failure_sentence(counts, reasons[:1])), ""]
         lines += [f"- {_escape(r)}" for r in reasons[1:8]]
         if len(reasons) > 8:
             lines.append(f"- … and {len(reasons) - 8} more failed runs (see ``results/partial/status.csv`` after "

@@ -59,8 +59,8 @@ def metric_by_hardware(runs: pd.DataFrame, summary: pd.DataFrame, metric: str, b
     variants = list(dict.fromkeys(runs.variant))
     hws = hardware_order(runs, baseline)
     colours = hardware_colours(hws, baseline)
-    fig, axes = plt.subplots(1, len(variants), figsize=(min(MAX_WIDTH, max(4.2, 1.1 * len(hws) + 1.6) * len(variants)), 3.8),
-                             squeeze=False, sharey=True, layout="constrained")  # fmt: skip
+    width = min(MAX_WIDTH, max(4.2, 1.1 * len(hws) + 1.6) * len(variants))
+    fig, axes = plt.subplots(1, len(variants), figsize=(width, 3.8), squeeze=False, sharey=True, layout="constrained")
     for ax, variant in zip(axes[0], variants):
         sub = runs[runs.variant == variant]
         for i, hw in enumerate(hws):
@@ -156,8 +156,9 @@ def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline
     colours = hardware_colours(order, baseline)
     variants = list(dict.fromkeys(comparison.variant))
     variant = variants[0]
-    fig, panels = plt.subplot_mosaic([["scale", "scale"], ["time", "cost"]], figsize=(MAX_WIDTH, 3.6 + 0.5 * len(order) + 1.2),
-                                     layout="constrained", height_ratios=[3.6, 0.5 * len(order) + 1.2])  # fmt: skip
+    bars = 0.5 * len(order) + 1.2
+    fig, panels = plt.subplot_mosaic([["scale", "scale"], ["time", "cost"]], figsize=(MAX_WIDTH, 3.6 + bars),
+                                     layout="constrained", height_ratios=[3.6, bars])  # fmt: skip
     axes = [panels["scale"], panels["time"], panels["cost"]]
     ax = axes[0]
     sp = speedup[speedup.variant == variant]
@@ -236,7 +237,8 @@ def time_breakdown(summary: pd.DataFrame, baseline: str, path) -> None:
         values = summary[part].to_numpy(float)
         bars = ax.bar(labels, values, bottom=bottom, color=colour, label=part.replace("_seconds", ""))
         ax.bar_label(bars, [f"{v:.2g}" if v >= 0.05 * bottom.max(initial=0) + 1e-9 and v > 0 else "" for v in values],
-                     label_type="center", fontsize=9, color="white" if part == "train_seconds" else "black")  # fmt: skip
+                     label_type="center", fontsize=9,
+                     color="white" if part == "train_seconds" else "black")  # fmt: skip
         bottom += values
     ax.bar_label(bars, [f"{t:.3g} s" for t in bottom], padding=2, fontsize=9)
     ax.set_ylim(0, bottom.max() * 1.15 if len(bottom) else 1)

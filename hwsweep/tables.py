@@ -26,7 +26,8 @@ STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 12px; color: #1d2330; }
 h1 { font-size: 17px; margin: 0 0 4px; } p.note { margin: 2px 0 10px; color: #444; max-width: 70em; }
 table { border-collapse: collapse; } th, td { border: 1px solid #c8ccd4; padding: 4px 8px; vertical-align: top; }
-th { background: #eef0f4; text-align: left; position: sticky; top: 0; } td.num { text-align: right; white-space: nowrap; }
+th { background: #eef0f4; text-align: left; position: sticky; top: 0; }
+td.num { text-align: right; white-space: nowrap; }
 td.verdict { font-weight: 600; white-space: nowrap; } td.text { max-width: 32em; }
 """
 
@@ -94,7 +95,8 @@ def _td(value, cls: str = "num") -> str:
     return f'<td class="{cls}">{html.escape(str(value))}</td>'
 
 
-LEGEND = "Verdict marks: ✓ equivalent, ✓~ equivalent but shifted inside the margin, ✗ different, ? inconclusive, ◆ baseline."
+LEGEND = ("Verdict marks: ✓ equivalent, ✓~ equivalent but shifted inside the margin, ✗ different, ? inconclusive, "
+          "◆ baseline.")
 
 
 def comparison_page(comparison: pd.DataFrame, equivalence: pd.DataFrame, metrics: list[str], scales: dict) -> str:
@@ -103,8 +105,9 @@ def comparison_page(comparison: pd.DataFrame, equivalence: pd.DataFrame, metrics
     finding, and the diagnosis."""
     several = comparison.variant.nunique() > 1
     suites = comparison.suite.nunique() > 1  # the table of every suite
-    header = (["suite"] if suites else []) + (["variant"] if several else []) + ["hardware", "devices", "seeds", "overall verdict", "speedup [CI]",
-                                                  "cost per run", "device-hours per run"]  # fmt: skip
+    header = (["suite"] if suites else []) + (["variant"] if several else [])
+    header += ["hardware", "devices", "seeds", "overall verdict", "speedup [CI]", "cost per run",
+               "device-hours per run"]  # fmt: skip
     for m in metrics:
         header += [f"{m} mean [CI]", f"{m} vs baseline"]
     header += ["diagnosis"]
@@ -175,8 +178,10 @@ def speedup_page(speedup: pd.DataFrame) -> str:
         currency = r.get("currency", "USD")
         ratio = r.get("device_hours_ratio")
         amdahl = r.get("amdahl_serial_fraction")
+        amdahl_ci = _interval(r.get("amdahl_serial_fraction_ci_low"), r.get("amdahl_serial_fraction_ci_high"), 2)
         rows.append([
-            _td(r["variant"], "text"), _td(r["hardware"], "text"), _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"),
+            _td(r["variant"], "text"), _td(r["hardware"], "text"),
+            _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"),
             _td(f"{_num(r['speedup'])}× {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"),
             _td(SHORT_METHODS.get(r["speedup_method"], r["speedup_method"]), "text"),
             _td(_num(r.get("time_saved_seconds"))), _td(_num(r.get("device_hours"))),
@@ -186,13 +191,12 @@ def speedup_page(speedup: pd.DataFrame) -> str:
             _td(headline.money(r["cost_per_run"], currency) if finite(r.get("cost_per_run")) else ""),
             _td(f"{_num(r.get('cost_ratio'))}×" if finite(r.get("cost_ratio")) else ""),
             _td(_num(r.get("efficiency"))),
-            _td(f"{_num(amdahl, 2)} {_interval(r.get('amdahl_serial_fraction_ci_low'), r.get('amdahl_serial_fraction_ci_high'), 2)}"
-                if finite(amdahl) else ""),
+            _td(f"{_num(amdahl, 2)} {amdahl_ci}" if finite(amdahl) else ""),
         ])  # fmt: skip
     note = ("Speedup = baseline training time / this hardware's for the same steps: the geometric mean of the "
             "per-seed ratios with a t interval on the log ratios when seeds are shared, else the ratio of mean times "
-            "(Welch interval on the log means). Cost = device-hours × price per device-hour. Efficiency and Amdahl's serial fraction only within one device type, against its "
-            "smallest device count.")
+            "(Welch interval on the log means). Cost = device-hours × price per device-hour. Efficiency and "
+            "Amdahl's serial fraction only within one device type, against its smallest device count.")
     return page("Speedup and cost", note, header, rows)
 
 
