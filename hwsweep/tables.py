@@ -99,7 +99,7 @@ LEGEND = ("Verdict marks: ✓ equivalent, ✓~ equivalent but shifted inside the
           "◆ baseline.")
 
 
-def comparison_page(comparison: pd.DataFrame, equivalence: pd.DataFrame, metrics: list[str], scales: dict) -> str:
+def comparison_page(comparison: pd.DataFrame, metrics: list[str], scales: dict) -> str:
     """One row per variant and hardware: the overall verdict over the primary metrics, speedup
     and cost first (what a reader decides on), then each metric's seed mean with its CI and its
     finding, and the diagnosis."""

@@ -1,6 +1,10 @@
 import json
 
 from hwsweep.aggregate import prices_of
+from hwsweep.stats import Settings
+
+# Shares (bounds [0, 1]) are written in percentage points in every table and figure.
+SCALES = Settings.of(MATRIX.statistics, MATRIX.metrics).scales
 
 
 rule aggregate_suite:
@@ -85,6 +89,7 @@ rule table_pages:
         "logs/{suite}/tables.log",
     params:
         metrics=MATRIX.metric_names(),
+        scales=SCALES,
     script:
         "../scripts/tables.py"
 
@@ -107,6 +112,7 @@ rule plot_metric:
     params:
         baseline=MATRIX.baseline,
         metric=metric_of,
+        scale=lambda wildcards: SCALES.get(wildcards.metric, 1.0),
     script:
         "../scripts/plot_metric.py"
 
@@ -184,6 +190,7 @@ rule combine:
         "logs/combine.log",
     params:
         metrics=MATRIX.metric_names(),
+        scales=SCALES,
     script:
         "../scripts/combine.py"
 

@@ -12,7 +12,6 @@ frames = {name: pd.concat(map(pd.read_csv, snakemake.input[name]), ignore_index=
           for name in ("runs", "comparison", "equivalence", "speedup")}  # fmt: skip
 for name, frame in frames.items():
     io.write_csv(frame, snakemake.output[name])
-scales = dict(zip(frames["equivalence"].metric, frames["equivalence"].scale))
-comparison, equivalence = tables.ordered(frames["comparison"], frames["equivalence"])
-page = tables.comparison_page(comparison, equivalence, snakemake.params.metrics, scales)
+(comparison,) = tables.ordered(frames["comparison"])
+page = tables.comparison_page(comparison, snakemake.params.metrics, snakemake.params.scales)
 io.write_text(snakemake.output.page, page)

@@ -13,9 +13,8 @@ comparison, equivalence, speedup = tables.ordered(
     pd.read_csv(snakemake.input.equivalence),
     pd.read_csv(snakemake.input.speedup),
 )
-scales = dict(zip(equivalence.metric, equivalence.scale))
 pages = {
-    "comparison": tables.comparison_page(comparison, equivalence, snakemake.params.metrics, scales),
+    "comparison": tables.comparison_page(comparison, snakemake.params.metrics, snakemake.params.scales),
     "equivalence": tables.equivalence_page(equivalence),
     "speedup": tables.speedup_page(speedup),
 }
