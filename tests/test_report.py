@@ -119,6 +119,9 @@ def test_report_in_a_browser(built, tmp_path):
         results = b.evaluate("results")
         categories = b.evaluate("categories")
         assert set(categories) == {"mlp", "All suites"}
+        # Job parameters shown beside each item are a line or two, never the plan or the metrics.
+        blobs = {p: r["job_properties"]["params"] for p, r in results.items() if len(r["job_properties"]["params"]) > 400}
+        assert not blobs, blobs
         seen = 0
         for category, subcategories in categories.items():
             _click(b, category)

@@ -111,7 +111,7 @@ rule plot_metric:
         "logs/{suite}/plot_{metric}.log",
     params:
         baseline=MATRIX.baseline,
-        metric=metric_of,
+        about=metric_about,
         scale=lambda wildcards: SCALES.get(wildcards.metric, 1.0),
     script:
         "../scripts/plot_metric.py"

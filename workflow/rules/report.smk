@@ -1,6 +1,7 @@
 # Bookkeeping of the report only (functions, no rules): which targets exist while a report is
 # built, and the landing page. Paths and run inputs come from common.smk.
 from hwsweep import landing
+from hwsweep.stats import amount
 
 # `snakemake --report report.html` (not --report-after-run, which runs first): the report shows
 # what exists; a suite without tables (a failed or unfinished run) is left out of the DAG and
@@ -59,3 +60,27 @@ def report_text():
     complete = {s: suite_complete(s) for s in MATRIX.suites}
     path = Path(".snakemake", "hwsweep", "landing.rst").resolve()
     return str(landing.write(MATRIX, complete, template, path, descriptions))
+
+
+def metric_about(wildcards):
+    """One declared metric in words, for its figure's caption (a sentence, not the metric's dict)."""
+    m = next(m for m in MATRIX.metrics if m.name == wildcards.metric)
+    points = (
+        SCALES.get(m.name, 1.0) == 100.0
+    )  # SCALES: aggregate.smk, included after this file
+    text = f"{m.name}" + (f" ({m.description})" if m.description else "")
+    text += f"; {'higher' if m.goal == 'max' else 'lower'} is better"
+    text += ", in percentage points." if points else "."
+    if m.margin is None:
+        return text + " This metric has no margin: it is reported, not compared."
+    margin = amount(m.margin, SCALES.get(m.name, 1.0))
+    role = (
+        ""
+        if m.primary
+        else " (a secondary metric: reported, not part of the overall verdict)"
+    )
+    return (
+        text
+        + f" Hardware counts as equivalent to the baseline when the difference is shown to lie"
+        f" within ±{margin}{role}."
+    )
