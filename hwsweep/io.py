@@ -32,7 +32,7 @@ def atomic_path(path):
 
 def write_text(path, text: str) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
 
 
 def write_json(path, data) -> None:

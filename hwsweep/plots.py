@@ -1,6 +1,11 @@
-"""Report figures (matplotlib, no display). Each function writes one PNG atomically."""
+"""Report figures (matplotlib, no display). Each function writes one PNG atomically.
+
+Sized for the report, which shows a PNG at its pixel size: text at 10 pt and 110 dpi reads at
+about 15 px. The hardware keep one order and one colour in every figure (the baseline first,
+in black); verdicts are marked by shape as well as colour."""
 
 from __future__ import annotations
+
 
 import matplotlib
 
@@ -10,144 +15,279 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from hwsweep import io  # noqa: E402
-from hwsweep.stats import curve_band  # noqa: E402
+from hwsweep.stats import curve_band, curve_difference  # noqa: E402
+from hwsweep.tables import hardware_order  # noqa: E402
+
+DPI = 110
+MAX_WIDTH = 8.0  # inches: 880 px, what the report's content pane shows unscaled beside its menu
+MAX_HEIGHT = 7.6  # inches: the pane centres a taller image vertically and cuts off its top
+plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "xtick.labelsize": 9,
+                     "ytick.labelsize": 9, "legend.fontsize": 9, "figure.titlesize": 12})  # fmt: skip
+# Shape and colour per verdict; the legend names both.
+VERDICT_STYLE = {
+    "equivalent": ("o", "tab:green"),
+    "shifted": ("D", "tab:olive"),
+    "different": ("X", "tab:red"),
+    "inconclusive": ("^", "tab:orange"),
+}
+LINE_STYLES = ["-", "--", "-.", ":"]
 
 
 def _save(fig, path) -> None:
-    fig.tight_layout()
     with io.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
+        fig.savefig(tmp, format="png", dpi=DPI)
     plt.close(fig)
 
 
-def _hardware_order(runs: pd.DataFrame, baseline: str) -> list[str]:
-    order = runs.drop_duplicates("hardware").sort_values(["world_size", "hardware"]).hardware.tolist()
-    return [baseline] + [h for h in order if h != baseline]
+def hardware_colours(order: list[str], baseline: str) -> dict[str, str]:
+    others = [h for h in order if h != baseline]
+    return {baseline: "black"} | {h: f"C{i % 10}" for i, h in enumerate(others)}
 
 
-VERDICT_COLOURS = {"equivalent": "tab:green", "different": "tab:red", "inconclusive": "tab:orange"}
+def _points(scale: float) -> str:
+    return " (points)" if scale == 100 else ""
 
 
-def metric_by_hardware(runs: pd.DataFrame, summary: pd.DataFrame, metric: str, baseline: str, path) -> None:
-    """One panel per variant: every seed as a point, the mean as a bar, the bootstrap CI as a whisker."""
+def _name(metric: str) -> str:
+    return metric.replace("_", " ")
+
+
+def metric_by_hardware(runs: pd.DataFrame, summary: pd.DataFrame, metric: str, baseline: str, path,
+                       scale: float = 1.0) -> None:  # fmt: skip
+    """One panel per variant: every seed as a point, the mean as a bar, the t CI as a whisker;
+    the baseline first, its mean as a dashed line across the panel."""
     variants = list(dict.fromkeys(runs.variant))
-    hws = _hardware_order(runs, baseline)
-    fig, axes = plt.subplots(1, len(variants), figsize=(3.2 * len(variants) + 1, 3.4), squeeze=False, sharey=True)
+    hws = hardware_order(runs, baseline)
+    colours = hardware_colours(hws, baseline)
+    width = min(MAX_WIDTH, max(4.2, 1.1 * len(hws) + 1.6) * len(variants))
+    fig, axes = plt.subplots(1, len(variants), figsize=(width, 3.8), squeeze=False, sharey=True, layout="constrained")
     for ax, variant in zip(axes[0], variants):
         sub = runs[runs.variant == variant]
         for i, hw in enumerate(hws):
-            vals = sub[sub.hardware == hw][metric]
-            ax.scatter([i - 0.08] * len(vals), vals, color="C0", alpha=0.7, zorder=3)
+            vals = sub[sub.hardware == hw][metric] * scale
+            ax.scatter(np.full(len(vals), i - 0.1), vals, color=colours[hw], alpha=0.75, zorder=3, s=28)
             row = summary[(summary.variant == variant) & (summary.hardware == hw)]
-            if len(row):
-                r = row.iloc[0]
-                ax.hlines(r[f"{metric}_mean"], i - 0.25, i + 0.25, color="k", lw=2, zorder=4)
-                if pd.notna(r[f"{metric}_ci_low"]):
-                    ax.vlines(i + 0.12, r[f"{metric}_ci_low"], r[f"{metric}_ci_high"], color="k", lw=1.2)
-        ax.set_xticks(range(len(hws)), hws)
+            if not len(row):
+                continue
+            r = row.iloc[0]
+            mean = r[f"{metric}_mean"] * scale
+            ax.hlines(mean, i - 0.28, i + 0.28, color=colours[hw], lw=2.2, zorder=4)
+            if pd.notna(r[f"{metric}_ci_low"]):
+                ax.vlines(i + 0.14, r[f"{metric}_ci_low"] * scale, r[f"{metric}_ci_high"] * scale, color=colours[hw],
+                          lw=1.3)  # fmt: skip
+            if hw == baseline:
+                ax.axhline(mean, color="black", lw=0.8, ls="--", zorder=1)
+        ax.set_xticks(range(len(hws)), [f"{h}\n(baseline)" if h == baseline else h for h in hws])
         ax.set_xlim(-0.6, len(hws) - 0.4)
-        ax.set_title(variant)
+        if len(variants) > 1:
+            ax.set_title(f"variant {variant}")
         ax.grid(axis="y", alpha=0.3)
-    axes[0][0].set_ylabel(metric.replace("_", " "))
-    fig.suptitle(f"{metric.replace('_', ' ')} per hardware (points: seeds, bar: mean, whisker: CI)", fontsize=10)
+    axes[0][0].set_ylabel(_name(metric) + _points(scale))
+    fig.suptitle(f"{_name(metric)} per hardware\npoints: seeds · bar: mean · whisker: CI", fontsize=11)
     _save(fig, path)
 
 
-def equivalence_forest(equivalence: pd.DataFrame, path) -> None:
-    """Difference to the baseline with its CI, per metric, against the +-margin band."""
-    metrics = list(dict.fromkeys(equivalence.metric)) if len(equivalence) else ["(no comparison)"]
-    rows = max(1, len(equivalence) // len(metrics))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.8 * len(metrics), 2.2 + 0.45 * rows), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
-        sub = equivalence[equivalence.metric == metric] if len(equivalence) else equivalence
-        if sub.empty:
-            ax.text(0.5, 0.5, "no hardware besides the baseline", ha="center", transform=ax.transAxes)
+def equivalence_forest(equivalence: pd.DataFrame, path, baseline: str | None = None, confidence: float = 0.95,
+                       order: list[str] | None = None) -> None:  # fmt: skip
+    """Per compared metric: each hardware's difference to the baseline with its TOST interval
+    (1 - 2 alpha, thick) and CI (thin) against the shaded +-margin; marker shape and colour by verdict."""
+    if equivalence.empty:
+        fig, ax = plt.subplots(figsize=(5, 1.6), layout="constrained")
+        ax.text(0.5, 0.5, "no hardware besides the baseline: nothing to compare", ha="center", va="center")
+        ax.axis("off")
+        _save(fig, path)
+        return
+    baseline = baseline or str(equivalence.baseline.iloc[0])
+    metrics = list(dict.fromkeys(equivalence.metric))
+    order = order or hardware_order(equivalence, baseline)
+    rows = equivalence[["variant", "hardware"]].drop_duplicates()
+    rows = rows.assign(rank=rows.hardware.map({h: i for i, h in enumerate(order)})).sort_values(["variant", "rank"])
+    labels = [f"{h}" if rows.variant.nunique() == 1 else f"{v} · {h}" for v, h in zip(rows.variant, rows.hardware)]
+    cols = 1 if len(metrics) <= 2 else 2
+    nrows = -(-len(metrics) // cols)
+    height = min(MAX_HEIGHT, (1.2 + 0.36 * len(rows)) * nrows + 0.8)
+    fig, axes = plt.subplots(nrows, cols, figsize=(7.4 if cols == 1 else MAX_WIDTH, height), squeeze=False,
+                             layout="constrained")  # fmt: skip
+    tost = 100 - 2 * (100 - confidence * 100)
+    for k, ax in enumerate(axes.flat):
+        if k >= len(metrics):
+            ax.axis("off")
             continue
-        margin = sub.margin.iloc[0]
+        metric = metrics[k]
+        sub = equivalence[equivalence.metric == metric].set_index(["variant", "hardware"])
+        scale = float(sub.scale.iloc[0]) if "scale" in sub else 1.0
+        margin = float(sub.margin.iloc[0]) * scale
         ax.axvspan(-margin, margin, color="tab:green", alpha=0.12, lw=0)
-        ax.axvline(0, color="k", lw=0.8)
-        labels = [f"{r.variant} {r.hardware}" for r in sub.itertuples()]
-        for y, r in enumerate(sub.itertuples()):
-            colour = VERDICT_COLOURS.get(r.verdict, "grey")
-            if pd.notna(getattr(r, "difference", float("nan"))):
-                ax.plot([r.ci_low, r.ci_high], [y, y], color=colour, lw=1.5)
-                ax.plot(r.difference, y, "o", color=colour)
-        ax.set_yticks(range(len(labels)), labels, fontsize=8)
-        ax.set_ylim(len(labels) - 0.5, -0.5)  # top to bottom, half a row of air at each end
-        ax.set_title(f"{metric} (margin +-{margin:g})", fontsize=9)
-        ax.set_xlabel("hardware - baseline", fontsize=8)
-        ax.xaxis.set_major_locator(plt.MaxNLocator(4))
-        ax.tick_params(axis="x", labelsize=7)
-    handles = [plt.Line2D([], [], color=c, marker="o", lw=1.5, label=v) for v, c in VERDICT_COLOURS.items()]
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
-    with io.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+        for x in (-margin, margin):
+            ax.axvline(x, color="tab:green", lw=1, ls="--")
+        ax.axvline(0, color="black", lw=0.8)
+        for y, key in enumerate(zip(rows.variant, rows.hardware)):
+            if key not in sub.index:
+                continue
+            r = sub.loc[key]
+            state = "shifted" if r.verdict == "equivalent" and bool(r.shifted) else r.verdict
+            marker, colour = VERDICT_STYLE.get(state, ("s", "grey"))
+            if pd.notna(r.difference):
+                ax.plot([r.ci_low * scale, r.ci_high * scale], [y, y], color=colour, lw=1.2)
+                ax.plot([r.tost_ci_low * scale, r.tost_ci_high * scale], [y, y], color=colour, lw=4, alpha=0.6,
+                        solid_capstyle="butt")  # fmt: skip
+                ax.plot(r.difference * scale, y, marker=marker, color=colour, ms=8, mec="black", mew=0.6, ls="none")
+        ax.set_yticks(range(len(labels)), labels)
+        ax.set_ylim(len(labels) - 0.5, -0.5)
+        unit = "points" if scale == 100 else "metric units"
+        ax.set_title(f"{_name(metric)}: margin ±{margin:g}{' points' if scale == 100 else ''}")
+        ax.set_xlabel(f"difference to {baseline} ({unit})")
+        ax.xaxis.set_major_locator(plt.MaxNLocator(5))
+        ax.grid(axis="x", alpha=0.3)
+    handles = [plt.Line2D([], [], marker=m, color=c, mec="black", mew=0.6, ls="none", ms=8, label=v)
+               for v, (m, c) in VERDICT_STYLE.items()]  # fmt: skip
+    handles += [plt.Line2D([], [], color="grey", lw=4, alpha=0.6, label=f"{tost:g}% TOST interval"),
+                plt.Line2D([], [], color="grey", lw=1.2, label=f"{confidence * 100:g}% CI"),
+                plt.Rectangle((0, 0), 1, 1, color="tab:green", alpha=0.15, label="±margin")]  # fmt: skip
+    fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False)
+    _save(fig, path)
 
 
-def speedup_by_devices(speedup: pd.DataFrame, path) -> None:
-    """Measured speedup against the device ratio, with the ideal line and Amdahl's fit if present."""
-    fig, ax = plt.subplots(figsize=(4.8, 3.6))
-    top = max(1.0, speedup.device_ratio.max(), speedup.amdahl_extrapolated_devices.max(skipna=True) or 0)
-    ax.plot([0, top], [0, top], "k--", lw=1, label="ideal")
-    for i, (variant, sub) in enumerate(speedup.groupby("variant", sort=False)):
-        low = (sub.speedup - sub.speedup_ci_low).fillna(0).clip(lower=0)
-        high = (sub.speedup_ci_high - sub.speedup).fillna(0).clip(lower=0)
-        ax.errorbar(sub.device_ratio, sub.speedup, yerr=[low, high], fmt="o", color=f"C{i}", capsize=3, label=variant)
-        for _, r in sub.iterrows():
-            ax.annotate(r.hardware, (r.device_ratio, r.speedup), textcoords="offset points", xytext=(5, -10), fontsize=8)
+def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline: str, path) -> None:
+    """Left: speedup against devices within each device type (log2 axes, against the type's
+    smallest count), ideal line and Amdahl's fit. Right: training time and cost per run of every
+    hardware, across device types (never one 'device ratio' axis for a GPU and a CPU core)."""
+    order = hardware_order(comparison, baseline)
+    colours = hardware_colours(order, baseline)
+    variants = list(dict.fromkeys(comparison.variant))
+    variant = variants[0]
+    bars = 0.5 * len(order) + 1.2
+    fig, panels = plt.subplot_mosaic([["scale", "scale"], ["time", "cost"]], figsize=(MAX_WIDTH, 3.6 + bars),
+                                     layout="constrained", height_ratios=[3.6, bars])  # fmt: skip
+    axes = [panels["scale"], panels["time"], panels["cost"]]
+    ax = axes[0]
+    sp = speedup[speedup.variant == variant]
+    top = 1
+    for i, (gpu, sub) in enumerate(sp.groupby("gpu_type", sort=False)):
+        sub = sub.sort_values("world_size")
+        ref = sub.world_size.min()
+        x = sub.world_size / ref
+        low = (sub.scaling_speedup - sub.scaling_ci_low).fillna(0).clip(lower=0)
+        high = (sub.scaling_ci_high - sub.scaling_speedup).fillna(0).clip(lower=0)
+        marker = "osD^v"[i % 5]
+        ax.errorbar(x, sub.scaling_speedup, yerr=[low, high], fmt=marker + "-", color=f"C{i}", capsize=3, ms=7,
+                    label=f"{gpu} (against {int(ref)} device{'s' if ref > 1 else ''})")  # fmt: skip
+        for xi, yi, hw in zip(x, sub.scaling_speedup, sub.hardware):
+            ax.annotate(hw, (xi, yi), textcoords="offset points", xytext=(7, -13 - 11 * i), fontsize=9, color=f"C{i}")
+        top = max(top, float(x.max()))
         fit = sub.dropna(subset=["amdahl_serial_fraction"])
         if len(fit):
-            f, n_max = fit.amdahl_serial_fraction.iloc[0], fit.amdahl_extrapolated_devices.iloc[0]
-            n = np.linspace(1, n_max, 50)
-            ax.plot(n, 1 / (f + (1 - f) / n), ":", color=f"C{i}", label=f"Amdahl f={f:.2f} (extrapolated)")
-    ax.set_xlim(0, top * 1.15)
-    ax.set_ylim(0, top * 1.15)
-    ax.set_xlabel("devices / baseline devices")
-    ax.set_ylabel("speedup (baseline time / time)")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+            f, n_max = fit.amdahl_serial_fraction.iloc[0], fit.amdahl_extrapolated_devices.iloc[0] / ref
+            n = np.geomspace(1, n_max, 50)
+            ax.plot(n, 1 / (f + (1 - f) / n), ":", color=f"C{i}", label=f"Amdahl f = {f:.2f} (to {int(n_max * ref)})")
+            top = max(top, n_max)
+    ax.plot([1, top], [1, top], "k--", lw=1, label="perfect scaling")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlim(0.8, top * 1.4)
+    ax.set_ylim(min(0.5, float(sp.scaling_speedup.min(skipna=True) or 1) * 0.8), top * 1.4)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
+    ax.set_xlabel("devices, relative to the type's smallest count")
+    ax.set_ylabel("speedup within the device type")
+    ax.set_title("scaling within one device type")
+    ax.legend(loc="upper left")
+    ax.grid(alpha=0.3, which="both")
+
+    comp = comparison[comparison.variant == variant].set_index("hardware").reindex(order)
+    y = np.arange(len(order))
+    for ax, column, label in ((axes[1], "train_seconds", "training time per run (s)"),
+                              (axes[2], "cost_per_run", "cost per run")):  # fmt: skip
+        values = comp[column].astype(float) if column in comp else pd.Series(np.nan, index=order)
+        currency = str(comp["currency"].dropna().iloc[0]) if "currency" in comp and comp.currency.notna().any() else ""
+        bars = ax.barh(y, values.fillna(0), color=[colours[h] for h in order], alpha=0.85)
+        text = [("no price" if column == "cost_per_run" else "") if pd.isna(v) else
+                (f"{v:.3g} s" if column == "train_seconds" else _money(v, currency)) for v in values]  # fmt: skip
+        ax.bar_label(bars, text, padding=3, fontsize=9)
+        names = [f"{h} ({int(comp.loc[h, 'world_size'])}× {comp.loc[h, 'gpu_type']})" for h in order]
+        ax.set_yticks(y, names if ax is axes[1] else [""] * len(order))
+        ax.set_ylim(len(order) - 0.5, -0.6)
+        ax.set_xlim(0, float(values.max(skipna=True) or 1) * 1.45)
+        ax.set_xlabel(label + (f" ({currency})" if column == "cost_per_run" and currency else ""))
+        ax.grid(axis="x", alpha=0.3)
+    axes[1].set_title(f"time against {baseline}, any device type")
+    axes[2].set_title("money (device-hours × price)")
+    if len(variants) > 1:
+        fig.suptitle(f"variant {variant} (the tables hold every variant)")
     _save(fig, path)
 
 
-def time_breakdown(summary: pd.DataFrame, path) -> None:
-    """Mean seconds per run spent starting up, training and evaluating, per variant and hardware."""
-    labels = [f"{r.variant}\n{r.hardware}" for r in summary.itertuples()]
-    fig, ax = plt.subplots(figsize=(1.1 * len(labels) + 2, 3.4))
+def _money(value: float, currency: str) -> str:
+    from hwsweep.headline import money
+
+    return money(value, currency or "USD")
+
+
+def time_breakdown(summary: pd.DataFrame, baseline: str, path) -> None:
+    """Mean seconds per run spent starting up, training and evaluating, per variant and
+    hardware, with the seconds written on the bars."""
+    order = hardware_order(summary, baseline)
+    summary = summary.assign(rank=summary.hardware.map({h: i for i, h in enumerate(order)}))
+    summary = summary.sort_values(["variant", "rank"])
+    several = summary.variant.nunique() > 1
+    labels = [f"{r.variant}\n{r.hardware}" if several else r.hardware for r in summary.itertuples()]
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH, max(5.0, 1.3 * len(labels) + 2.5)), 4.0), layout="constrained")
     bottom = np.zeros(len(summary))
-    for part, colour in (("startup_seconds", "C7"), ("train_seconds", "C0"), ("eval_seconds", "C2")):
-        ax.bar(labels, summary[part], bottom=bottom, color=colour, label=part.replace("_seconds", ""))
-        bottom += summary[part].to_numpy()
+    for part, colour in (("startup_seconds", "0.6"), ("train_seconds", "C0"), ("eval_seconds", "C2")):
+        values = summary[part].to_numpy(float)
+        bars = ax.bar(labels, values, bottom=bottom, color=colour, label=part.replace("_seconds", ""))
+        ax.bar_label(bars, [f"{v:.2g}" if v >= 0.05 * bottom.max(initial=0) + 1e-9 and v > 0 else "" for v in values],
+                     label_type="center", fontsize=9,
+                     color="white" if part == "train_seconds" else "black")  # fmt: skip
+        bottom += values
+    ax.bar_label(bars, [f"{t:.3g} s" for t in bottom], padding=2, fontsize=9)
+    ax.set_ylim(0, bottom.max() * 1.15 if len(bottom) else 1)
     ax.set_ylabel("seconds per run (mean over seeds)")
-    ax.legend(fontsize=8)
-    ax.tick_params(axis="x", labelsize=8)
+    ax.set_title("where the time of one run goes")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     _save(fig, path)
 
 
-MAX_CURVES = 4  # series per figure; a trainer that logs more shows the first ones (all are in curves.csv)
+MAX_PANELS = 3  # rows of (series, variant); a trainer that logs more shows the first ones (all are in curves.csv)
 
 
-def curves(curves: pd.DataFrame, path) -> None:
-    """Every logged series per optimizer step: mean over seeds as a line, min-max as a band;
-    one row of panels per series, one column per variant."""
+def curves(curves: pd.DataFrame, baseline: str, path, confidence: float = 0.95, order: list[str] | None = None) -> None:
+    """Every logged series per optimizer step, one row per series and variant: left the mean over
+    seeds per hardware with its min-max band, right the difference to the baseline (paired by
+    seed) with its t band."""
     band = curve_band(curves)
-    names = list(dict.fromkeys(band.metric))[:MAX_CURVES] or ["(nothing logged per step)"]
-    variants = list(dict.fromkeys(band.variant)) or [""]
-    fig, axes = plt.subplots(len(names), len(variants), figsize=(3.6 * len(variants) + 1, 2.9 * len(names)),
-                             squeeze=False)  # fmt: skip
-    for row, name in enumerate(names):
-        for col, variant in enumerate(variants):
-            ax = axes[row][col]
-            sub = band[(band.metric == name) & (band.variant == variant)]
-            for i, (hw, line) in enumerate(sub.groupby("hardware", sort=False)):
-                ax.plot(line.step, line["mean"], color=f"C{i}", lw=1.2, label=hw)
-                ax.fill_between(line.step, line.low, line.high, color=f"C{i}", alpha=0.2, lw=0)
-            if len(sub) and (sub.low > 0).all() and sub["mean"].max() / sub["mean"].min() > 20:
-                ax.set_yscale("log")  # losses fall over orders of magnitude
-            ax.set_title(f"{variant} {name}".strip(), fontsize=9)
-            ax.set_xlabel("optimizer step", fontsize=8)
-            ax.grid(alpha=0.3)
-            if len(sub):
-                ax.legend(fontsize=7)
+    diff = curve_difference(curves, baseline, confidence) if len(curves) else band.iloc[:0]
+    pairs = list(dict.fromkeys(zip(band.metric, band.variant)))[:MAX_PANELS] or [("(nothing logged per step)", "")]
+    several = band.variant.nunique() > 1
+    order = order or (hardware_order(curves, baseline) if len(curves) else [])
+    colours = hardware_colours(order, baseline)
+    fig, axes = plt.subplots(len(pairs), 2, figsize=(MAX_WIDTH, min(MAX_HEIGHT, 2.5 * len(pairs) + 0.5)),
+                             squeeze=False, layout="constrained")  # fmt: skip
+    for row, (name, variant) in enumerate(pairs):
+        ax, dax = axes[row]
+        sub = band[(band.metric == name) & (band.variant == variant)]
+        dsub = diff[(diff.metric == name) & (diff.variant == variant)]
+        for i, hw in enumerate(order):
+            style = {"color": colours[hw], "ls": LINE_STYLES[i % 4], "lw": 1.4}
+            line = sub[sub.hardware == hw]
+            if len(line):
+                ax.plot(line.step, line["mean"], label=f"{hw} (baseline)" if hw == baseline else hw, **style)
+                ax.fill_between(line.step, line.low, line.high, color=colours[hw], alpha=0.15, lw=0)
+            line = dsub[dsub.hardware == hw]
+            if len(line):
+                dax.plot(line.step, line["mean"], label=hw, **style)
+                dax.fill_between(line.step, line.low.fillna(line["mean"]), line.high.fillna(line["mean"]),
+                                 color=colours[hw], alpha=0.2, lw=0)  # fmt: skip
+        if len(sub) and (sub.low > 0).all() and sub["mean"].max() / sub["mean"].min() > 20:
+            ax.set_yscale("log")  # losses fall over orders of magnitude
+        where = f" · variant {variant}" if several else ""
+        ax.set_title(f"{name}{where}: mean, min–max of seeds")
+        dax.set_title(f"{name}{where}: hardware − {baseline}, {confidence * 100:g}% band")
+        dax.axhline(0, color="black", lw=0.8)
+        for a in (ax, dax):
+            a.grid(alpha=0.3)
+            if row == len(pairs) - 1:
+                a.set_xlabel("optimizer step")
+        if len(sub):
+            ax.legend()
     _save(fig, path)

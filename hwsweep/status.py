@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from hwsweep import io
-from hwsweep.aggregate import aggregate
+from hwsweep.aggregate import aggregate, prices_of
 from hwsweep.spec import EVAL_RECORD, LOG_DIR, TRAIN_RECORD
 
 
@@ -75,7 +75,8 @@ def write_status(matrix, folder="results/partial") -> pd.DataFrame:
         names = ["runs", "curves", "equivalence", "speedup", "comparison"]
         evals = [d / EVAL_RECORD for d in dirs] if evaluated else []
         comparisons.append(aggregate([d / TRAIN_RECORD for d in dirs], evals, matrix.baseline, matrix.statistics,
-                                     list(matrix.metrics), {n: folder / suite / f"{n}.csv" for n in names}))  # fmt: skip
+                                     list(matrix.metrics), {n: folder / suite / f"{n}.csv" for n in names},
+                                     prices_of(matrix.hardware)))  # fmt: skip
     combined = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame(columns=["suite", "variant", "hardware"])
     # Every cell of the matrix appears, with how many of its seeds are done; missing ones say so.
     combined = cells.merge(combined, on=["suite", "variant", "hardware"], how="left")

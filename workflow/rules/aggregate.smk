@@ -1,3 +1,12 @@
+import json
+
+from hwsweep.aggregate import prices_of
+from hwsweep.stats import Settings
+
+# Shares (bounds [0, 1]) are written in percentage points in every table and figure.
+SCALES = Settings.of(MATRIX.statistics, MATRIX.metrics).scales
+
+
 rule aggregate_suite:
     """One suite's runs: runs.csv, per-step curves, and the seed/speedup comparison."""
     input:
@@ -10,31 +19,79 @@ rule aggregate_suite:
             "results/{suite}/comparison.csv",
             caption="../report/comparison.rst",
             category="{suite}",
-            subcategory="Tables",
-            labels={"suite": "{suite}", "item": "comparison table"},
+            subcategory="Tables (CSV, every column)",
+            labels={"table": "comparison"},
         ),
         equivalence=report(
             "results/{suite}/equivalence.csv",
             caption="../report/equivalence.rst",
             category="{suite}",
-            subcategory="Tables",
-            labels={"suite": "{suite}", "item": "equivalence table"},
+            subcategory="Tables (CSV, every column)",
+            labels={"table": "equivalence"},
         ),
         speedup=report(
             "results/{suite}/speedup.csv",
             caption="../report/speedup_table.rst",
             category="{suite}",
-            subcategory="Tables",
-            labels={"suite": "{suite}", "item": "speedup table"},
+            subcategory="Tables (CSV, every column)",
+            labels={"table": "speedup"},
         ),
     log:
         "logs/{suite}/aggregate.log",
     params:
-        baseline=MATRIX.baseline,
-        statistics=MATRIX.statistics,
-        metrics=[m.to_dict() for m in MATRIX.metrics],
+        # What the tables depend on, hashed: a changed margin or price reruns the aggregate, and the
+        # report's job parameters stay one line. The script resolves the same config itself.
+        settings_sha256=layout.sha256(
+            json.dumps(
+                [
+                    MATRIX.baseline,
+                    MATRIX.statistics,
+                    [m.to_dict() for m in MATRIX.metrics],
+                    prices_of(MATRIX.hardware),
+                ],
+                sort_keys=True,
+            )
+        ),
+        config_dir=str(CONFIG_DIR),
     script:
         "../scripts/aggregate.py"
+
+
+rule table_pages:
+    """The suite's tables as HTML pages that open in the report."""
+    input:
+        comparison="results/{suite}/comparison.csv",
+        equivalence="results/{suite}/equivalence.csv",
+        speedup="results/{suite}/speedup.csv",
+    output:
+        comparison=report(
+            "results/{suite}/tables/comparison.html",
+            caption="../report/comparison_page.rst",
+            category="{suite}",
+            subcategory="Tables",
+            labels={"table": "comparison with the baseline"},
+        ),
+        equivalence=report(
+            "results/{suite}/tables/equivalence.html",
+            caption="../report/equivalence_page.rst",
+            category="{suite}",
+            subcategory="Tables",
+            labels={"table": "equivalence per metric"},
+        ),
+        speedup=report(
+            "results/{suite}/tables/speedup.html",
+            caption="../report/speedup_page.rst",
+            category="{suite}",
+            subcategory="Tables",
+            labels={"table": "speedup and cost"},
+        ),
+    log:
+        "logs/{suite}/tables.log",
+    params:
+        metrics=MATRIX.metric_names(),
+        scales=SCALES,
+    script:
+        "../scripts/tables.py"
 
 
 rule plot_metric:
@@ -48,13 +105,14 @@ rule plot_metric:
             caption="../report/metric.rst",
             category="{suite}",
             subcategory="Seeds and hardware",
-            labels={"suite": "{suite}", "item": "{metric}"},
+            labels={"figure": "{metric} per hardware"},
         ),
     log:
         "logs/{suite}/plot_{metric}.log",
     params:
         baseline=MATRIX.baseline,
-        metric=metric_of,
+        about=metric_about,
+        scale=lambda wildcards: SCALES.get(wildcards.metric, 1.0),
     script:
         "../scripts/plot_metric.py"
 
@@ -73,33 +131,34 @@ rule plot_suite:
             caption="../report/equivalence_plot.rst",
             category="{suite}",
             subcategory="Seeds and hardware",
-            labels={"suite": "{suite}", "item": "equivalence forest"},
+            labels={"figure": "differences to the baseline (forest)"},
         ),
         time_breakdown=report(
             "results/{suite}/plots/time_breakdown.png",
             caption="../report/time_breakdown.rst",
             category="{suite}",
-            subcategory="Speedup",
-            labels={"suite": "{suite}", "item": "time breakdown"},
+            subcategory="Speedup and cost",
+            labels={"figure": "time per run"},
         ),
         speedup=report(
             "results/{suite}/plots/speedup.png",
             caption="../report/speedup.rst",
             category="{suite}",
-            subcategory="Speedup",
-            labels={"suite": "{suite}", "item": "speedup"},
+            subcategory="Speedup and cost",
+            labels={"figure": "speedup"},
         ),
         curves=report(
             "results/{suite}/plots/curves.png",
             caption="../report/curves.rst",
             category="{suite}",
             subcategory="Training",
-            labels={"suite": "{suite}", "item": "training curves"},
+            labels={"figure": "training curves"},
         ),
     log:
         "logs/{suite}/plot.log",
     params:
         baseline=MATRIX.baseline,
+        confidence=MATRIX.statistics.get("confidence", 0.95),
     script:
         "../scripts/plot.py"
 
@@ -119,10 +178,19 @@ rule combine:
             "results/comparison.csv",
             caption="../report/all_comparison.rst",
             category="All suites",
-            labels={"suite": "all", "item": "comparison table"},
+            labels={"table": "comparison of every suite (CSV)"},
+        ),
+        page=report(
+            "results/comparison.html",
+            caption="../report/all_comparison.rst",
+            category="All suites",
+            labels={"table": "comparison of every suite"},
         ),
     log:
         "logs/combine.log",
+    params:
+        metrics=MATRIX.metric_names(),
+        scales=SCALES,
     script:
         "../scripts/combine.py"
 
@@ -136,13 +204,13 @@ rule status:
             "results/partial/status.csv",
             caption="../report/status.rst",
             category="Progress",
-            labels={"suite": "all", "item": "run status"},
+            labels={"table": "run status"},
         ),
         comparison=report(
             "results/partial/comparison.csv",
             caption="../report/partial_comparison.rst",
             category="Progress",
-            labels={"suite": "all", "item": "partial comparison"},
+            labels={"table": "partial comparison"},
         ),
     log:
         "logs/status.log",
@@ -160,4 +228,4 @@ for _suite in MATRIX.suites:
         name:
             f"suite_{_suite}"
         input:
-            suite_targets(_suite),
+            suite_outputs(_suite),

@@ -1,21 +1,30 @@
 rule plan:
     """The batch plan of every suite x variant x hardware (snakemake plan)."""
     output:
-        report(
+        tsv=report(
             "results/plan.tsv",
             caption="../report/plan.rst",
             category="All suites",
-            labels={"suite": "all", "item": "batch plan"},
+            labels={"table": "batch plan (TSV)"},
+        ),
+        html=report(
+            "results/plan.html",
+            caption="../report/plan.rst",
+            category="All suites",
+            labels={"table": "batch plan"},
         ),
     log:
         "logs/plan.log",
     localrule: True
     params:
-        text=plan_table,
+        # The table's hash, not the table: a changed plan reruns the rule, and the report's job
+        # parameters stay one line. The script resolves the same config the main process did.
+        plan_sha256=lambda wildcards: layout.sha256(plan_table(wildcards)),
+        config_dir=str(CONFIG_DIR),
     script:
         # A script, not a run: block: run: jobs are re-parsed in a subprocess that does not see
         # --replace-workflow-config, so they would compute from a merged config.
-        "../scripts/write_text.py"
+        "../scripts/plan.py"
 
 
 rule spec:

@@ -4,14 +4,16 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
-from hwsweep.aggregate import aggregate  # noqa: E402
-from hwsweep.metrics import Metric  # noqa: E402
+from hwsweep.aggregate import aggregate, prices_of  # noqa: E402
+from hwsweep.config import resolve  # noqa: E402
 
+matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821
 aggregate(
-    snakemake.input.train,
-    snakemake.input.evaluation,
-    snakemake.params.baseline,
-    snakemake.params.statistics,
-    [Metric.from_dict(m) for m in snakemake.params.metrics],
-    dict(snakemake.output.items()),
+    snakemake.input.train,  # noqa: F821
+    snakemake.input.evaluation,  # noqa: F821
+    matrix.baseline,
+    matrix.statistics,
+    list(matrix.metrics),
+    dict(snakemake.output.items()),  # noqa: F821
+    prices_of(matrix.hardware),
 )

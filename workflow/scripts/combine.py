@@ -6,7 +6,12 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
 import pandas as pd  # noqa: E402
 
-from hwsweep import io  # noqa: E402
+from hwsweep import io, tables  # noqa: E402
 
-for name in ("runs", "comparison", "equivalence", "speedup"):
-    io.write_csv(pd.concat(map(pd.read_csv, snakemake.input[name]), ignore_index=True), snakemake.output[name])
+frames = {name: pd.concat(map(pd.read_csv, snakemake.input[name]), ignore_index=True)
+          for name in ("runs", "comparison", "equivalence", "speedup")}  # fmt: skip
+for name, frame in frames.items():
+    io.write_csv(frame, snakemake.output[name])
+(comparison,) = tables.ordered(frames["comparison"])
+page = tables.comparison_page(comparison, snakemake.params.metrics, snakemake.params.scales)
+io.write_text(snakemake.output.page, page)

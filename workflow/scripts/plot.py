@@ -8,8 +8,11 @@ import pandas as pd  # noqa: E402
 
 from hwsweep import plots  # noqa: E402
 
+baseline, confidence = snakemake.params.baseline, snakemake.params.confidence  # noqa: F821
 comparison = pd.read_csv(snakemake.input.comparison)
-plots.equivalence_forest(pd.read_csv(snakemake.input.equivalence), snakemake.output.equivalence)
-plots.speedup_by_devices(pd.read_csv(snakemake.input.speedup), snakemake.output.speedup)
-plots.curves(pd.read_csv(snakemake.input.curves), snakemake.output.curves)
-plots.time_breakdown(comparison, snakemake.output.time_breakdown)
+order = plots.hardware_order(comparison, baseline)  # one order in every figure
+plots.equivalence_forest(pd.read_csv(snakemake.input.equivalence), snakemake.output.equivalence, baseline, confidence,
+                         order)  # fmt: skip
+plots.speedup_by_devices(pd.read_csv(snakemake.input.speedup), comparison, baseline, snakemake.output.speedup)
+plots.curves(pd.read_csv(snakemake.input.curves), baseline, snakemake.output.curves, confidence, order)
+plots.time_breakdown(comparison, baseline, snakemake.output.time_breakdown)

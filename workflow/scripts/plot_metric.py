@@ -14,4 +14,5 @@ plots.metric_by_hardware(
     snakemake.wildcards.metric,
     snakemake.params.baseline,
     snakemake.output[0],
+    scale=snakemake.params.scale,  # noqa: F821 - shares in percentage points, as in the tables
 )

@@ -1,0 +1,147 @@
+"""The report's headline sentences and HTML tables from fixed tables (no runs, no torch)."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from hwsweep import headline, landing, tables
+
+MARGINS = {"token_accuracy": (0.005, 100.0), "exact_accuracy": (0.005, 100.0), "final_loss": (0.01, 1.0)}
+
+
+def eq(hw, metric, verdict, difference=0.0, shifted=False, test="paired TOST", seeds_needed=2.0, primary=True,
+       p_difference=0.5, variant="default"):  # fmt: skip
+    margin, scale = MARGINS[metric]
+    finding = "equivalent" if verdict == "equivalent" else verdict
+    return {"suite": "s", "variant": variant, "hardware": hw, "baseline": "cpu1", "metric": metric,
+            "primary": primary, "scale": scale, "test": test, "n": 3, "n_baseline": 3, "difference": difference,
+            "ci_low": difference - 0.001, "ci_high": difference + 0.001, "tost_ci_low": difference - 0.0008,
+            "tost_ci_high": difference + 0.0008, "p_difference": p_difference, "p_tost": 0.01, "margin": margin,
+            "verdict": verdict, "shifted": shifted, "finding": finding, "power": 0.9, "seeds_needed": seeds_needed,
+            "note": "", "diagnosis": ""}  # fmt: skip
+
+
+def comp(hw, baseline=False, speedup=1.0, hours_ratio=1.0, cost=0.1, world_size=1, gpu_type="cpu", variant="default"):
+    return {"suite": "s", "variant": variant, "hardware": hw, "baseline": baseline, "n_seeds": 3,
+            "world_size": world_size, "gpu_type": gpu_type, "verdict": "baseline" if baseline else "equivalent",
+            "speedup": speedup, "speedup_ci_low": speedup * 0.9, "speedup_ci_high": speedup * 1.1,
+            "device_hours": 0.1, "device_hours_ratio": hours_ratio, "cost_per_run": cost, "currency": "USD",
+            "same_device_type": True}  # fmt: skip
+
+
+def test_equivalent_hardware_share_one_sentence_with_test_and_margin_in_points():
+    e = pd.DataFrame([eq(hw, m, "equivalent") for hw in ("cpu2", "cpu4") for m in ("token_accuracy", "final_loss")])
+    (sentence,) = headline.equivalence_sentences(e, "cpu1")
+    assert sentence.startswith("cpu2 and cpu4 are **equivalent** to cpu1 on token accuracy and final loss")
+    assert "paired TOST" in sentence and "±0.5 points for token accuracy" in sentence
+    assert "±0.01 for final loss" in sentence
+    assert "{" not in sentence and "0.005" not in sentence  # a margin never as a dict or a raw share
+
+
+def test_inconclusive_names_the_seeds_that_would_decide():
+    e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent"), eq("cpu2", "final_loss", "equivalent"),
+                      eq("cpu2", "exact_accuracy", "inconclusive", seeds_needed=7.0)])  # fmt: skip
+    (sentence,) = headline.equivalence_sentences(e, "cpu1")
+    assert "exact accuracy **inconclusive** — 7 seeds would decide" in sentence
+    assert "on token accuracy and final loss" in sentence
+
+
+def test_inconclusive_beyond_the_cap_says_so():
+    e = pd.DataFrame([eq("cpu2", "token_accuracy", "inconclusive", seeds_needed=math.inf)])
+    (sentence,) = headline.equivalence_sentences(e, "cpu1")
+    assert "for cpu2 against cpu1" in sentence and "more than 100 seeds" in sentence
+
+
+def test_different_gives_the_difference_in_points_beyond_the_margin():
+    e = pd.DataFrame([eq("gpu1", "token_accuracy", "different", difference=-0.012)])
+    (sentence,) = headline.equivalence_sentences(e, "cpu1")
+    assert "gpu1 **differs** from cpu1 on token accuracy (-1.2 points, beyond ±0.5 points) (paired TOST)" in sentence
+
+
+def test_shift_inside_the_margin_is_named_with_its_p_value():
+    e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent", difference=0.0026, shifted=True, p_difference=0.003)])
+    (sentence,) = headline.equivalence_sentences(e, "cpu1")
+    assert "**equivalent**" in sentence and "shifted by +0.26 points on cpu2 (p = 0.003)" in sentence
+
+
+def test_hardware_with_different_outcomes_get_their_own_sentences():
+    e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent"), eq("cpu4", "token_accuracy", "inconclusive", 0.0,
+                                                                         seeds_needed=9.0)])  # fmt: skip
+    sentences = headline.equivalence_sentences(e, "cpu1")
+    assert len(sentences) == 2 and sentences[0].startswith("cpu2 is **equivalent**") and "cpu4" in sentences[1]
+
+
+def test_unpaired_comparison_names_welch():
+    e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent", test="Welch TOST")])
+    assert "(Welch TOST; ±0.5 points)" in headline.equivalence_sentences(e, "cpu1")[0]
+
+
+def test_speed_and_money_in_words():
+    c = pd.DataFrame([comp("cpu1", True, cost=0.10), comp("cpu2", speedup=1.5714, hours_ratio=1.28, cost=0.14,
+                                                          world_size=2)])  # fmt: skip
+    e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent")])
+    sentences = headline.suite_headline(c, e)["default"]
+    expected = "cpu2 is 1.57× faster (95% CI 1.41–1.73) at +28% device-hours, $0.04 more per run"
+    assert sentences[-1].startswith(expected)
+
+
+def test_slower_and_other_device_type():
+    row = comp("cpu8", speedup=0.5, hours_ratio=math.nan, cost=0.2, world_size=8)
+    text = headline.cost_sentence(row | {"baseline_cost_per_run": 0.3}, "gpu1")
+    assert "2× slower (95% CI 1.82–2.22)" in text and "another device type" in text and "$0.10 less per run" in text
+
+
+def test_no_prices_says_cost_unknown():
+    c = pd.DataFrame([comp("cpu1", True, cost=math.nan), comp("cpu2", speedup=2.0, cost=math.nan)])
+    sentences = headline.suite_headline(c, pd.DataFrame([eq("cpu2", "final_loss", "equivalent")]))["default"]
+    assert "cost not known (no price_per_hour for cpu2)" in sentences[-1] and "$" not in sentences[-1]
+
+
+@pytest.mark.parametrize("value, text", [(0.04, "$0.04"), (0.00031, "$0.00031"), (1234.5, "$1,234.50")])
+def test_money_never_in_exponent_notation(value, text):
+    assert headline.money(value, "USD") == text
+
+
+def test_failed_suite_names_counts_and_the_first_reason():
+    text = headline.failure_sentence({"done": 1, "failed": 2, "missing": 1}, ["cpu1 seed 0: boom"])
+    assert text == "**No results** — of 4 runs 1 done, 2 failed, 1 missing. First failure: cpu1 seed 0: boom"
+
+
+def test_failure_reason_is_the_cause_not_the_launchers_echo(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("step 1\nTraceback (most recent call last):\n  File \"x\", line 1\n"
+                   "FloatingPointError: loss is nan at step 3\n"
+                   "E1123 00:47:21.12 24094 torch/distributed/elastic/multiprocessing/api.py:1002] failed\n"
+                   "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                   "hwsweep: s/default/cpu1/seed0: the command exited 1; last 5 lines: Error | x\n"
+                   "exiting\n")  # fmt: skip
+    assert landing.failure_reason(log) == "FloatingPointError: loss is nan at step 3"
+    (tmp_path / "quiet.log").write_text("step 1\nkilled by the scheduler\n")
+    assert landing.failure_reason(tmp_path / "quiet.log") == "killed by the scheduler"  # no error named: the last line
+    assert landing.failure_reason(tmp_path / "none.log") == "no log"
+
+
+def test_landing_text_is_escaped_but_keeps_the_verdict_marks():
+    assert landing._emphasis("a_b is **equivalent** {{x}}") == "a\\_b is **equivalent** \\{\\{x\\}\\}"
+
+
+def test_verdict_cells_are_marked_by_text_and_colour():
+    e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent"), eq("cpu4", "token_accuracy", "different", 0.01),
+                      eq("cpu8", "token_accuracy", "inconclusive")])  # fmt: skip
+    page = tables.equivalence_page(e)
+    for verdict, mark in (("equivalent", "✓"), ("different", "✗"), ("inconclusive", "?")):
+        cell = page.split(f'data-verdict="{verdict}"')[1].split("</td>")[0]
+        assert "background:" in cell and f">{mark} " in cell and verdict in cell
+    assert "+1 points" in page and "±0.5 points" in page
+
+
+def test_one_hardware_order_baseline_first_then_type_and_count():
+    c = pd.DataFrame({"suite": "s", "variant": ["a", "a", "a", "b", "b"],
+                      "hardware": ["gpu2", "cpu4", "cpu1", "gpu2", "cpu1"],
+                      "baseline": [False, False, True, False, True], "world_size": [2, 4, 1, 2, 1],
+                      "gpu_type": ["H100-80GB", "cpu", "cpu", "H100-80GB", "cpu"]})  # fmt: skip
+    assert tables.hardware_order(c, "cpu1") == ["cpu1", "cpu4", "gpu2"]
+    (rows,) = tables.ordered(c)
+    assert list(zip(rows.variant, rows.hardware)) == [("a", "cpu1"), ("a", "cpu4"), ("a", "gpu2"), ("b", "cpu1"),
+                                                       ("b", "gpu2")]  # fmt: skip

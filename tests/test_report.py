@@ -1,0 +1,163 @@
+"""The report as a reader gets it: built after a --keep-going sweep in which one suite fails, and
+opened in headless Chromium (Debian's package, installed by the test setup when missing and root)."""
+
+import copy
+import os
+import re
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from browser import Browser, ensure_installed
+from conftest import REPO, snakemake
+
+# Debian's chromium writes nothing to the console for a clean report; the snakemake template's own
+# libraries log nothing either. Any error is ours.
+SETTLE = 0.4  # seconds for React to render a view after a click
+
+
+def failing_sweep_config() -> dict:
+    """The plain-DDP example, small: suite `mlp` runs, suite `broken` passes the script a flag it
+    refuses (argparse exits 2), so every run of that suite fails."""
+    cfg = yaml.safe_load((REPO / "examples/plain_ddp/config.yaml").read_text())
+    cfg["trainer"]["workdir"] = str(REPO / "examples/plain_ddp")
+    cfg["recipe"]["schedule"] = {"steps": 30, "warmup_steps": 3}
+    cfg["recipe"]["args"] = {"hidden": 32, "eval_every": 15}
+    cfg["suites"] = {"mlp": {"description": "an ordinary DDP script on 1 and 2 processes"},
+                     "broken": {"description": "the script refuses a flag",
+                                "overrides": {"args": {"bogus": 1}}}}  # fmt: skip
+    cfg["seeds"] = [0, 1]
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    cfg = failing_sweep_config()
+    run = snakemake(folder, copy.deepcopy(cfg), "--cores", "2", "--keep-going", "all")
+    assert run.returncode != 0, "the broken suite must fail the sweep"
+    assert (folder / "results/mlp/comparison.csv").exists(), run.stderr[-3000:]
+    proc = snakemake(folder, None, "--report", str(folder / "report.html"))
+    return folder, proc
+
+
+@pytest.mark.slow
+def test_report_builds_after_a_failed_suite_and_says_why(built):
+    folder, proc = built
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (folder / "report.html").read_text()
+    assert "results/mlp/tables/comparison.html" in html and "results/broken/" not in html
+    landing = (folder / ".snakemake/hwsweep/landing.rst").read_text()
+    assert "**Suite broken** — the script refuses a flag\n\n**No results** — of 4 runs 4 failed." in landing
+    assert "train.py: error: unrecognized arguments: --bogus=1 (logs/broken/default/cpu1/seed0/train.log)" in landing
+    # Leaving the failed suite out is the report's business only: the next `all` retries its runs.
+    again = snakemake(folder, None, "-n", "--cores", "2", "all")
+    assert re.search(r"rule train:.*?suite=broken", again.stdout, flags=re.S), again.stdout[-2000:]
+
+
+def _chromium() -> str:
+    try:
+        return ensure_installed()
+    except RuntimeError as e:
+        pytest.skip(f"no browser: {e}")
+
+
+def _click(b: Browser, text: str) -> None:
+    """Click the report menu's link whose text is `text` (as a reader would)."""
+    found = b.evaluate(f"""(() => {{ const a = Array.from(document.querySelectorAll('#app nav a'))
+        .find(a => a.innerText.trim() === {text!r}); if (!a) return false; a.click(); return true; }})()""")
+    assert found, f"no menu entry {text!r} in: {b.evaluate('document.querySelector(`#app nav`).innerText')}"
+    time.sleep(SETTLE)
+
+
+def _shown(b: Browser) -> dict:
+    """What the content pane shows: an image or an iframe, by its data URI."""
+    return b.evaluate("""(() => { const pane = document.querySelector('#app > div').children[2];
+        const img = pane.querySelector('img'); const frame = pane.querySelector('iframe');
+        return {img: img ? img.src : null, width: img ? img.naturalWidth : 0, frame: frame ? frame.src : null}; })()""")
+
+
+@pytest.mark.slow
+def test_report_in_a_browser(built, tmp_path):
+    folder, proc = built
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    binary = _chromium()
+    shots = Path(os.environ.get("HWSWEEP_SCREENSHOTS", tmp_path / "screenshots"))  # to look at them
+    shots.mkdir(parents=True, exist_ok=True)
+    comparison = pd.read_csv(folder / "results/mlp/comparison.csv")
+    equivalence = pd.read_csv(folder / "results/mlp/equivalence.csv")
+    with Browser(binary) as b:
+        b.open((folder / "report.html").as_uri())
+        assert b.until("document.querySelector('#app nav') && document.body.innerText.includes('What the runs show')")
+        b.screenshot(shots / "landing.png")
+
+        # The headline is on the landing page and says what comparison.csv and equivalence.csv say.
+        items = b.evaluate("Array.from(document.querySelectorAll('#what-the-runs-show li, #what-the-runs-show p'))"
+                           ".map(e => e.innerText)")  # fmt: skip
+        for r in comparison[~comparison.baseline].itertuples():
+            pace = f"{r.speedup:.3g}× faster" if r.speedup >= 1 else f"{1 / r.speedup:.3g}× slower"
+            assert any(t.startswith(f"{r.hardware} is {pace}") for t in items), (pace, items)
+        for r in equivalence.itertuples():
+            word = {"equivalent": "equivalent to", "different": "differs from",
+                    "inconclusive": "inconclusive"}[r.verdict]  # fmt: skip
+            said = [t for t in items if r.hardware in t and r.metric.replace("_", " ") in t and word in t]
+            assert said, (r.hardware, r.metric, r.verdict, items)
+            overall = comparison.set_index("hardware").loc[r.hardware, "verdict"]
+            if overall == "equivalent":
+                assert not any(r.hardware in t and ("differs" in t or "inconclusive" in t) for t in items)
+        assert any(t.startswith("No results — of 4 runs 4 failed") and "unrecognized arguments: --bogus=1" in t
+                   for t in items), items  # fmt: skip
+        # Both hardware compute in fp32: no precision warning anywhere (the plan's warnings column is empty).
+        assert "precision" not in b.evaluate("document.body.innerText").lower().split("how the runs were made")[0]
+        assert pd.read_csv(folder / "results/plan.tsv", sep="\t").warnings.isna().all()
+
+        # Every item renders under its own heading: images load, HTML tables open inline, and the view
+        # is the item clicked (not the previous one).
+        results = b.evaluate("results")
+        categories = b.evaluate("categories")
+        assert set(categories) == {"mlp", "All suites"}
+        # Job parameters shown beside each item are a line or two, never the plan or the metrics.
+        blobs = {p: r["job_properties"]["params"] for p, r in results.items() if len(r["job_properties"]["params"]) > 400}
+        assert not blobs, blobs
+        seen = 0
+        for category, subcategories in categories.items():
+            _click(b, category)
+            for subcategory, paths in subcategories.items():
+                if len(subcategories) > 1:
+                    _click(b, subcategory)
+                rows = b.evaluate("Array.from(document.querySelectorAll('#app nav table tbody tr'))"
+                                  ".map(r => r.querySelector('td').innerText.trim())")  # fmt: skip
+                assert len(rows) == len(paths), (category, subcategory, rows)
+                for i, label in enumerate(rows):
+                    path = next(p for p in paths if label in results[p]["labels"].values())
+                    entry = results[path]
+                    if not entry["mime_type"].startswith(("image/", "text/html")):
+                        assert entry["data_uri"].startswith("data:") and len(entry["data_uri"]) > 40  # a download
+                        continue
+                    b.evaluate(f"document.querySelectorAll('#app nav table tbody tr')[{i}]"
+                               ".querySelector('a[iconname=eye]').click()")  # fmt: skip
+                    time.sleep(SETTLE)
+                    shown = _shown(b)
+                    if entry["mime_type"].startswith("image/"):
+                        assert shown["img"] == entry["data_uri"] and shown["width"] > 100, (path, shown["img"][:60])
+                    else:
+                        assert shown["frame"] == entry["data_uri"], path
+                        deadline = time.monotonic() + 10
+                        while b.frame_evaluate("document.readyState") != "complete" and time.monotonic() < deadline:
+                            time.sleep(0.1)
+                        cells = b.frame_evaluate("document.querySelectorAll('td').length")
+                        assert cells > 0, path
+                        if "comparison" in path or "equivalence" in path:
+                            marks = b.frame_evaluate("Array.from(document.querySelectorAll('td.verdict'))"
+                                                     ".map(td => td.innerText)")  # fmt: skip
+                            assert marks and all(re.match(r"^(✓~?|✗|\?|◆|–) \w", m) for m in marks), marks
+                    b.screenshot(shots / f"{seen:02d}-{re.sub(r'[^a-z0-9]+', '-', path.lower())}.png")
+                    seen += 1
+                if len(subcategories) > 1:
+                    _click(b, category)  # back to the category's subcategories
+            _click(b, "Results")
+        assert seen >= 10
+        assert not b.errors, b.errors

@@ -1,0 +1,86 @@
+# Bookkeeping of the report only (functions, no rules): which targets exist while a report is
+# built, and the landing page. Paths and run inputs come from common.smk.
+from hwsweep import landing
+from hwsweep.stats import amount
+
+# `snakemake --report report.html` (not --report-after-run, which runs first): the report shows
+# what exists; a suite without tables (a failed or unfinished run) is left out of the DAG and
+# its landing-page entry says which runs failed and why.
+REPORTING = (
+    any(a == "--report" or a.startswith("--report=") for a in sys.argv)
+    and "--report-after-run" not in sys.argv
+)
+TABLE_PAGES = ["comparison", "equivalence", "speedup"]
+
+
+def suite_pages(suite):
+    return [f"results/{suite}/tables/{name}.html" for name in TABLE_PAGES]
+
+
+def suite_outputs(suite):
+    return suite_targets(suite) + suite_pages(suite)
+
+
+def suite_complete(suite):
+    return all(Path(p).exists() for p in suite_outputs(suite))
+
+
+def all_inputs():
+    """Every target; while a report is built, only what exists (see REPORTING)."""
+    if not REPORTING:
+        return all_targets() + [p for s in MATRIX.suites for p in suite_pages(s)]
+    done = [s for s in MATRIX.suites if suite_complete(s)]
+    targets = [p for s in done for p in suite_outputs(s)]
+    combined = [t for t in all_targets() if t.count("/") == 1]  # results/<table>
+    missing = len(done) < len(MATRIX.suites)
+    if (
+        missing
+    ):  # the combined tables would hold the missing suites: only the plan stays
+        combined = [t for t in combined if t.endswith("plan.tsv")]
+    pages = {
+        "results/plan.tsv": "results/plan.html",
+        "results/comparison.csv": "results/comparison.html",
+    }
+    # A combined table is reported when it and its page exist (one job writes both).
+    return targets + [
+        t for t in combined if Path(t).exists() and Path(pages.get(t, t)).exists()
+    ]
+
+
+def report_text():
+    """The landing page: while a report is built, the headline of every suite (or why it has
+    none) computed from the tables, then workflow.rst; otherwise workflow.rst alone."""
+    template = Path(workflow.basedir) / "workflow" / "report" / "workflow.rst"
+    if not REPORTING:
+        return str(template)
+    descriptions = {
+        name: (suite or {}).get("description", "")
+        for name, suite in config.get("suites", {}).items()
+    }
+    complete = {s: suite_complete(s) for s in MATRIX.suites}
+    path = Path(".snakemake", "hwsweep", "landing.rst").resolve()
+    return str(landing.write(MATRIX, complete, template, path, descriptions))
+
+
+def metric_about(wildcards):
+    """One declared metric in words, for its figure's caption (a sentence, not the metric's dict)."""
+    m = next(m for m in MATRIX.metrics if m.name == wildcards.metric)
+    points = (
+        SCALES.get(m.name, 1.0) == 100.0
+    )  # SCALES: aggregate.smk, included after this file
+    text = f"{m.name}" + (f" ({m.description})" if m.description else "")
+    text += f"; {'higher' if m.goal == 'max' else 'lower'} is better"
+    text += ", in percentage points." if points else "."
+    if m.margin is None:
+        return text + " This metric has no margin: it is reported, not compared."
+    margin = amount(m.margin, SCALES.get(m.name, 1.0))
+    role = (
+        ""
+        if m.primary
+        else " (a secondary metric: reported, not part of the overall verdict)"
+    )
+    return (
+        text
+        + f" Hardware counts as equivalent to the baseline when the difference is shown to lie"
+        f" within ±{margin}{role}."
+    )

@@ -1,0 +1,19 @@
+"""Thin entry point: the batch plan of every suite x variant x hardware -> results/plan.tsv and
+an HTML page of it for the report."""
+
+import io as text_io
+
+import pandas as pd
+
+from hwsweep import tables
+from hwsweep.config import resolve
+from hwsweep.io import write_text
+from hwsweep.plantable import format_table, plan_rows
+
+matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821 - snakemake injects it
+tsv = format_table(plan_rows(matrix), sep="\t")
+write_text(snakemake.output.tsv, tsv)  # noqa: F821
+frame = pd.read_csv(text_io.StringIO(tsv), sep="\t", keep_default_na=False)
+note = ("micro_batch × devices (nodes × devices_per_node) × accumulation = global_batch on every hardware; "
+        "est_memory_gb is the planner's estimate per device against memory_gb.")
+write_text(snakemake.output.html, tables.plain_page("Batch plan", note, frame))  # noqa: F821

@@ -1,0 +1,22 @@
+"""Thin entry point: one suite's tables -> HTML pages the report opens inline."""
+
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
+
+import pandas as pd  # noqa: E402
+
+from hwsweep import io, tables  # noqa: E402
+
+comparison, equivalence, speedup = tables.ordered(
+    pd.read_csv(snakemake.input.comparison),
+    pd.read_csv(snakemake.input.equivalence),
+    pd.read_csv(snakemake.input.speedup),
+)
+pages = {
+    "comparison": tables.comparison_page(comparison, snakemake.params.metrics, snakemake.params.scales),
+    "equivalence": tables.equivalence_page(equivalence),
+    "speedup": tables.speedup_page(speedup),
+}
+for name, text in pages.items():
+    io.write_text(snakemake.output[name], text)
