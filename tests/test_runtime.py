@@ -112,3 +112,22 @@ def test_any_dataset_gives_the_same_global_batches_and_draws_at_world_sizes_1_an
     assert sorted(first_epoch) == sorted(set(first_epoch)) and len(first_epoch) == 192  # no sample twice
     draws = [x for ids, noise in reference.values() for x in noise]
     assert len(set(draws)) == len(draws)  # every micro-batch draws afresh (not one seed reused)
+
+
+def test_periodic_evaluation_adds_curves_and_leaves_training_alone(tmp_path, small_config):
+    small_config["recipe"]["schedule"] = {"steps": 25, "warmup_steps": 2}
+    records = {}
+    for every in (0, 10):
+        small_config["recipe"] |= {"eval_every": every, "eval_subset": 100}
+        spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict() | {"run_dir": str(tmp_path / f"e{every}")}
+        io.write_json(tmp_path / f"e{every}.json", spec)
+        cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train",
+               str(tmp_path / f"e{every}.json")]  # fmt: skip
+        proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        records[every] = json.loads((tmp_path / f"e{every}" / "train.json").read_text())
+    curves = records[10]["curves"]
+    assert set(curves) == {"loss", "eval_token_accuracy", "eval_exact_accuracy"} and set(records[0]["curves"]) == {"loss"}
+    assert curves["eval_token_accuracy"]["steps"] == [10, 20, 25]  # every eval_every steps and at the last
+    assert all(0 < v <= 1 for v in curves["eval_token_accuracy"]["values"])
+    assert curves["loss"] == records[0]["curves"]["loss"]  # evaluating did not change training
