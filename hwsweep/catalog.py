@@ -22,6 +22,7 @@ class DeviceType:
     fp8: bool
     architecture: str
     price_per_hour: float | None = None  # list price per device-hour in CURRENCY (catalog.yaml says whose)
+    peak_tflops: dict | None = None  # dense peak TFLOP/s by arithmetic: fp32, tf32, bf16, fp16 (catalog.yaml: sources)
 
     def supports(self, precision: str) -> bool:
         return precision == "fp32" or getattr(self, precision.split("-")[0])
@@ -44,6 +45,15 @@ def match(device_name: str, memory_gb: float | None = None) -> DeviceType | None
     if memory_gb is not None and candidates:
         return min(candidates, key=lambda t: abs(t.memory_gb - memory_gb))
     return candidates[0] if candidates else None
+
+
+def peak_flops(gpu_type: str, precision: str, tf32: bool) -> float | None:
+    """FLOP/s one device of `gpu_type` peaks at in the arithmetic the plan runs (fp32 matmuls use
+    TF32 tensor cores when tf32 is on); None where the catalog gives none (cpu, unknown types)."""
+    kind = lookup(gpu_type)
+    arithmetic = {"fp32": "tf32" if tf32 else "fp32", "bf16-mixed": "bf16", "fp16-mixed": "fp16"}[precision]
+    peak = (kind.peak_tflops or {}).get(arithmetic) if kind else None
+    return None if peak is None else peak * 1e12
 
 
 def price_per_hour(gpu_type: str, override: float | None = None) -> float | None:

@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, TensorDataset, default_collate, get_worker_info
 from tqdm import tqdm
 
-from hwsweep import data, host, io, repro
+from hwsweep import catalog, data, host, io, repro
 from hwsweep import device as devices
 from hwsweep.checkpoint import CheckpointManager, fingerprint
 from hwsweep.metrics import observations, summarise
@@ -229,10 +229,16 @@ class Run:
 
     # -- between steps ---------------------------------------------------------------------
     def _end_step(self, done: int, t0: float) -> None:
-        flush = done % self.recipe.log_every == 0 or done % self.recipe.checkpoint_every == 0 or done == self.plan.steps
+        logged = done % self.recipe.log_every == 0
+        flush = logged or done % self.recipe.checkpoint_every == 0 or done == self.plan.steps
         stop = self._flush(done) if flush else False
-        self.history["step_seconds"].append(time.perf_counter() - t0)
+        self.history["step_seconds"].append(time.perf_counter() - t0)  # the device is waited for at flushes only
         self._bar.update(1)
+        if self.master and logged:
+            recent = self._throughput(self.history["step_seconds"][-self.recipe.log_every :])
+            loss = next((line["loss"] for line in reversed(self.history["lines"]) if "loss" in line), None)
+            shown = {"loss": loss} | {k: recent[k] for k in ("samples_per_second_per_device", "mfu") if recent[k]}
+            self._bar.set_postfix({k.split("_per_")[0]: f"{v:.4g}" for k, v in shown.items()}, refresh=False)
         if done % self.recipe.checkpoint_every == 0 or done == self.plan.steps or stop:
             self.checkpoint.save(done)
         if stop and done < self.plan.steps:
@@ -264,10 +270,21 @@ class Run:
                     "lower recipe.optimizer.lr or use precision fp32"
                 )
             last_finite = value
-        lines = self._write(losses)
-        if self.master and done % self.recipe.log_every == 0 and lines and "loss" in lines[-1]:
-            self._bar.set_postfix(loss=f"{lines[-1]['loss']:.4f}", refresh=False)
+        self._write(losses)
         return stop
+
+    def _throughput(self, seconds: list[float]) -> dict:
+        """Per device over `seconds` (step times): samples/s, TFLOP/s and MFU (None where unknown)."""
+        steps_per_second = len(seconds) / sum(seconds) if seconds and sum(seconds) > 0 else 0.0
+        p = self.plan
+        out = {"samples_per_second": p.global_batch * steps_per_second,
+               "samples_per_second_per_device": p.global_batch * steps_per_second / p.world_size,
+               "tflops_per_device": None, "mfu": None}  # fmt: skip
+        if self.flops_per_step:
+            achieved = self.flops_per_step * steps_per_second / p.world_size
+            peak = catalog.peak_flops(p.gpu_type, p.precision, p.tf32)
+            out |= {"tflops_per_device": achieved / 1e12, "mfu": achieved / peak if peak else None}
+        return out
 
     def _write(self, losses: dict) -> list[dict]:
         """The losses and everything logged so far become lines of history and of metrics.jsonl."""
@@ -347,17 +364,19 @@ class Run:
         curves = {k: {"steps": sorted(c), "values": [c[s] for s in sorted(c)]} for k, c in curves.items()}
         segments = self.history["segments"]
         step_seconds = self.history["step_seconds"]
-        steady = step_seconds[int(len(step_seconds) * STEADY_STATE_SKIP) :]
+        steady = self._throughput(step_seconds[int(len(step_seconds) * STEADY_STATE_SKIP) :])
         s = self.spec
         return RunRecord(
             status="complete", suite=s.suite, variant=s.variant, hardware=s.hardware_name, seed=s.seed,
             trainer=s.trainer.kind, spec=s.to_dict(), plan=self.plan.__dict__ | {"threads_per_process": self.threads},
             metrics=finals, curves=curves, train_seconds=sum(step_seconds),
             startup_seconds=sum(g["startup_seconds"] for g in segments), wall_seconds=_process_age(),
-            samples_per_second=self.plan.global_batch * len(steady) / sum(steady) if steady else 0.0,
+            samples_per_second=steady["samples_per_second"],
             data_order=self._data_order, segments=segments, restarts=len(segments) - 1,
             resumed_from_step=segments[-1]["start_step"] or None, provenance=repro.provenance(device_names),
-            checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds,
+            checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds, flops_per_step=self.flops_per_step,
+            samples_per_second_per_device=steady["samples_per_second_per_device"],
+            tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"],
         )  # fmt: skip
 
 
