@@ -22,25 +22,23 @@ ENV = os.environ | {"OMP_NUM_THREADS": "1"}
 
 
 def example_spec(tmp_path, hardware: str, name: str, steps: int = 60) -> list[str]:
-    """The torchrun command that runs the example on `hardware`, its spec written beside."""
+    """The command that runs the example on `hardware` as hwsweep's train job does (hwsweep.launch:
+    torchrun under the command runner), its spec written beside."""
     cfg = yaml.safe_load((EXAMPLE / "config.yaml").read_text())
     cfg["recipe"] |= {"checkpoint_every": 10, "schedule": {"steps": steps, "warmup_steps": 5}}
-    cfg["recipe"]["args"]["eval_every"] = 30
+    cfg["recipe"]["args"] = {"hidden": 32, "eval_every": 30}
     spec = resolve(cfg, config_dir=EXAMPLE).spec("mlp", "default", hardware, 3).to_dict()
     spec["run_dir"] = str(tmp_path / name)
     io.write_json(tmp_path / f"{name}.json", spec)
-    n = spec["plan"]["devices_per_node"]
-    return [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(n), str(EXAMPLE / "train.py"),
-            "--hidden=32", "--eval_every=30"]  # fmt: skip
+    return [str(BIN / "python"), "-m", "hwsweep.launch", str(tmp_path / f"{name}.json"), "--threads", "2"]
 
 
-def launch(tmp_path, cmd, name, **kwargs):
-    return subprocess.Popen(cmd, env=ENV | {"HWSWEEP_SPEC": str(tmp_path / f"{name}.json")}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **kwargs)  # fmt: skip
+def launch(cmd):
+    return subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def finished(tmp_path, cmd, name):
-    proc = launch(tmp_path, cmd, name)
+    proc = launch(cmd)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-3000:]
     record = json.loads((tmp_path / name / "train.json").read_text())
@@ -66,21 +64,20 @@ def test_strict_runtime_script_is_bitwise_equal_at_world_sizes_1_and_2(tmp_path)
 
 def test_sigterm_checkpoints_at_an_agreed_step_and_the_rerun_resumes_bitwise(tmp_path):
     cmd = example_spec(tmp_path, "cpu2", "cut", steps=1500)
-    example_spec(tmp_path, "cpu2", "whole", steps=1500)
-    proc = launch(tmp_path, cmd, "cut")
+    proc = launch(cmd)
     ckpts = tmp_path / "cut" / "checkpoints"
     deadline = time.monotonic() + 120
     while not list(ckpts.glob("step*.pt")) and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
-    assert f"exiting {EXIT_PREEMPTED}" in out, out[-3000:]
+    assert f"exiting {EXIT_PREEMPTED}" in out and proc.returncode == EXIT_PREEMPTED, out[-3000:]
     assert not (tmp_path / "cut" / "train.json").exists()
     cut_at = max(int(p.stem[4:]) for p in ckpts.glob("step*.pt"))
     assert 0 < cut_at < 1500
 
     cut, wc = finished(tmp_path, cmd, "cut")  # the rerun resumes on its own
-    whole, ww = finished(tmp_path, cmd, "whole")
+    whole, ww = finished(tmp_path, example_spec(tmp_path, "cpu2", "whole", steps=1500), "whole")
     assert cut["restarts"] == 1 and cut["resumed_from_step"] == cut_at and whole["restarts"] == 0
     assert cut["curves"]["loss"] == whole["curves"]["loss"] and cut["metrics"] == whole["metrics"]
     assert same_weights(wc, ww)
