@@ -198,8 +198,9 @@ class Run:
             with self._reduction.micro_step(last=i == n - 1):
                 yield loader.next()
         self._reduction.finish()
-        self._pending.append(torch.stack(self._micro_losses))
-        self._micro_losses = []
+        if self._micro_losses:
+            self._pending.append(torch.stack(self._micro_losses))
+            self._micro_losses = []
 
     def backward(self, loss: torch.Tensor) -> None:
         """Backward of one micro-batch's mean loss, scaled for accumulation (and fp16)."""
@@ -237,8 +238,8 @@ class Run:
         if self.master and logged:
             recent = self._throughput(self.history["step_seconds"][-self.recipe.log_every :])
             loss = next((line["loss"] for line in reversed(self.history["lines"]) if "loss" in line), None)
-            shown = {"loss": loss} | {k: recent[k] for k in ("samples_per_second_per_device", "mfu") if recent[k]}
-            self._bar.set_postfix({k.split("_per_")[0]: f"{v:.4g}" for k, v in shown.items()}, refresh=False)
+            shown = {"loss": loss, "samples/s/device": recent["samples_per_second_per_device"], "mfu": recent["mfu"]}
+            self._bar.set_postfix({k: f"{v:.4g}" for k, v in shown.items() if v is not None}, refresh=False)
         if done % self.recipe.checkpoint_every == 0 or done == self.plan.steps or stop:
             self.checkpoint.save(done)
         if stop and done < self.plan.steps:
@@ -251,9 +252,9 @@ class Run:
         """One collective for the steps since the last flush: every rank's micro-batch losses
         (the step loss is their sum in global order, so it is the same at any world size) and
         every rank's stop flag (all ranks stop at the same step). Returns whether to stop."""
-        stop = torch.tensor([float(bool(self._signalled))], device=self.device)
-        local = torch.cat([torch.stack(self._pending).flatten() if self._pending else stop[:0], stop])
-        everything = gather_in_order(local).view(self.world_size, -1)
+        flag = torch.tensor([float(bool(self._signalled))], device=self.device)
+        local = torch.stack(self._pending).flatten() if self._pending else flag.new_empty(0)
+        everything = gather_in_order(torch.cat([local, flag])).view(self.world_size, -1)
         stop = bool(everything[:, -1].max() > 0)
         losses = {}
         if self._pending:
@@ -431,15 +432,14 @@ class _Seeded(torch.utils.data.Dataset):
         if isinstance(self.dataset, TensorDataset):
             return tuple(t[indices] for t in self.dataset.tensors)
         seed = int.from_bytes(hashlib.blake2b(f"{self.seed}/{step}/{j}".encode(), digest_size=8).digest(), "little")
-        if get_worker_info() is not None:  # a worker's own RNGs: seed them for this micro-batch
-            repro.seed_everything(seed >> 1)
-            return self.collate([self.dataset[int(i)] for i in indices])
-        saved = repro.rng_state()  # in the training process: leave the training RNG streams alone
+        # A worker's RNGs are its own; in the training process the training streams are put back.
+        saved = repro.rng_state() if get_worker_info() is None else None
         repro.seed_everything(seed >> 1)
         try:
             return self.collate([self.dataset[int(i)] for i in indices])
         finally:
-            repro.set_rng_state(saved)
+            if saved is not None:
+                repro.set_rng_state(saved)
 
 
 def _identity(batch):
