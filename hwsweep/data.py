@@ -61,7 +61,8 @@ class GlobalBatchSampler(torch.utils.data.Sampler):
 
     def __iter__(self):
         for step in range(self.start, self.steps):
-            for i, idx in enumerate(micro_batches(self.order.batch(step), self.rank, self.world_size, self.micro_batch)):
+            mine = micro_batches(self.order.batch(step), self.rank, self.world_size, self.micro_batch)
+            for i, idx in enumerate(mine):
                 yield step, self.rank * self.accumulation + i, idx
 
     def __len__(self) -> int:

@@ -86,7 +86,10 @@ class Run:
             )
         self.strict = self.recipe.reproducibility == "strict"
         local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-        per_process = max(1, node_threads // local_world_size) if node_threads else int(os.environ.get("OMP_NUM_THREADS", 1))
+        # The train job passes the node's threads; a command gets OMP_NUM_THREADS per process from hwsweep.
+        per_process = int(os.environ.get("OMP_NUM_THREADS", 1))
+        if node_threads:
+            per_process = max(1, node_threads // local_world_size)
         # Thread count changes reduction order inside kernels, so strict mode pins it.
         self.threads = 1 if self.strict else per_process
         torch.set_num_threads(self.threads)
@@ -129,7 +132,8 @@ class Run:
         if fixed & set(kwargs):
             raise TypeError(f"run.loader: {sorted(fixed & set(kwargs))[0]} is fixed by the plan "
                             "(num_workers: recipe.num_workers, the same on every hardware)")  # fmt: skip
-        self._data_order = {"sampler": "global-order", "dataset_size": len(dataset), "num_workers": self.recipe.num_workers}
+        workers = self.recipe.num_workers
+        self._data_order = {"sampler": "global-order", "dataset_size": len(dataset), "num_workers": workers}
         return Loader(self, dataset, kwargs)
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -354,8 +358,9 @@ class Run:
         finals, _ = summarise(found, declared)
         missing = [m for m in declared if m.name not in finals]
         if missing:
+            key = missing[0].json_key
             raise RuntimeError(f"metric {missing[0].name} is declared but was never logged; "
-                               f"call run.log({missing[0].json_key}=...) or run.finish({missing[0].json_key}=...)")  # fmt: skip
+                               f"call run.log({key}=...) or run.finish({key}=...)")  # fmt: skip
         curves = {}
         for line in lines:
             for key, value in line.items():
@@ -413,8 +418,9 @@ class Loader:
     def next(self):
         if self._it is None:
             loader = DataLoader(
-                self._seeded, batch_sampler=self._sampler(), collate_fn=_identity, num_workers=self.run.recipe.num_workers,
-                generator=torch.Generator().manual_seed(self.run.seed), **self.kwargs,
+                self._seeded, batch_sampler=self._sampler(), collate_fn=_identity,
+                num_workers=self.run.recipe.num_workers, generator=torch.Generator().manual_seed(self.run.seed),
+                **self.kwargs,
             )  # fmt: skip
             self._it = iter(loader)
         return _to(next(self._it), self.run.device)

@@ -95,8 +95,9 @@ def test_any_dataset_gives_the_same_global_batches_and_draws_at_world_sizes_1_an
             name = f"{hw}-w{workers}"
             spec = matrix.spec("tiny", "default", hw, 0).to_dict() | {"run_dir": str(tmp_path / name)}
             io.write_json(tmp_path / f"{name}.json", spec)
-            cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(n),
-                   str(REPO / "tests/runtime_batches.py"), str(tmp_path / f"{name}.json"), str(tmp_path / name)]  # fmt: skip
+            helper = str(REPO / "tests" / "runtime_batches.py")
+            cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(n), helper,
+                   str(tmp_path / f"{name}.json"), str(tmp_path / name)]  # fmt: skip
             proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
             seen[name] = {}
@@ -116,7 +117,8 @@ def test_periodic_evaluation_adds_curves_and_leaves_training_alone(tmp_path, sma
     records = {}
     for every in (0, 10):
         small_config["recipe"] |= {"eval_every": every, "eval_subset": 100}
-        spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict() | {"run_dir": str(tmp_path / f"e{every}")}
+        spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict()
+        spec["run_dir"] = str(tmp_path / f"e{every}")
         io.write_json(tmp_path / f"e{every}.json", spec)
         cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train",
                str(tmp_path / f"e{every}.json")]  # fmt: skip
@@ -124,7 +126,8 @@ def test_periodic_evaluation_adds_curves_and_leaves_training_alone(tmp_path, sma
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         records[every] = json.loads((tmp_path / f"e{every}" / "train.json").read_text())
     curves = records[10]["curves"]
-    assert set(curves) == {"loss", "eval_token_accuracy", "eval_exact_accuracy"} and set(records[0]["curves"]) == {"loss"}
+    assert set(curves) == {"loss", "eval_token_accuracy", "eval_exact_accuracy"}
+    assert set(records[0]["curves"]) == {"loss"}
     assert curves["eval_token_accuracy"]["steps"] == [10, 20, 25]  # every eval_every steps and at the last
     assert all(0 < v <= 1 for v in curves["eval_token_accuracy"]["values"])
     assert curves["loss"] == records[0]["curves"]["loss"]  # evaluating did not change training

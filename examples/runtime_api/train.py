@@ -57,7 +57,10 @@ def lr_lambda(warmup_steps, max_steps):
 def evaluate(model, val_set, device):
     x, y = (t.to(device) for t in val_set.tensors)
     logits = model(x)
-    return {"val_loss": F.cross_entropy(logits.float(), y).item(), "val_acc": (logits.argmax(1) == y).float().mean().item()}
+    return {
+        "val_loss": F.cross_entropy(logits.float(), y).item(),
+        "val_acc": (logits.argmax(1) == y).float().mean().item(),
+    }
 
 
 def main():
