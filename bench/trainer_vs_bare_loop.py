@@ -16,9 +16,8 @@ from pathlib import Path
 
 import torch
 import yaml
-from torch.nn import functional as F
 
-from hwsweep import data, io, models
+from hwsweep import data, families, io
 from hwsweep.config import resolve
 from hwsweep.train import lr_factor
 
@@ -40,10 +39,10 @@ def bare_loop(spec) -> float:
     torch.set_num_threads(1)
     torch.manual_seed(spec.seed)
     r = spec.recipe
-    task = data.build_task(r.task)
-    x, y = data.train_table(task, r.task.train_size)
+    fam = families.torch_side(r.model.name)
+    (x, y), _ = fam.tables(r)
     order = data.GlobalOrder(r.task.train_size, r.global_batch, spec.seed)
-    model = models.build(r.model, task.vocab_size, task.length)
+    model = fam.build(r)
     opt = torch.optim.AdamW(model.parameters(), lr=r.optimizer.lr, betas=(r.optimizer.beta1, r.optimizer.beta2),
                             weight_decay=r.optimizer.weight_decay)  # fmt: skip
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, r.schedule))
@@ -51,7 +50,7 @@ def bare_loop(spec) -> float:
     for step in range(r.schedule.steps):
         t0 = time.perf_counter()
         for idx in order.batch(step).split(r.micro_batch):
-            loss = F.cross_entropy(model(x[idx]).flatten(0, 1), y[idx].flatten()) / spec.plan.accumulation
+            loss = model(x[idx], y[idx]) / spec.plan.accumulation
             loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), r.optimizer.grad_clip)
         opt.step()

@@ -1,7 +1,7 @@
-"""Tasks and a data order that does not depend on the world size.
+"""A data order that does not depend on the world size.
 
-The training set is a fixed, procedurally generated table of samples. Each seed shuffles
-it once per epoch; global batch k is always the same G samples of that order, whatever
+A training set of N samples (a family's table, or any map-style dataset) is shuffled by each
+seed once per epoch; global batch k is always the same G samples of that order, whatever
 the number of processes. Rank r takes the contiguous slice r of global batch k and cuts
 it into its micro-batches in order, so micro-batch j of the step (j = r * accumulation + i)
 is the same set of samples at every world size.
@@ -9,43 +9,7 @@ is the same set of samples at every world size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
-
-# Fixed seeds for the sample tables: the held-out set must not move with the run's seed.
-TRAIN_TABLE_SEED = 1_000_003
-EVAL_TABLE_SEED = 2_000_029
-
-
-@dataclass(frozen=True)
-class SortTask:
-    """Input: `length` random tokens from `vocab_size`; target: the same tokens sorted."""
-
-    length: int
-    vocab_size: int
-
-    def make(self, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        g = torch.Generator().manual_seed(seed)
-        x = torch.randint(0, self.vocab_size, (n, self.length), generator=g)
-        return x, x.sort(dim=1).values
-
-
-TASKS = {"sort": SortTask}
-
-
-def build_task(task_cfg):
-    if task_cfg.name not in TASKS:
-        raise ValueError(f"recipe.task.name: unknown task {task_cfg.name!r}; use one of {sorted(TASKS)}")
-    return TASKS[task_cfg.name](length=task_cfg.length, vocab_size=task_cfg.vocab_size)
-
-
-def train_table(task, size: int):
-    return task.make(size, TRAIN_TABLE_SEED)
-
-
-def eval_table(task, size: int):
-    return task.make(size, EVAL_TABLE_SEED)
 
 
 class GlobalOrder:
@@ -83,3 +47,23 @@ def micro_batches(global_indices: torch.Tensor, rank: int, world_size: int, micr
     per_rank = len(global_indices) // world_size
     mine = global_indices[rank * per_rank : (rank + 1) * per_rank]
     return list(mine.split(micro_batch))
+
+
+class GlobalBatchSampler(torch.utils.data.Sampler):
+    """A DataLoader batch_sampler: this rank's micro-batches of steps start..steps-1, in order, each as
+    (step, j, indices) where j = rank * accumulation + i is the micro-batch's place in the global batch
+    (the same samples at every world size for the same micro-batch size)."""
+
+    def __init__(self, order: GlobalOrder, rank: int, world_size: int, micro_batch: int, start: int, steps: int):
+        self.order, self.rank, self.world_size, self.micro_batch = order, rank, world_size, micro_batch
+        self.start, self.steps = start, steps
+        self.accumulation = order.global_batch // (world_size * micro_batch)
+
+    def __iter__(self):
+        for step in range(self.start, self.steps):
+            mine = micro_batches(self.order.batch(step), self.rank, self.world_size, self.micro_batch)
+            for i, idx in enumerate(mine):
+                yield step, self.rank * self.accumulation + i, idx
+
+    def __len__(self) -> int:
+        return (self.steps - self.start) * self.accumulation

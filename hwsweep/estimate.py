@@ -52,19 +52,20 @@ class Measured:
 
 
 def model_and_batch(task_cfg, model_cfg, micro_batch: int, device="meta"):
-    """The built-in trainer's model and one micro-batch (inputs, targets) of its task on `device`: meta
-    for counting FLOPs, the GPU for the memory probe. The one place the estimator and the probe know how
-    the trainer builds them (switch it when the trainer's does)."""
+    """The family's model and one micro-batch of its training table on `device`: meta for counting
+    FLOPs, the GPU for the memory probe. Built through the family registry, as the trainer builds them."""
+    from types import SimpleNamespace
+
     import torch
 
-    from hwsweep.data import build_task
-    from hwsweep.models import build
+    from hwsweep import families
 
-    task = build_task(task_cfg)
+    side = families.torch_side(model_cfg.name)
+    recipe = SimpleNamespace(task=task_cfg, model=model_cfg)  # what a family's build and tables read
     with torch.device(device):
-        model = build(model_cfg, task.vocab_size, task.length)
-    inputs, targets = task.make(micro_batch, 0)  # a few rows of real data: their shapes, dtypes and values
-    return model, (inputs.to(device), targets.to(device))
+        model = side.build(recipe)
+    train, _ = side.tables(recipe)  # real rows: their shapes, dtypes and values
+    return model, tuple(t[:micro_batch].to(device) for t in train)
 
 
 @lru_cache(maxsize=256)

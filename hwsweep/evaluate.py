@@ -1,4 +1,4 @@
-"""Evaluate a finished run: the reference models' evaluator, or the user's evaluation command.
+"""Evaluate a finished run: the model family's evaluator (built-in), or the user's evaluation command.
 
     python -m hwsweep.evaluate results/.../spec.json
 
@@ -13,37 +13,28 @@ import time
 
 import torch
 
-from hwsweep import data, io, models, runner
-from hwsweep.records import EvalRecord
-from hwsweep.spec import EVAL_RECORD, FINAL_CHECKPOINT, RunSpec
-
-EVAL_BATCH = 500
-
-
-@torch.no_grad()
-def accuracy(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> dict:
-    model.eval()
-    correct_tokens = correct_sequences = 0
-    for x, y in zip(inputs.split(EVAL_BATCH), targets.split(EVAL_BATCH)):
-        hit = model(x).argmax(-1) == y
-        correct_tokens += int(hit.sum())
-        correct_sequences += int(hit.all(dim=1).sum())
-    return {"token_accuracy": correct_tokens / targets.numel(), "exact_accuracy": correct_sequences / len(targets)}
+from hwsweep import families, io, runner
+from hwsweep.records import EvalRecord, RunRecord
+from hwsweep.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec
 
 
 def builtin(spec: RunSpec) -> int:
     t0 = time.perf_counter()
-    task = data.build_task(spec.recipe.task)
-    model = models.build(spec.recipe.model, task.vocab_size, task.length)
+    fam = families.torch_side(spec.recipe.model.name)
+    model = fam.build(spec.recipe)
     state = torch.load(spec.path(FINAL_CHECKPOINT), map_location="cpu", weights_only=False)
     if state["step"] != spec.plan.steps:
         sys.exit(f"hwsweep.evaluate: checkpoint is at step {state['step']}, not {spec.plan.steps}; rerun training")
     model.load_state_dict(state["model"])
-    metrics = accuracy(model, *data.eval_table(task, spec.recipe.task.eval_size))
+    model.eval()
+    curves = RunRecord.from_dict(io.read_json(spec.path(TRAIN_RECORD))).curves
+    _, held_out = fam.tables(spec.recipe)
+    with torch.no_grad():
+        metrics = fam.evaluate(model, spec.recipe, held_out, curves=curves)
     record = EvalRecord(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
                         evaluator="builtin", metrics=metrics, eval_seconds=time.perf_counter() - t0)  # fmt: skip
     io.write_json(spec.path(EVAL_RECORD), record.to_dict())
-    print(f"{spec.run_dir}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+    print(f"{spec.run_dir}: " + ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} none" for k, v in metrics.items()))
     return 0
 
 

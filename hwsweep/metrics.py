@@ -105,8 +105,11 @@ def parse_jsonl_line(line: str, metrics: list[Metric]) -> list[dict]:
         obj = json.loads(line)
     except json.JSONDecodeError:
         return []  # a line being written, or not ours
-    if not isinstance(obj, dict):
-        return []
+    return observations(obj, metrics) if isinstance(obj, dict) else []
+
+
+def observations(obj: dict, metrics: list[Metric]) -> list[dict]:
+    """Observations from one logged object: its "step" (if any) and a number per declared key."""
     step = obj.get("step")
     step = int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else None
     out = []

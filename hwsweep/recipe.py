@@ -61,4 +61,6 @@ class Recipe(Typed):
     checkpoint_every: int
     log_every: int
     num_workers: int
+    eval_every: int  # built-in trainer: periodic evaluation curves eval_<name>; 0 = off
+    eval_subset: int
     args: dict  # a user script's own settings, passed as flags

@@ -60,6 +60,12 @@ class RunRecord(Typed):
     checkpoint: str | None = None  # the final checkpoint's file name in the run directory
     step_seconds: list = field(default_factory=list)
     checks: list = field(default_factory=list)  # where the run did not follow its plan (flagged, not fatal)
+    # Throughput per device in the steady state; FLOPs from torch's counter on a real micro-batch
+    # (runtime-API trainers that count them); mfu against the catalog's peak (None: no peak known).
+    samples_per_second_per_device: float | None = None
+    flops_per_step: float | None = None
+    tflops_per_device: float | None = None
+    mfu: float | None = None
 
     def curve(self, name: str) -> Curve:
         return Curve.from_dict(self.curves[name], f"curves.{name}")

@@ -25,7 +25,7 @@ from hwsweep import host, io
 from hwsweep.command import Invocation, command_argv, plan_values, render, script_provenance
 from hwsweep.metrics import TextParser, parse_jsonl_line, problems, summarise
 from hwsweep.records import EvalRecord, RunRecord, read
-from hwsweep.spec import EVAL_RECORD, TRAIN_RECORD, RunSpec
+from hwsweep.spec import CHECKPOINT_DIR, EVAL_RECORD, TRAIN_RECORD, RunSpec
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal; rerun to resume
 ATTEMPTS_FILE = "attempts.jsonl"  # one line per start of the command, for restarts and resume
@@ -221,7 +221,9 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
             return 0  # a runtime-API script wrote the full RunRecord itself
     except RunFailed as e:
         print(f"hwsweep: {spec.suite}/{spec.variant}/{spec.hardware_name}/seed{spec.seed}: {e}", file=sys.stderr)
-        return EXIT_PREEMPTED if stage.signalled is not None and trainer.resume_when else 1
+        # A runtime-API script resumes from its own checkpoints without trainer.resume.
+        resumable = trainer.resume_when or any(Path(spec.run_dir, CHECKPOINT_DIR).glob("step*.pt"))
+        return EXIT_PREEMPTED if stage.signalled is not None and resumable else 1
     startup = stage.first_step_seconds if stage.first_step_seconds is not None else 0.0
     train_seconds = max(seconds - startup, 1e-9)
     segments = attempts + [{"start_step": first_step, "resumed": resuming}]

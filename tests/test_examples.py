@@ -67,3 +67,19 @@ def test_lightning_script_gets_the_plan_through_its_trainer_flags(tmp_path):
     for flag in ("--devices 2", "--accumulate_grad_batches 2", "--batch_size 16", "--precision 32-true",
                  "--max_steps 40", "--seed 1", "--deterministic"):  # fmt: skip
         assert flag in log, flag
+
+
+def test_runtime_api_script_sweeps_with_its_own_record(tmp_path):
+    folder, cfg = example(tmp_path, "runtime_api", schedule={"steps": 60, "warmup_steps": 5})
+    cfg["recipe"]["args"]["eval_every"] = 30
+    proc = snakemake(folder, cfg, "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    runs = check_sweep(folder, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
+    assert (runs.val_acc > 0.5).all()  # it learned: chance is 0.25
+    assert (runs.data_order == "global-order/size4096/workers0").all()  # the runtime wrote the record
+    # strict mode: one and two processes trained the same bits, seed by seed
+    for seed in (0, 1):
+        one, two = (json.loads((folder / f"results/mlp/default/{hw}/seed{seed}/train.json").read_text())
+                    for hw in ("cpu1", "cpu2"))  # fmt: skip
+        assert one["curves"] == two["curves"] and one["metrics"] == two["metrics"]
+        assert two["curves"]["val_acc"]["steps"] == [30, 60] and len(two["curves"]["loss"]["steps"]) == 60

@@ -1,10 +1,56 @@
-"""A small bidirectional transformer that maps a token sequence to a token sequence of
-the same length (one prediction per position). Written out by hand, nanoGPT style, so
-its parameters and activations are easy to account for in the batch plan."""
+"""The reference family: a small bidirectional transformer that maps a token sequence to a
+token sequence of the same length (one prediction per position), on the sort task. Written
+out by hand, nanoGPT style, so its parameters and activations are easy to account for in the
+batch plan; the model owns its loss. The family's torch side: tables, build, evaluate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+# Fixed seeds for the sample tables: the held-out set must not move with the run's seed.
+TRAIN_TABLE_SEED = 1_000_003
+EVAL_TABLE_SEED = 2_000_029
+EVAL_BATCH = 500
+
+
+@dataclass(frozen=True)
+class SortTask:
+    """Input: `length` random tokens from `vocab_size`; target: the same tokens sorted."""
+
+    length: int
+    vocab_size: int
+
+    def make(self, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randint(0, self.vocab_size, (n, self.length), generator=g)
+        return x, x.sort(dim=1).values
+
+
+def tables(recipe) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """(train, held_out) = ((inputs, targets), (inputs, targets)), the same on every rank and hardware."""
+    task = SortTask(length=recipe.task.length, vocab_size=recipe.task.vocab_size)
+    return task.make(recipe.task.train_size, TRAIN_TABLE_SEED), task.make(recipe.task.eval_size, EVAL_TABLE_SEED)
+
+
+def build(recipe) -> "SequenceTransformer":
+    m, t = recipe.model, recipe.task
+    return SequenceTransformer(t.vocab_size, t.length, m.width, m.depth, m.heads, m.mlp_ratio)
+
+
+def evaluate(model: "SequenceTransformer", recipe, held_out, curves=None) -> dict:
+    """token_accuracy and exact_accuracy on `held_out` (the caller sets eval mode and no_grad)."""
+    device = next(model.parameters()).device
+    inputs, targets = held_out
+    correct_tokens = correct_sequences = 0
+    for x, y in zip(inputs.split(EVAL_BATCH), targets.split(EVAL_BATCH)):
+        hit = model.logits(x.to(device)).argmax(-1).cpu() == y
+        correct_tokens += int(hit.sum())
+        correct_sequences += int(hit.all(dim=1).sum())
+    return {"token_accuracy": correct_tokens / targets.numel(), "exact_accuracy": correct_sequences / len(targets)}
 
 
 class Block(nn.Module):
@@ -41,8 +87,14 @@ class SequenceTransformer(nn.Module):
         self.head = nn.Linear(width, vocab_size)
         nn.init.normal_(self.pos, std=0.02)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.tok(tokens) + self.pos
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x))
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean token cross-entropy of the micro-batch, in fp32 whatever the autocast precision."""
+        return F.cross_entropy(self.logits(tokens).float().flatten(0, 1), targets.flatten())
+
+    loss = forward  # hwsweep.flops counts model.loss(inputs, targets)

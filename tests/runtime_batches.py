@@ -1,0 +1,33 @@
+"""Helper for tests/test_runtime.py, run under torchrun: every micro-batch this rank's runtime
+loader yields (sample ids and a random draw made inside the dataset), written as JSON."""
+
+import json
+import sys
+
+import torch
+
+from hwsweep import runtime
+
+
+class Augmented(torch.utils.data.Dataset):
+    """A map-style dataset that is not a tensor table and draws random numbers per sample."""
+
+    def __len__(self):
+        return 200
+
+    def __getitem__(self, i):
+        return torch.tensor(i), torch.rand(())
+
+
+run = runtime.init(sys.argv[1])
+loader = run.loader(Augmented())
+model = run.wrap(torch.nn.Linear(1, 1))
+run.resume()
+seen = {}
+for step in run.steps():
+    for j, (ids, noise) in enumerate(run.accumulate(loader)):
+        run.backward(model(noise.unsqueeze(1)).mean())
+        seen[f"{step}/{run.rank * run.plan.accumulation + j}"] = [ids.tolist(), noise.tolist()]
+with open(f"{sys.argv[2]}.rank{run.rank}.json", "w") as f:
+    json.dump(seen, f)
+run.finish()
