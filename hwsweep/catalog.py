@@ -48,15 +48,6 @@ def match(device_name: str, memory_gb: float | None = None) -> DeviceType | None
     return candidates[0] if candidates else None
 
 
-def peak_flops(gpu_type: str, precision: str, tf32: bool) -> float | None:
-    """FLOP/s one device of `gpu_type` peaks at in the arithmetic the plan runs (fp32 matmuls use
-    TF32 tensor cores when tf32 is on); None where the catalog gives none (cpu, unknown types)."""
-    kind = lookup(gpu_type)
-    arithmetic = {"fp32": "tf32" if tf32 else "fp32", "bf16-mixed": "bf16", "fp16-mixed": "fp16"}[precision]
-    peak = (kind.peak_tflops or {}).get(arithmetic) if kind else None
-    return None if peak is None else peak * 1e12
-
-
 def price_per_hour(gpu_type: str, override: float | None = None) -> float | None:
     """Price of one device for one hour in CURRENCY: the hardware entry's own price_per_hour,
     else the catalog's list price for its device type, else None (not known: no cost shown)."""

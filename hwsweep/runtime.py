@@ -37,9 +37,10 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, TensorDataset, default_collate, get_worker_info
 from tqdm import tqdm
 
-from hwsweep import catalog, data, host, io, repro
+from hwsweep import data, host, io, repro
 from hwsweep import device as devices
 from hwsweep.checkpoint import CheckpointManager, fingerprint
+from hwsweep.estimate import device_peak
 from hwsweep.metrics import observations, summarise
 from hwsweep.records import RunRecord
 from hwsweep.reduce import gather_in_order, make_reduction, ordered_sum
@@ -287,7 +288,7 @@ class Run:
                "tflops_per_device": None, "mfu": None}  # fmt: skip
         if self.flops_per_step:
             achieved = self.flops_per_step * steps_per_second / p.world_size
-            peak = catalog.peak_flops(p.gpu_type, p.precision, p.tf32)
+            peak = device_peak(self.spec.hardware, p, self.threads)  # a CPU process: its threads' cores
             out |= {"tflops_per_device": achieved / 1e12, "mfu": achieved / peak if peak else None}
         return out
 

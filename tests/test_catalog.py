@@ -4,10 +4,11 @@ from hwsweep.catalog import catalog, peak_flops
 
 
 def test_peak_follows_the_arithmetic_the_plan_runs():
-    assert peak_flops("H100-80GB", "bf16-mixed", False) == 989e12
-    assert peak_flops("H100-80GB", "fp32", True) == 495e12 and peak_flops("H100-80GB", "fp32", False) == 67e12
+    assert peak_flops("H100-80GB", "bf16-mixed", False) == 989.5e12
+    assert peak_flops("H100-80GB", "fp32", True) == 494.5e12 and peak_flops("H100-80GB", "fp32", False) == 67e12
     assert peak_flops("A100-80GB", "fp16-mixed", False) == 312e12
-    assert peak_flops("cpu", "fp32", False) is None and peak_flops("no-such-gpu", "fp32", False) is None
+    assert peak_flops("V100-32GB", "fp32", True) == 15.7e12  # no TF32 on a V100: plain fp32
+    assert peak_flops("no-such-gpu", "fp32", False) is None
 
 
 def test_every_gpu_type_has_a_peak_for_each_precision_it_runs():
