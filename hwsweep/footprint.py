@@ -29,3 +29,42 @@ def device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool,
     kept_gradients = p * accumulation if strict else 0
     context = CUDA_CONTEXT_BYTES if accelerator == "cuda" else 0
     return p * (2 + ADAMW_STATE) + kept_gradients + micro_batch * activation_bytes_per_sample(model, task) + context
+
+
+# -- the puzzle families (hrm, deep_transformer): HRM's blocks (SwiGLU, no biases) ------------------
+def _puzzle_block_params(model) -> int:
+    w = model.width
+    hidden = round(model.mlp_ratio * w * 2 / 3)
+    return 4 * w * w + 3 * hidden * w
+
+
+def puzzle_parameter_count(model, task) -> int:
+    w, v = model.width, task.vocab_size
+    blocks = model.h_layers + model.l_layers if model.name == "hrm" else model.depth
+    positions = -(-model.puzzle_emb_ndim // w) + task.length
+    learned = positions * w if model.positions == "learned" else 0
+    q_head = 2 * w + 2 if model.name == "hrm" else 0
+    return blocks * _puzzle_block_params(model) + 2 * v * w + task.num_puzzle_ids * model.puzzle_emb_ndim + learned + q_head
+
+
+def puzzle_activation_bytes_per_sample(model, task) -> int:
+    """Bytes autograd keeps per sample until backward. HRM keeps, for each of its
+    halt_max_steps segments (their losses are summed before one backward), only the two
+    differentiable steps: h_layers + l_layers block applications; the deep transformer its depth."""
+    w, v = model.width, task.vocab_size
+    hidden = round(model.mlp_ratio * w * 2 / 3)
+    positions = -(-model.puzzle_emb_ndim // w) + task.length
+    if model.name == "hrm":
+        blocks, heads_out = model.halt_max_steps * (model.h_layers + model.l_layers), model.halt_max_steps
+    else:
+        blocks, heads_out = model.depth, 1
+    per_block = positions * (15 * w + 5 * hidden)  # fitted upper bound, checked in tests/test_hrm.py
+    return FP32 * (blocks * per_block + heads_out * 4 * task.length * v)
+
+
+def puzzle_device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool, accelerator: str) -> int:
+    p = puzzle_parameter_count(model, task) * FP32
+    kept_gradients = p * accumulation if strict else 0
+    context = CUDA_CONTEXT_BYTES if accelerator == "cuda" else 0
+    activations = micro_batch * puzzle_activation_bytes_per_sample(model, task)
+    return p * (2 + ADAMW_STATE) + kept_gradients + activations + context
