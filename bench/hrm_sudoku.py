@@ -71,7 +71,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
     ap.add_argument("suite")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe key (YAML value)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe key (YAML)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval-every", type=int, default=0, help="default: the recipe's eval_every, else steps/10")

@@ -133,8 +133,8 @@ def _merge(base: dict, override: dict) -> dict:
     is replaced, not merged: another family's keys do not carry over."""
     out = copy.deepcopy(base)
     for k, v in override.items():
-        same_kind = isinstance(v, dict) and isinstance(out.get(k), dict) and v.get("name", out[k].get("name")) == out[k].get("name")
-        out[k] = _merge(out[k], v) if same_kind else copy.deepcopy(v)
+        nested = isinstance(v, dict) and isinstance(out.get(k), dict)
+        out[k] = _merge(out[k], v) if nested and v.get("name", out[k].get("name")) == out[k].get("name") else copy.deepcopy(v)
     return out
 
 

@@ -38,7 +38,7 @@ def _accuracy(description: str) -> dict:
 def _milestone(metric: str, threshold: float) -> tuple[str, dict]:
     return milestone_name(metric, threshold), {
         "goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e12],
-        "description": f"first optimizer step whose periodic evaluation reached {metric} {threshold} (empty: not reached)",
+        "description": f"first step whose periodic evaluation reached {metric} {threshold} (empty: not reached)",
     }  # fmt: skip
 
 

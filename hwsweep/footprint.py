@@ -44,7 +44,8 @@ def puzzle_parameter_count(model, task) -> int:
     positions = -(-model.puzzle_emb_ndim // w) + task.length
     learned = positions * w if model.positions == "learned" else 0
     q_head = 2 * w + 2 if model.name == "hrm" else 0
-    return blocks * _puzzle_block_params(model) + 2 * v * w + task.num_puzzle_ids * model.puzzle_emb_ndim + learned + q_head
+    puzzle = task.num_puzzle_ids * model.puzzle_emb_ndim
+    return blocks * _puzzle_block_params(model) + 2 * v * w + puzzle + learned + q_head
 
 
 def puzzle_activation_bytes_per_sample(model, task) -> int:

@@ -181,7 +181,8 @@ def _dihedral_np(grid: np.ndarray, d: int) -> np.ndarray:
     return (grid[:, ::-1, :], grid[:, :, ::-1], grid.transpose(0, 2, 1), grid[:, ::-1, ::-1].transpose(0, 2, 1))[d - 4]
 
 
-def arc(count: int, seed: int, num_puzzles: int = 16, puzzle_seed: int = 0, min_size: int = 6, max_size: int = 10) -> Puzzles:
+def arc(count: int, seed: int, num_puzzles: int = 16, puzzle_seed: int = 0, min_size: int = 6,
+        max_size: int = 10) -> Puzzles:  # fmt: skip
     """`count` samples of `num_puzzles` rule puzzles (ids 0..num_puzzles-1) on new random grids.
 
     The rules depend on (num_puzzles, puzzle_seed) only, the grids on `seed`: a training and

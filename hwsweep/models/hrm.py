@@ -48,7 +48,8 @@ def q_continue_target(next_q: torch.Tensor, next_is_last: bool) -> torch.Tensor:
 class HRM(nn.Module):
     def __init__(self, vocab_size: int, length: int, width: int, heads: int, mlp_ratio: int, h_layers: int,
                  l_layers: int, h_cycles: int, l_cycles: int, halt_max_steps: int, halt_exploration_prob: float,
-                 act_mode: str, puzzle_emb_ndim: int = 0, num_puzzle_ids: int = 1, positions: str = "rope"):  # fmt: skip
+                 act_mode: str, puzzle_emb_ndim: int = 0, num_puzzle_ids: int = 1,
+                 positions: str = "rope"):  # fmt: skip
         super().__init__()
         if act_mode not in ACT_MODES:
             raise ValueError(f"act_mode {act_mode!r}: use one of {ACT_MODES}")

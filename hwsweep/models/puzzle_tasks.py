@@ -42,7 +42,8 @@ def _tables(task):
     views = puzzles.sample_views(train.inputs, train.targets, train.puzzle_ids, n, VIEW_SEED, spec, order)
     held = _originals(task, task.eval_size, EVAL_TABLE_SEED)
     # Held-out puzzle ids are those of view 0, so the model reads the identifiers it trained on.
-    return (views.inputs[0], views.targets[0], views.puzzle_ids[0]), (held.inputs, held.targets, held.puzzle_ids * (n + 1))
+    held_out = (held.inputs, held.targets, held.puzzle_ids * (n + 1))
+    return (views.inputs[0], views.targets[0], views.puzzle_ids[0]), held_out
 
 
 def tables(recipe):
