@@ -149,7 +149,7 @@ def problems(values: dict, metrics: list[Metric]) -> list[str]:
     """Implausible final values: not finite, or outside a metric's declared bounds."""
     out = []
     for m in metrics:
-        if m.name in values:
+        if values.get(m.name) is not None:
             v = values[m.name]
             if not math.isfinite(v):
                 out.append(f"metric {m.name} is {v}")
