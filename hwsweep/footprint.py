@@ -1,7 +1,7 @@
-"""Memory footprint of the reference transformer, from its shape (torch-free, for the planner).
+"""Memory footprint of the built-in families, from their shapes (torch-free, for the planner).
 
 The activation term was fitted to, and is tested against, the bytes autograd actually saves
-for the real model on CPU (tests/test_plan.py): a measurement, not a rule of thumb."""
+for the real models on CPU (tests/test_plan.py, tests/test_hrm.py): a measurement, not a rule of thumb."""
 
 from __future__ import annotations
 
@@ -25,10 +25,16 @@ def activation_bytes_per_sample(model, task) -> int:
 def device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool, accelerator: str) -> int:
     """Estimated peak bytes on one device: weights, gradients, AdamW state, activations of one
     micro-batch, and in strict mode every micro-batch's gradient kept until the ordered sum."""
-    p = parameter_count(model, task) * FP32
+    return _peak_bytes(parameter_count(model, task), activation_bytes_per_sample(model, task), micro_batch,
+                       accumulation, strict, accelerator)  # fmt: skip
+
+
+def _peak_bytes(parameters: int, activations_per_sample: int, micro_batch: int, accumulation: int, strict: bool,
+                accelerator: str) -> int:  # fmt: skip
+    p = parameters * FP32
     kept_gradients = p * accumulation if strict else 0
     context = CUDA_CONTEXT_BYTES if accelerator == "cuda" else 0
-    return p * (2 + ADAMW_STATE) + kept_gradients + micro_batch * activation_bytes_per_sample(model, task) + context
+    return p * (2 + ADAMW_STATE) + kept_gradients + micro_batch * activations_per_sample + context
 
 
 # -- the puzzle families (hrm, deep_transformer): HRM's blocks (SwiGLU, no biases) ------------------
@@ -64,8 +70,5 @@ def puzzle_activation_bytes_per_sample(model, task) -> int:
 
 
 def puzzle_device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool, accelerator: str) -> int:
-    p = puzzle_parameter_count(model, task) * FP32
-    kept_gradients = p * accumulation if strict else 0
-    context = CUDA_CONTEXT_BYTES if accelerator == "cuda" else 0
-    activations = micro_batch * puzzle_activation_bytes_per_sample(model, task)
-    return p * (2 + ADAMW_STATE) + kept_gradients + activations + context
+    return _peak_bytes(puzzle_parameter_count(model, task), puzzle_activation_bytes_per_sample(model, task),
+                       micro_batch, accumulation, strict, accelerator)  # fmt: skip
