@@ -134,7 +134,8 @@ def _merge(base: dict, override: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in override.items():
         nested = isinstance(v, dict) and isinstance(out.get(k), dict)
-        out[k] = _merge(out[k], v) if nested and v.get("name", out[k].get("name")) == out[k].get("name") else copy.deepcopy(v)
+        same_kind = nested and v.get("name", out[k].get("name")) == out[k].get("name")
+        out[k] = _merge(out[k], v) if same_kind else copy.deepcopy(v)
     return out
 
 

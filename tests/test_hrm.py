@@ -15,6 +15,8 @@ from hwsweep import families, flops, footprint, passk, puzzles
 from hwsweep.config import ConfigError, resolve
 from hwsweep.models import deep_transformer, hrm, puzzle_tasks
 from hwsweep.models.blocks import sequence_loss
+from hwsweep.recipe import Recipe
+from hwsweep.typed import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 HRM = {"name": "hrm", "width": 16, "heads": 2, "mlp_ratio": 2, "h_layers": 1, "l_layers": 1, "h_cycles": 2,
@@ -462,6 +464,16 @@ def test_family_keys_are_checked_with_one_line(change, message):
     with pytest.raises(ConfigError) as err:
         resolve(raw)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_puzzle_recipes_survive_the_spec_round_trip():
+    for r in (recipe(), recipe({"name": "deep_transformer", "depth": 2}, {"name": "arc", "augmentation": 3})):
+        again = Recipe.from_dict(r.to_dict())
+        assert again == r and type(again.model) is type(r.model) and type(again.task) is type(r.task)
+    raw = recipe().to_dict()
+    raw["model"]["name"] = "hrn"
+    with pytest.raises(SpecError, match="recipe.model.name: 'hrn' is not one of transformer, hrm, deep_transformer"):
+        Recipe.from_dict(raw)
 
 
 def test_a_suite_naming_another_family_replaces_the_model_section():
