@@ -49,20 +49,21 @@ def puzzle_parameter_count(model, task) -> int:
     blocks = model.h_layers + model.l_layers if model.name == "hrm" else model.depth
     positions = -(-model.puzzle_emb_ndim // w) + task.length
     learned = positions * w if model.positions == "learned" else 0
-    q_head = 2 * w + 2 if model.name == "hrm" else 0
+    q_head = 2 * w + 2 if model.name == "hrm" and model.act_mode == "act" else 0
     puzzle = task.num_puzzle_ids * model.puzzle_emb_ndim
     return blocks * _puzzle_block_params(model) + 2 * v * w + puzzle + learned + q_head
 
 
 def puzzle_activation_bytes_per_sample(model, task) -> int:
-    """Bytes autograd keeps per sample until backward. HRM keeps, for each of its
-    halt_max_steps segments (their losses are summed before one backward), only the two
+    """Bytes autograd keeps per sample until backward. HRM keeps, for each supervised segment
+    (up to halt_max_steps; their losses are summed before one backward), only the two
     differentiable steps: h_layers + l_layers block applications; the deep transformer its depth."""
     w, v = model.width, task.vocab_size
     hidden = round(model.mlp_ratio * w * 2 / 3)
     positions = -(-model.puzzle_emb_ndim // w) + task.length
     if model.name == "hrm":
-        blocks, heads_out = model.halt_max_steps * (model.h_layers + model.l_layers), model.halt_max_steps
+        kept = 1 if model.act_mode == "none" else model.halt_max_steps  # none: only the last segment has a graph
+        blocks, heads_out = kept * (model.h_layers + model.l_layers), kept
     else:
         blocks, heads_out = model.depth, 1
     per_block = positions * (15 * w + 5 * hidden)  # fitted upper bound, checked in tests/test_hrm.py

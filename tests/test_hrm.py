@@ -169,6 +169,7 @@ def test_fixed_and_none_run_the_same_maximum_compute_as_act(mode):
         other.predict(batch[0], batch[2])
     q_head = 2 * len(batch[0]) * act.q_head.in_features * 2  # act alone reads its Q head once
     assert f_act.total - f_other.total == q_head
+    assert other.q_head is None  # no parameter left unused (DDP would refuse the step)
 
 
 def test_none_mode_supervises_only_the_state_after_every_segment():
@@ -392,6 +393,7 @@ def test_flop_count_of_a_small_hrm_matches_the_hand_count():
     ({"width": 32, "heads": 4, "h_layers": 2, "halt_max_steps": 2, "puzzle_emb_ndim": 40, "positions": "learned"},
      {"name": "arc", "min_size": 3, "max_size": 5, "num_puzzles": 3, "augmentation": 2}),
     ({"name": "deep_transformer", "width": 16, "heads": 2, "depth": 5}, {}),
+    ({"act_mode": "none"}, {}),
 ])  # fmt: skip
 def test_memory_estimate_covers_what_autograd_saves(model, task):
     r = recipe(model, task if task.get("name") != "arc" else {**task, "train_size": 64, "eval_size": 8})

@@ -61,10 +61,11 @@ class HRM(nn.Module):
         self.H = ReasoningModule(h_layers, width, heads, mlp_ratio)
         self.L = ReasoningModule(l_layers, width, heads, mlp_ratio)
         self.head = nn.Linear(width, vocab_size, bias=False)
-        self.q_head = nn.Linear(width, 2)  # (halt, continue) logits from the first position
-        # Q starts at sigmoid(-5) for both actions: nothing halts before the head has learned.
-        nn.init.zeros_(self.q_head.weight)
-        nn.init.constant_(self.q_head.bias, -5.0)
+        # (halt, continue) logits from the first position; only with ACT (DDP refuses unused parameters).
+        self.q_head = nn.Linear(width, 2) if act_mode == "act" else None
+        if self.q_head is not None:  # Q starts at sigmoid(-5) for both actions: no halting before it has learned
+            nn.init.zeros_(self.q_head.weight)
+            nn.init.constant_(self.q_head.bias, -5.0)
         # Fixed initial states (zeros would make z_H and z_L start alike).
         self.register_buffer("h_init", nn.init.trunc_normal_(torch.empty(width), std=1.0))
         self.register_buffer("l_init", nn.init.trunc_normal_(torch.empty(width), std=1.0))
@@ -85,7 +86,7 @@ class HRM(nn.Module):
 
     def outputs(self, z_h: torch.Tensor):
         logits = self.head(z_h[:, self.input.puzzle_len :])
-        q = self.q_head(z_h[:, 0]).float() if self.act_mode == "act" else None
+        q = self.q_head(z_h[:, 0]).float() if self.q_head is not None else None
         return logits, q
 
     def start(self, inputs: torch.Tensor, puzzle_ids: torch.Tensor):
