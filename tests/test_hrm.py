@@ -484,3 +484,30 @@ def test_a_suite_naming_another_family_replaces_the_model_section():
     cells = {c.suite: c.recipe for c in resolve(config(dict(HRM), dict(SUDOKU), suites)).cells}
     assert cells["deep"].model.depth == 3 and cells["deep"].model.width == 64  # the family's defaults
     assert cells["wide"].model.width == 32 and cells["wide"].model.h_cycles == HRM["h_cycles"]  # merged
+
+
+# -- DDP ----------------------------------------------------------------------------------------------
+def _ddp_steps(rank: int, world: int, store: str, mode: str, out: str):
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    net, (x, y, ids), _ = model_and_batch(model={"act_mode": mode, "halt_max_steps": 3, "halt_exploration_prob": 0.5},
+                                          batch=8)  # fmt: skip
+    if mode == "act":
+        set_q(net, halt=0.0 if rank else 5.0, cont=0.0)  # rank 0 halts after segment 1, rank 1 runs on
+    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    for _ in range(2):
+        ddp(x[rank::world], y[rank::world], ids[rank::world]).backward()
+    grads = torch.cat([p.grad.flatten() for p in net.parameters()])
+    torch.save(grads, f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("mode", ["act", "fixed", "none"])
+def test_every_act_mode_trains_under_ddp(tmp_path, mode):
+    """Every parameter takes part in every step (DDP would hang or refuse otherwise), also when
+    the ranks' samples halt after different numbers of segments."""
+    torch.multiprocessing.spawn(_ddp_steps, args=(2, str(tmp_path / "store"), mode, str(tmp_path / "g")), nprocs=2)
+    g0, g1 = torch.load(tmp_path / "g.0"), torch.load(tmp_path / "g.1")
+    assert torch.equal(g0, g1) and g0.abs().sum() > 0  # averaged across ranks
