@@ -57,7 +57,10 @@ def correct_fn(task) -> passk.Correct:
 
 
 def predict(model, inputs: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tensor:
-    return torch.cat([model.predict(x, p) for x, p in zip(inputs.split(EVAL_BATCH), puzzle_ids.split(EVAL_BATCH))])
+    """Predictions on the model's device (the trainer's periodic evaluation runs where it trains), back on the CPU."""
+    device = next(model.parameters(), torch.empty(0)).device
+    batches = zip(inputs.split(EVAL_BATCH), puzzle_ids.split(EVAL_BATCH))
+    return torch.cat([model.predict(x.to(device), p.to(device)).cpu() for x, p in batches])
 
 
 def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
@@ -66,7 +69,7 @@ def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
     not reached), computational_cost and flops_per_sample. Periodic evaluations during training
     (curves None) leave those out: they describe the finished run."""
     task = recipe.task
-    inputs, targets, ids = held_out
+    inputs, targets, ids = (t.cpu() for t in held_out)  # voting on the CPU; the model predicts on its device
     n = task.augmentation
     views = min(task.eval_views, n) + 1
     view = torch.arange(views)[:, None].expand(views, len(inputs))
@@ -80,6 +83,7 @@ def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
     metrics |= passk.training_efficiency(curves, MILESTONES)
     train, _ = tables(recipe)
     with torch.enable_grad():  # the caller evaluates under no_grad; a training step needs autograd
-        per_sample = flops.train_step_flops(model, tuple(t[:FLOP_SAMPLES] for t in train)) / FLOP_SAMPLES
+        batch = tuple(t[:FLOP_SAMPLES].to(next(model.parameters()).device) for t in train)
+        per_sample = flops.train_step_flops(model, batch) / FLOP_SAMPLES
     samples = recipe.schedule.steps * recipe.global_batch
     return metrics | flops.computational_cost(per_sample * samples, metrics["exact_accuracy"], samples)
