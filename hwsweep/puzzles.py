@@ -45,7 +45,6 @@ class Puzzles(NamedTuple):
     inputs: torch.Tensor  # (count, side * side) int64
     targets: torch.Tensor  # (count, side * side) int64
     puzzle_ids: torch.Tensor  # (count,) int64
-    spec: GridSpec
 
 
 def _permutations(rng: np.random.Generator, count: int, k: int) -> np.ndarray:
@@ -88,7 +87,7 @@ def sudoku(n: int, blanks: int, count: int, seed: int) -> Puzzles:
     hide = _permutations(rng, count, n * n)[:, :blanks]
     np.put_along_axis(puzzle, hide, 0, axis=1)
     return Puzzles(torch.from_numpy(puzzle).long(), torch.from_numpy(solution).long(),
-                   torch.zeros(count, dtype=torch.long), sudoku_spec(n))  # fmt: skip
+                   torch.zeros(count, dtype=torch.long))  # fmt: skip
 
 
 def sudoku_correct(pred: torch.Tensor, puzzle: torch.Tensor) -> torch.Tensor:
@@ -203,7 +202,7 @@ def arc(count: int, seed: int, num_puzzles: int = 16, puzzle_seed: int = 0, min_
                 targets[rows, :s, :s] = _apply_rule(grid, *rules[p]) + 1
     flat = (count, max_size * max_size)
     return Puzzles(torch.from_numpy(inputs.reshape(flat)).long(), torch.from_numpy(targets.reshape(flat)).long(),
-                   torch.from_numpy(ids).long(), arc_spec(max_size))  # fmt: skip
+                   torch.from_numpy(ids).long())  # fmt: skip
 
 
 # -- augmentation ------------------------------------------------------------------------------
