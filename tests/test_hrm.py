@@ -511,3 +511,19 @@ def test_every_act_mode_trains_under_ddp(tmp_path, mode):
     torch.multiprocessing.spawn(_ddp_steps, args=(2, str(tmp_path / "store"), mode, str(tmp_path / "g")), nprocs=2)
     g0, g1 = torch.load(tmp_path / "g.0"), torch.load(tmp_path / "g.1")
     assert torch.equal(g0, g1) and g0.abs().sum() > 0  # averaged across ranks
+
+
+@pytest.mark.slow
+def test_the_cpu_baseline_learns_4x4_sudoku():
+    """config/hrm_cpu.yaml's baseline, trained by the plain loop of bench/hrm_sudoku.py (about a minute)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hrm_bench", ROOT / "bench" / "hrm_sudoku.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    matrix = resolve(yaml.safe_load((ROOT / "config" / "hrm_cpu.yaml").read_text()))
+    r = next(c.recipe for c in matrix.cells if c.suite == "baseline")
+    torch.set_num_threads(1)
+    result = bench.train(r, seed=0, eval_every=50, eval_subset=128)
+    assert result["exact_accuracy"] >= 0.8
+    assert result["steps_to_exact_accuracy_50"] is not None and result["steps_to_exact_accuracy_99"] is None
