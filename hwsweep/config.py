@@ -122,13 +122,20 @@ def _fill_defaults(schema: dict, instance: dict, root: dict) -> dict:
             out[key] = {}  # a nested object left out entirely still gets its defaults
         if isinstance(out.get(key), dict) and sub.get("type") == "object":
             out[key] = _fill_defaults(sub, out[key], root)
+    for branch in schema.get("allOf", []):  # a model family's or task's own keys: if name is ..., then ...
+        if "if" in branch and Validator(branch["if"]).is_valid(out):
+            out = _fill_defaults(branch["then"], out, root)
     return out
 
 
 def _merge(base: dict, override: dict) -> dict:
+    """Nested override; a section whose override names another kind (model.name, task.name)
+    is replaced, not merged: another family's keys do not carry over."""
     out = copy.deepcopy(base)
     for k, v in override.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+        nested = isinstance(v, dict) and isinstance(out.get(k), dict)
+        same_kind = nested and v.get("name", out[k].get("name")) == out[k].get("name")
+        out[k] = _merge(out[k], v) if same_kind else copy.deepcopy(v)
     return out
 
 
@@ -142,13 +149,29 @@ def _set_dotted(d: dict, dotted: str, value) -> dict:
     return out
 
 
-def _leaf_keys(schema: dict, root: dict, prefix: str = "") -> set[str]:
-    schema = _deref(schema, root)
+def _leaf_keys(recipe: dict, prefix: str = "") -> set[str]:
+    """Dotted keys of a resolved recipe (its model family's and task's own keys included)."""
     keys = set()
-    for k, sub in schema.get("properties", {}).items():
-        name = f"{prefix}{k}"
-        keys |= _leaf_keys(sub, root, name + ".") if _deref(sub, root).get("properties") else {name}
+    for k, v in recipe.items():
+        keys |= _leaf_keys(v, f"{prefix}{k}.") if isinstance(v, dict) and k != "args" else {f"{prefix}{k}"}
     return keys
+
+
+def _sweep_axes(sweep: dict, where: str) -> list[list[dict]]:
+    """Each sweep entry as its list of choices {key: value}; an entry naming several keys,
+    'model.h_cycles,model.l_cycles': [[1, 1], [2, 2]], sweeps them together (no cross product)."""
+    axes = []
+    for entry, choices in sweep.items():
+        keys = entry.split(",")
+        for choice in choices:
+            if len(keys) > 1 and not (isinstance(choice, list) and len(choice) == len(keys)):
+                raise ConfigError(f"{where}.sweep.{entry}: {choice!r} is not a list of {len(keys)} values; "
+                                  f"give one value per key, e.g. {[1] * len(keys)}")  # fmt: skip
+            if len(keys) == 1 and isinstance(choice, list):
+                raise ConfigError(f"{where}.sweep.{entry}: {choice!r} is a list; give single values, or name "
+                                  "several keys separated by ',' to sweep them together")  # fmt: skip
+        axes.append([dict(zip(keys, c if len(keys) > 1 else [c])) for c in choices])
+    return axes
 
 
 def _variant_name(values: dict) -> str:
@@ -178,6 +201,10 @@ def _check_recipe(recipe: dict, where: str, schema: dict, builtin: bool, sweep: 
         raise ConfigError(
             f"{where}.model.width: {r.model.width} is not divisible by heads {r.model.heads}; use a multiple of heads"
         )
+    for key in ("task", "model") if builtin else ():
+        problem = getattr(r, key).problem()
+        if problem:
+            raise ConfigError(f"{where}.{key}.{problem}")
     if not builtin and r.micro_batch == "auto":
         raise ConfigError(
             f"{where}.micro_batch: auto needs the built-in trainer's memory model; give your script's micro-batch as a number"
@@ -341,7 +368,6 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             f"baseline: {raw['baseline']!r} is not a hardware name; use one of {', '.join(hardware)}"
         )
 
-    leaves = _leaf_keys(schema["$defs"]["recipe"], schema)
     cells = []
     for suite, body in raw["suites"].items():
         where = f"suites.{suite}"
@@ -361,9 +387,11 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         for key in ("task", "model"):
             if not builtin and key in overrides:
                 raise ConfigError(f"{where}.overrides.{key}: only for the built-in trainer; override recipe.args instead")
-        recipe = _merge(base, overrides)
+        recipe = _fill_defaults(schema["properties"]["recipe"], _merge(base, overrides), schema)
+        leaves = _leaf_keys(recipe)
         sweep = body.get("sweep", {})
-        for key in sweep:
+        axes = _sweep_axes(sweep, where)
+        for key in (k for axis in axes for k in axis[0]):
             if key.startswith("args.") and key.count(".") == 1:
                 continue  # a script setting: any name the script takes
             if key not in leaves or (not builtin and key.split(".")[0] in ("task", "model")):
@@ -371,8 +399,8 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
                 hint = f"did you mean {' or '.join(near)}?" if near else "see recipe keys in hwsweep/schemas/config.schema.yaml"
                 raise ConfigError(f"{where}.sweep.{key}: not a recipe key; {hint}")
         seen = {}
-        for combo in itertools.product(*sweep.values()):
-            values = dict(zip(sweep, combo))
+        for combo in itertools.product(*axes):
+            values = {k: v for choice in combo for k, v in choice.items()}
             variant_recipe = recipe
             for key, value in values.items():
                 variant_recipe = _set_dotted(variant_recipe, key, value)
@@ -382,7 +410,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
                     f"{where}.sweep: values {seen[variant]} and {values} both name variant {variant!r}; make them distinct"
                 )
             seen[variant] = values
-            typed = _check_recipe(variant_recipe, where, schema, builtin, sweep)
+            typed = _check_recipe(variant_recipe, where, schema, builtin, values)
             for hw in names:
                 try:
                     make_plan(typed, hardware[hw], advisor, context=f" (suite {suite}, variant {variant}, hardware {hw})")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from hwsweep import footprint
+from hwsweep.metrics import milestone_name
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,44 @@ SEQUENCE_METRICS = {
                    "description": "training loss at the last step (the logged loss series)"},
 }  # fmt: skip
 
+
+def _accuracy(description: str) -> dict:
+    return {"goal": "max", "margin": 0.01, "stage": "eval", "bounds": [0, 1], "description": description}
+
+
+def _milestone(metric: str, threshold: float) -> tuple[str, dict]:
+    return milestone_name(metric, threshold), {
+        "goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e12],
+        "description": f"first step whose periodic evaluation reached {metric} {threshold} (empty: not reached)",
+    }  # fmt: skip
+
+
+# training_efficiency: the milestones the puzzle evaluator reports (steps_to_<metric>_<percent>);
+# a config declares the ones it tracks among them.
+MILESTONES = {"exact_accuracy": (0.5, 0.8, 0.9, 0.95, 0.99), "token_accuracy": (0.5, 0.8, 0.9, 0.95, 0.99)}
+
+# The puzzle families' evaluator (hwsweep/models/puzzle_tasks.py), in the config's form.
+PUZZLE_METRICS = {
+    "exact_accuracy": _accuracy("share of held-out puzzles solved (sudoku: a valid grid keeping the givens)"),
+    "token_accuracy": _accuracy("share of held-out cells equal to the stored solution"),
+    **{f"pass_at_{k}": _accuracy(f"share of held-out puzzles whose answer is among the {k} most voted over the "
+                                 "evaluated views (equals pass_at_1 without augmentation)") | {"primary": False}
+       for k in (1, 2, 10, 100)},
+    **dict(_milestone(m, t) for m, thresholds in MILESTONES.items() for t in thresholds),
+    "computational_cost": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e30],
+                           "description": "training FLOPs per point of exact accuracy (empty at 0 accuracy)"},
+    "flops_per_sample": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e30],
+                         "description": "training FLOPs (forward + backward at the most segments) per training sample"},
+    "final_loss": SEQUENCE_METRICS["final_loss"],
+}  # fmt: skip
+
 FAMILIES = {
-    "transformer": Family(
-        metrics=SEQUENCE_METRICS, device_bytes=footprint.device_bytes, module="hwsweep.models.transformer"
-    ),
-}
+    "transformer": Family(metrics=SEQUENCE_METRICS, device_bytes=footprint.device_bytes,
+                          module="hwsweep.models.transformer"),
+    "hrm": Family(metrics=PUZZLE_METRICS, device_bytes=footprint.puzzle_device_bytes, module="hwsweep.models.hrm"),
+    "deep_transformer": Family(metrics=PUZZLE_METRICS, device_bytes=footprint.puzzle_device_bytes,
+                               module="hwsweep.models.deep_transformer"),
+}  # fmt: skip
 
 
 def family(name: str) -> Family:

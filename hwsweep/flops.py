@@ -61,7 +61,7 @@ def counting():
     """Count the FLOPs of whatever runs inside, e.g. one real training step of the trainer:
 
         with counting() as flops:
-            loss = model.loss(x, y, ids); loss.backward()
+            model(*batch).backward()
         flops.total  # available after the block
     """
     mode = counter()
@@ -76,23 +76,14 @@ class _Count:
 
 
 def train_step_flops(model: torch.nn.Module, batch) -> int:
-    """FLOPs of one forward + backward of `model` on `batch` = (inputs, targets[, puzzle_ids]).
-
-    Uses model.loss when the model has one (HRM, DeepTransformer), else token cross-entropy
-    on model(inputs). Runs outside the training run's state: gradients and the random
-    streams (ACT exploration draws from them) are as they were before the call.
-    """
-    inputs, targets, *rest = batch
+    """FLOPs of one forward + backward of `model` on `batch`, the family contract's micro-batch:
+    `model(*batch)` is its scalar loss. Runs outside the training run's state: gradients and
+    the random streams (ACT exploration draws from them) are as they were before the call."""
     saved = {p: p.grad for p in model.parameters()}
-    devices = [inputs.device] if inputs.device.type == "cuda" else []
+    devices = [t.device for t in batch if t.device.type == "cuda"][:1]
     with torch.random.fork_rng(devices=devices):
         with counting() as flops, FusedAttentionOnMeta():
-            if hasattr(model, "loss"):
-                loss = model.loss(inputs, targets, *rest)
-            else:
-                logits = model(inputs)
-                loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-            loss.backward()
+            model(*batch).backward()
     for p, grad in saved.items():
         p.grad = grad
     return flops.total

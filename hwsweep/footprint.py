@@ -1,10 +1,12 @@
-"""Memory footprint of the reference transformer, from its shape (torch-free, for the planner).
+"""Memory footprint of the built-in families, from their shapes (torch-free, for the planner).
 
 The activation terms were fitted to, and are tested against, the bytes autograd actually saves
 for the real model on CPU, in fp32 and under autocast (tests/test_plan.py): a measurement, not a
 rule of thumb. Under the -mixed precisions autocast keeps the fp32 weights, gradients and AdamW
 state, but the matmul inputs it saves for backward (and what GELU and attention save) are 16-bit
-copies; layer norms, the residual stream and the loss stay fp32."""
+copies; layer norms, the residual stream and the loss stay fp32.
+The puzzle families (hrm, deep_transformer) are fitted in fp32 (tests/test_hrm.py); their plan
+under a -mixed precision counts fp32 activations, an upper bound."""
 
 from __future__ import annotations
 
@@ -34,13 +36,56 @@ def activation_bytes_per_sample(model, task, precision: str = "fp32") -> int:
 
 def device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool, accelerator: str,
                  precision: str = "fp32") -> int:  # fmt: skip
-    """Estimated peak bytes on one device: weights, gradients, AdamW state (fp32 at every precision),
-    autocast's 16-bit copies of the weights, activations of one micro-batch, and in strict mode every
-    micro-batch's gradient kept until the ordered sum."""
-    params = parameter_count(model, task)
-    p = params * FP32
+    """Estimated peak bytes on one device of the reference transformer."""
+    return _peak_bytes(parameter_count(model, task), activation_bytes_per_sample(model, task, precision), micro_batch,
+                       accumulation, strict, accelerator, precision)  # fmt: skip
+
+
+def _peak_bytes(parameters: int, activations_per_sample: int, micro_batch: int, accumulation: int, strict: bool,
+                accelerator: str, precision: str) -> int:  # fmt: skip
+    """Weights, gradients, AdamW state (fp32 at every precision), autocast's 16-bit copies of the weights,
+    activations of one micro-batch, and in strict mode every micro-batch's gradient kept until the ordered sum."""
+    p = parameters * FP32
     kept_gradients = p * accumulation if strict else 0
     context = CUDA_CONTEXT_BYTES if accelerator == "cuda" else 0
-    casts = 0 if precision == "fp32" else params * HALF
-    activations = micro_batch * activation_bytes_per_sample(model, task, precision)
-    return p * (2 + ADAMW_STATE) + kept_gradients + casts + activations + context
+    casts = 0 if precision == "fp32" else parameters * HALF
+    return p * (2 + ADAMW_STATE) + kept_gradients + casts + micro_batch * activations_per_sample + context
+
+
+# -- the puzzle families (hrm, deep_transformer): HRM's blocks (SwiGLU, no biases) ------------------
+def _puzzle_block_params(model) -> int:
+    w = model.width
+    hidden = round(model.mlp_ratio * w * 2 / 3)
+    return 4 * w * w + 3 * hidden * w
+
+
+def puzzle_parameter_count(model, task) -> int:
+    w, v = model.width, task.vocab_size
+    blocks = model.h_layers + model.l_layers if model.name == "hrm" else model.depth
+    positions = -(-model.puzzle_emb_ndim // w) + task.length
+    learned = positions * w if model.positions == "learned" else 0
+    q_head = 2 * w + 2 if model.name == "hrm" and model.act_mode == "act" else 0
+    puzzle = task.num_puzzle_ids * model.puzzle_emb_ndim
+    return blocks * _puzzle_block_params(model) + 2 * v * w + puzzle + learned + q_head
+
+
+def puzzle_activation_bytes_per_sample(model, task) -> int:
+    """Bytes autograd keeps per sample until backward. HRM keeps, for each supervised segment
+    (up to halt_max_steps; their losses are summed before one backward), only the two
+    differentiable steps: h_layers + l_layers block applications; the deep transformer its depth."""
+    w, v = model.width, task.vocab_size
+    hidden = round(model.mlp_ratio * w * 2 / 3)
+    positions = -(-model.puzzle_emb_ndim // w) + task.length
+    if model.name == "hrm":
+        kept = 1 if model.act_mode == "none" else model.halt_max_steps  # none: only the last segment has a graph
+        blocks, heads_out = kept * (model.h_layers + model.l_layers), kept
+    else:
+        blocks, heads_out = model.depth, 1
+    per_block = positions * (15 * w + 5 * hidden)  # fitted upper bound, checked in tests/test_hrm.py
+    return FP32 * (blocks * per_block + heads_out * 4 * task.length * v)
+
+
+def puzzle_device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool, accelerator: str,
+                        precision: str = "fp32") -> int:  # fmt: skip
+    return _peak_bytes(puzzle_parameter_count(model, task), puzzle_activation_bytes_per_sample(model, task),
+                       micro_batch, accumulation, strict, accelerator, precision)  # fmt: skip

@@ -55,6 +55,12 @@ class Metric(Typed):
         return self.bounds is not None and not (self.bounds[0] <= value <= self.bounds[1])
 
 
+def milestone_name(metric: str, threshold: float) -> str:
+    """The metric holding the step at which `metric` first reached `threshold` (training
+    efficiency): steps_to_exact_accuracy_90 for (exact_accuracy, 0.9); 0.995 -> ..._99_5."""
+    return f"steps_to_{metric}_{threshold * 100:.4g}".replace(".", "_")
+
+
 def check_pattern(pattern: str) -> str | None:
     """Why a user's pattern cannot be used, or None."""
     try:
@@ -146,7 +152,7 @@ def problems(values: dict, metrics: list[Metric]) -> list[str]:
     """Implausible final values: not finite, or outside a metric's declared bounds."""
     out = []
     for m in metrics:
-        if m.name in values:
+        if values.get(m.name) is not None:
             v = values[m.name]
             if not math.isfinite(v):
                 out.append(f"metric {m.name} is {v}")

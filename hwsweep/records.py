@@ -95,6 +95,8 @@ def read(cls, path, metrics: list | None = None):
     if getattr(record, "status", "complete") != "complete":
         raise RecordError(f"{path}: status {record.status!r}, not complete")
     for name, value in record.metrics.items():
+        if value is None:
+            continue  # a value that does not exist, e.g. a milestone never reached: empty in runs.csv
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             raise RecordError(f"{path}: metric {name} is {value!r}, not a finite number")
     bad = problems(record.metrics, metrics or [])
@@ -110,7 +112,7 @@ def run_row(train: RunRecord, evaluation: EvalRecord | None, metric_names: list[
     row |= {k: train.plan.get(k) for k in PLAN_COLUMNS}
     row["threads_per_process"] = train.plan.get("threads_per_process")
     values = train.metrics | (evaluation.metrics if evaluation else {})
-    row |= {name: values.get(name, math.nan) for name in metric_names}
+    row |= {name: math.nan if values.get(name) is None else values[name] for name in metric_names}
     row |= {k: getattr(train, k) for k in TIMING_COLUMNS}
     row["eval_seconds"] = evaluation.eval_seconds if evaluation else 0.0
     row["restarts"] = train.restarts

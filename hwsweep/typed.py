@@ -33,10 +33,13 @@ def from_dict(cls, data, path: str = ""):
 
 
 def _value(hint, value, where: str):
-    """Nested records: a dataclass, an optional one (X | None) or a list of them (list[X])."""
+    """Nested records: a dataclass, an optional one (X | None), a list of them (list[X]), or one
+    of several told apart by their `name` field (A | B | None with name: Literal["a"] ...)."""
     if dataclasses.is_dataclass(hint):
         return from_dict(hint, value, where)
     args = [a for a in typing.get_args(hint) if a not in (type(None), Ellipsis)]
+    if len(args) > 1 and isinstance(value, dict) and all(dataclasses.is_dataclass(a) for a in args):
+        return from_dict(_tagged(args, value.get("name"), where), value, where)
     if value is None or len(args) != 1 or not dataclasses.is_dataclass(args[0]):
         return value
     if typing.get_origin(hint) in (list, tuple):
@@ -44,6 +47,14 @@ def _value(hint, value, where: str):
             raise SpecError(f"{where}: expected a list, got {type(value).__name__}")
         return typing.get_origin(hint)(from_dict(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
     return from_dict(args[0], value, where)
+
+
+def _tagged(classes, name, where: str):
+    names = {cls: typing.get_args(typing.get_type_hints(cls)["name"]) for cls in classes}
+    for cls, allowed in names.items():
+        if name in allowed:
+            return cls
+    raise SpecError(f"{where}.name: {name!r} is not one of {', '.join(n for a in names.values() for n in a)}")
 
 
 def to_dict(obj) -> dict:

@@ -26,6 +26,11 @@ def test_a_plausible_record_reads(tmp_path):
     assert read(EvalRecord, write(tmp_path, record(acc=0.9)), [ACCURACY]).metrics == {"acc": 0.9}
 
 
+def test_a_value_that_does_not_exist_reads_as_none(tmp_path):
+    # e.g. training_efficiency's step of a milestone never reached: recorded as such, not as damage
+    assert read(EvalRecord, write(tmp_path, record(acc=None)), [ACCURACY]).metrics == {"acc": None}
+
+
 @pytest.mark.parametrize(
     "text, message",
     [

@@ -1,0 +1,100 @@
+"""How fast does a suite of an HRM config learn on this CPU? A plain torch loop, no hwsweep trainer.
+
+    .venv/bin/python bench/hrm_sudoku.py config/hrm_cpu.yaml baseline [--set model.width=96 ...]
+
+Resolves the config (so the numbers belong to the settings a sweep would run), trains every
+variant of the suite for one seed with the recipe's AdamW and warmup + cosine schedule through
+the family contract (tables, build, evaluate), evaluates every --eval-every steps on the
+first eval_subset held-out samples like the trainer does, and prints the final evaluation and
+the wall-clock time (one process, --threads threads).
+"""
+
+import argparse
+import math
+import time
+
+import torch
+import yaml
+
+from hwsweep import families
+from hwsweep.config import resolve
+
+
+def lr_at(step: int, recipe) -> float:
+    s = recipe.schedule
+    if step < s.warmup_steps:
+        return (step + 1) / s.warmup_steps
+    done = (step - s.warmup_steps) / max(s.steps - s.warmup_steps, 1)
+    shape = {"cosine": 0.5 * (1 + math.cos(math.pi * done)), "linear": 1 - done, "constant": 1.0}[s.decay]
+    return s.min_lr_ratio + (1 - s.min_lr_ratio) * shape
+
+
+def train(recipe, seed: int, eval_every: int, eval_subset: int) -> dict:
+    fam = families.torch_side(recipe.model.name)
+    torch.manual_seed(seed)
+    (train_t, held) = fam.tables(recipe)
+    model = fam.build(recipe)
+    o = recipe.optimizer
+    opt = torch.optim.AdamW(model.parameters(), lr=o.lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, recipe))
+    g = torch.Generator().manual_seed(seed)
+    curves = {}
+    t0 = time.perf_counter()
+    for step in range(1, recipe.schedule.steps + 1):
+        idx = torch.randint(0, len(train_t[0]), (recipe.global_batch,), generator=g)
+        model.train()
+        loss = model(*(t[idx] for t in train_t))
+        loss.backward()
+        if o.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), o.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        sched.step()
+        if step % eval_every == 0 or step == recipe.schedule.steps:
+            model.eval()
+            with torch.no_grad():
+                m = fam.evaluate(model, recipe, tuple(t[:eval_subset] for t in held))
+            for name, value in m.items():
+                curve = curves.setdefault(f"eval_{name}", {"steps": [], "values": []})
+                curve["steps"].append(step)
+                curve["values"].append(value)
+            print(f"  step {step:4d}  loss {loss.item():.3f}  exact {m['exact_accuracy']:.3f}  "
+                  f"{time.perf_counter() - t0:6.1f}s", flush=True)  # fmt: skip
+    train_seconds = time.perf_counter() - t0
+    model.eval()
+    with torch.no_grad():
+        final = fam.evaluate(model, recipe, held, curves)
+    return {"train_seconds": round(train_seconds, 1), **final}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("config")
+    ap.add_argument("suite")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe key (YAML)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--eval-every", type=int, default=0, help="default: the recipe's eval_every, else steps/10")
+    ap.add_argument("--eval-subset", type=int, default=128)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    raw = yaml.safe_load(open(args.config))
+    for item in args.set:
+        key, value = item.split("=", 1)
+        node = raw["suites"][args.suite].setdefault("overrides", {})
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = yaml.safe_load(value)
+    matrix = resolve(raw)
+    for cell in (c for c in matrix.cells if c.suite == args.suite):
+        r = cell.recipe
+        every = args.eval_every or getattr(r, "eval_every", 0) or max(r.schedule.steps // 10, 1)
+        print(f"{args.suite}/{cell.variant}: {r.model}\n  {r.task}", flush=True)
+        result = train(r, args.seed, every, args.eval_subset)
+        shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in result.items()}
+        print(f"{args.suite}/{cell.variant}: {shown}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

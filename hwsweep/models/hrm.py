@@ -1,0 +1,185 @@
+"""The Hierarchical Reasoning Model (HRM), family `hrm`, written from the public HRM design.
+
+Two recurrent transformer modules over one sequence: a slow high-level module H and a fast
+low-level module L. One segment (one forward pass) runs `h_cycles` H steps, each after
+`l_cycles` L steps; an L step reads z_L + (z_H + input embedding), an H step reads z_H + z_L.
+Only the last L step and the last H step carry gradients (the one-step gradient
+approximation); the earlier ones run under no_grad. The token head reads z_H.
+
+Deep supervision carries the state (z_H, z_L) across up to `halt_max_steps` segments, each
+supervised; with act_mode "act" a Q head on the first position learns when to halt (adaptive
+computation time). How that maps onto one optimizer step: docs/hrm.md.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from hwsweep.models.blocks import Block, PuzzleInput, sequence_loss
+from hwsweep.models.puzzle_tasks import evaluate, tables  # noqa: F401 (the family's contract)
+
+ACT_MODES = ("act", "fixed", "none")
+
+
+class ReasoningModule(nn.Module):
+    """A stack of blocks applied to `state + injection` (H and L are two of these)."""
+
+    def __init__(self, layers: int, width: int, heads: int, mlp_ratio: int):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(width, heads, mlp_ratio) for _ in range(layers))
+
+    def forward(self, state: torch.Tensor, injection: torch.Tensor, rope) -> torch.Tensor:
+        x = state + injection
+        for block in self.blocks:
+            x = block(x, rope)
+        return x
+
+
+def q_continue_target(next_q: torch.Tensor, next_is_last: bool) -> torch.Tensor:
+    """Q-learning target of "continue" (no replay buffer): what the best action is worth one
+    segment later, as a probability (the Q head is trained with binary cross-entropy). If the
+    next segment is the last allowed one it must halt, so only its halt value counts."""
+    best = next_q[:, 0] if next_is_last else next_q.max(dim=1).values
+    return torch.sigmoid(best)
+
+
+class HRM(nn.Module):
+    def __init__(self, vocab_size: int, length: int, width: int, heads: int, mlp_ratio: int, h_layers: int,
+                 l_layers: int, h_cycles: int, l_cycles: int, halt_max_steps: int, halt_exploration_prob: float,
+                 act_mode: str, puzzle_emb_ndim: int = 0, num_puzzle_ids: int = 1,
+                 positions: str = "rope"):  # fmt: skip
+        super().__init__()
+        if act_mode not in ACT_MODES:
+            raise ValueError(f"act_mode {act_mode!r}: use one of {ACT_MODES}")
+        self.h_cycles, self.l_cycles = h_cycles, l_cycles
+        self.halt_max_steps = halt_max_steps
+        self.halt_exploration_prob = halt_exploration_prob
+        self.act_mode = act_mode
+        self.input = PuzzleInput(vocab_size, length, width, heads, positions, puzzle_emb_ndim, num_puzzle_ids)
+        self.H = ReasoningModule(h_layers, width, heads, mlp_ratio)
+        self.L = ReasoningModule(l_layers, width, heads, mlp_ratio)
+        self.head = nn.Linear(width, vocab_size, bias=False)
+        # (halt, continue) logits from the first position; only with ACT (DDP refuses unused parameters).
+        self.q_head = nn.Linear(width, 2) if act_mode == "act" else None
+        if self.q_head is not None:  # Q starts at sigmoid(-5) for both actions: no halting before it has learned
+            nn.init.zeros_(self.q_head.weight)
+            nn.init.constant_(self.q_head.bias, -5.0)
+        # Fixed initial states (zeros would make z_H and z_L start alike).
+        self.register_buffer("h_init", nn.init.trunc_normal_(torch.empty(width), std=1.0))
+        self.register_buffer("l_init", nn.init.trunc_normal_(torch.empty(width), std=1.0))
+
+    def segment(self, carry, x: torch.Tensor):
+        """h_cycles x l_cycles recurrent steps; only the last L and the last H step are differentiable."""
+        z_h, z_l = carry
+        rope = self.input.rope
+        with torch.no_grad():
+            for step in range(self.h_cycles * self.l_cycles - 1):
+                z_l = self.L(z_l, z_h + x, rope)
+                if (step + 1) % self.l_cycles == 0:
+                    z_h = self.H(z_h, z_l, rope)
+        # One-step gradient: backprop through these two steps only, from a state taken as constant.
+        z_l = self.L(z_l, z_h + x, rope)
+        z_h = self.H(z_h, z_l, rope)
+        return z_h, z_l
+
+    def outputs(self, z_h: torch.Tensor):
+        logits = self.head(z_h[:, self.input.puzzle_len :])
+        q = self.q_head(z_h[:, 0]).float() if self.q_head is not None else None
+        return logits, q
+
+    def start(self, inputs: torch.Tensor, puzzle_ids: torch.Tensor):
+        x = self.input(inputs, puzzle_ids)
+        shape = x.shape[:2] + self.h_init.shape
+        return x, (self.h_init.expand(shape), self.l_init.expand(shape))
+
+    @torch.no_grad()
+    def predict(self, inputs: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tensor:
+        """Tokens after halt_max_steps segments for every sample: the same maximum compute in every act_mode."""
+        x, carry = self.start(inputs, puzzle_ids)
+        for _ in range(self.halt_max_steps):
+            carry = self.segment(carry, x)
+        return self.outputs(carry[0])[0].argmax(-1)
+
+    def forward(self, inputs: torch.Tensor, targets: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tensor:
+        """The micro-batch's loss (mean over samples), deep supervision included.
+
+        The paper takes one optimizer step per segment and carries each sample's state across
+        steps until it halts. Here every segment of a sample runs inside this one call and the
+        segment losses are summed, the state detached between segments: each segment's gradient
+        is exactly the paper's (nothing flows into earlier segments), and one backward pass adds
+        them up. The difference: all segments see the same weights (docs/hrm.md).
+        """
+        x, carry = self.start(inputs, puzzle_ids)
+        m = self.halt_max_steps
+        if self.act_mode == "none":
+            # No deep supervision at equal maximum compute: m - 1 segments only move the state,
+            # the last is supervised (one segment of m x h_cycles H steps, one-step gradient).
+            with torch.no_grad():
+                for _ in range(m - 1):
+                    carry = self.segment(carry, x)
+            z_h, _ = self.segment(carry, x)
+            return sequence_loss(self.outputs(z_h)[0], targets).mean()
+
+        b = inputs.shape[0]
+        active = torch.ones(b, dtype=torch.bool, device=inputs.device)
+        min_steps = self.exploration_min_steps(b, inputs.device)
+        total = x.new_zeros((), dtype=torch.float32)
+        qs, masks, solved = [], [], []
+        for step in range(1, m + 1):
+            z_h, z_l = self.segment(carry, x)
+            carry = (z_h.detach(), z_l.detach())
+            logits, q = self.outputs(z_h)
+            total = total + (sequence_loss(logits, targets) * active).sum()
+            halt = torch.full_like(active, step == m)
+            if q is not None:
+                qs.append(q)
+                masks.append(active)
+                solved.append((logits.detach().argmax(-1) == targets).all(1).float())
+                if self.training:  # at evaluation every sample runs all m segments
+                    halt |= (q[:, 0] > q[:, 1]) & (step >= min_steps)
+            active = active & ~halt
+            if not active.any():
+                break
+        if qs:
+            total = total + 0.5 * self.q_loss(qs, masks, solved, carry, x)
+        return total / b
+
+    def exploration_min_steps(self, b: int, device) -> torch.Tensor:
+        """Per sample, the fewest segments it runs before it may halt: with probability
+        halt_exploration_prob a random number in [2, halt_max_steps], so that the Q head also
+        learns what continuing is worth; 1 otherwise."""
+        if self.act_mode != "act" or not self.training or self.halt_max_steps < 2:
+            return torch.ones(b, dtype=torch.long, device=device)
+        explore = torch.rand(b, device=device) < self.halt_exploration_prob
+        forced = torch.randint(2, self.halt_max_steps + 1, (b,), device=device)
+        return torch.where(explore, forced, 1)
+
+    def q_loss(self, qs, masks, solved, carry, x) -> torch.Tensor:
+        """Summed over the segments each sample ran: halt predicts "the answer is right now";
+        continue is bootstrapped from the next segment's Q values (detached). Those come from
+        the next iteration of the loop, or from one extra no-grad segment when all samples
+        halted before halt_max_steps. At the last allowed segment there is no continue."""
+        m = self.halt_max_steps
+        if len(qs) < m:
+            with torch.no_grad():
+                qs = qs + [self.outputs(self.segment(carry, x)[0])[1]]
+        total = qs[0].new_zeros(())
+        for i, (q, mask, right) in enumerate(zip(qs, masks, solved)):
+            loss = F.binary_cross_entropy_with_logits(q[:, 0], right, reduction="none")
+            if i + 1 < m:
+                target = q_continue_target(qs[i + 1].detach(), next_is_last=i + 2 == m)
+                loss = loss + F.binary_cross_entropy_with_logits(q[:, 1], target, reduction="none")
+            total = total + (loss * mask).sum()
+        return total
+
+
+def build(recipe) -> HRM:
+    cfg, spec = recipe.model, recipe.task
+    return HRM(vocab_size=spec.vocab_size, length=spec.length, width=cfg.width, heads=cfg.heads,
+               mlp_ratio=cfg.mlp_ratio, h_layers=cfg.h_layers, l_layers=cfg.l_layers, h_cycles=cfg.h_cycles,
+               l_cycles=cfg.l_cycles, halt_max_steps=cfg.halt_max_steps,
+               halt_exploration_prob=cfg.halt_exploration_prob, act_mode=cfg.act_mode,
+               puzzle_emb_ndim=cfg.puzzle_emb_ndim, num_puzzle_ids=spec.num_puzzle_ids,
+               positions=cfg.positions)  # fmt: skip

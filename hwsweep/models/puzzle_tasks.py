@@ -1,0 +1,89 @@
+"""The tables and the evaluator of the puzzle families (`hrm`, `deep_transformer`), per the
+family contract: tables(recipe) -> (train, held_out) and evaluate(model, recipe, held_out, curves).
+
+A sample is (inputs, targets, puzzle_ids). The training table holds `train_size` samples, each
+shown in one view drawn once from 0..augmentation (view 0 the original): `augmentation: N`
+makes N augmented copies of every puzzle, each its own puzzle identifier. The held-out table
+holds originals; the evaluator predicts views 0..eval_views of each, maps them back and votes
+(pass@k). Everything is made from fixed seeds, never the run's.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+
+import torch
+
+from hwsweep import flops, passk, puzzles
+from hwsweep.data import EVAL_TABLE_SEED, TRAIN_TABLE_SEED
+from hwsweep.families import MILESTONES
+
+VIEW_SEED = 3_000_017  # the transforms of view v of puzzle p: fixed, shared by training and evaluation
+EVAL_BATCH = 256
+FLOP_SAMPLES = 8  # the FLOP count is linear in the batch; a few samples measure it per sample
+
+
+def base_spec(task) -> puzzles.GridSpec:
+    return puzzles.sudoku_spec(task.size) if task.name == "sudoku" else puzzles.arc_spec(task.max_size)
+
+
+def _originals(task, count: int, seed: int) -> puzzles.Puzzles:
+    if task.name == "sudoku":
+        return puzzles.sudoku(task.size, task.blanks, count, seed)
+    return puzzles.arc(count, seed, task.num_puzzles, min_size=task.min_size, max_size=task.max_size)
+
+
+@lru_cache(maxsize=4)
+def _tables(task):
+    n, spec = task.augmentation, base_spec(task)
+    train = _originals(task, task.train_size, TRAIN_TABLE_SEED)
+    order = torch.Generator().manual_seed(TRAIN_TABLE_SEED)
+    views = puzzles.sample_views(train.inputs, train.targets, train.puzzle_ids, n, VIEW_SEED, spec, order)
+    held = _originals(task, task.eval_size, EVAL_TABLE_SEED)
+    # Held-out puzzle ids are those of view 0, so the model reads the identifiers it trained on.
+    held_out = (held.inputs, held.targets, held.puzzle_ids * (n + 1))
+    return (views.inputs[0], views.targets[0], views.puzzle_ids[0]), held_out
+
+
+def tables(recipe):
+    return _tables(recipe.task)
+
+
+def correct_fn(task) -> passk.Correct:
+    if task.name == "sudoku":
+        return lambda pred, inputs, targets: puzzles.sudoku_correct(pred, inputs)
+    return passk.exact_match
+
+
+def predict(model, inputs: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tensor:
+    """Predictions on the model's device (the trainer's periodic evaluation runs where it trains), back on the CPU."""
+    device = next(model.parameters(), torch.empty(0)).device
+    batches = zip(inputs.split(EVAL_BATCH), puzzle_ids.split(EVAL_BATCH))
+    return torch.cat([model.predict(x.to(device), p.to(device)).cpu() for x, p in batches])
+
+
+def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
+    """exact_accuracy, token_accuracy and pass_at_{1,2,10,100} on `held_out`; with `curves` (the
+    final evaluation: the run's logged series) also training_efficiency (steps_to_*, None where
+    not reached), computational_cost and flops_per_sample. Periodic evaluations during training
+    (curves None) leave those out: they describe the finished run."""
+    task = recipe.task
+    inputs, targets, ids = (t.cpu() for t in held_out)  # voting on the CPU; the model predicts on its device
+    n = task.augmentation
+    views = min(task.eval_views, n) + 1
+    view = torch.arange(views)[:, None].expand(views, len(inputs))
+    shown = puzzles.apply_views(inputs, targets, ids // (n + 1), view, n, VIEW_SEED, base_spec(task))
+    candidates = shown.invert(torch.stack([predict(model, x, p) for x, p in zip(shown.inputs, shown.puzzle_ids)]))
+    metrics, notes = passk.score(candidates, inputs, targets, correct=correct_fn(task))
+    for note in notes:
+        print(f"hwsweep evaluate: {note}", file=sys.stderr)
+    if curves is None:
+        return metrics
+    metrics |= passk.training_efficiency(curves, MILESTONES)
+    train, _ = tables(recipe)
+    with torch.enable_grad():  # the caller evaluates under no_grad; a training step needs autograd
+        batch = tuple(t[:FLOP_SAMPLES].to(next(model.parameters()).device) for t in train)
+        per_sample = flops.train_step_flops(model, batch) / FLOP_SAMPLES
+    samples = recipe.schedule.steps * recipe.global_batch
+    return metrics | flops.computational_cost(per_sample * samples, metrics["exact_accuracy"], samples)

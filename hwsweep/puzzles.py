@@ -1,0 +1,282 @@
+"""Procedurally generated puzzle tasks for the HRM suites, and ARC-style augmentation.
+
+Everything is a function of its seed (numpy's PCG64), made in a few vectorised operations,
+with nothing downloaded. A puzzle set is flattened square grids of tokens:
+
+- Sudoku n x n (n = 4 or 9): token 0 is a blank, 1..n the digits. All sudoku share puzzle
+  identifier 0 (one kind of puzzle). A prediction counts as solved when the grid is a valid
+  sudoku that keeps the givens (`sudoku_correct`), so non-unique solutions do not matter.
+- ARC-like: a colour grid (6x6..10x10, colours 0-9) in the top-left corner of a max_size
+  canvas; token 0 is padding, colour c is token c + 1. Each puzzle identifier is one instance
+  of a transformation rule (rotation, reflection, colour mapping, translation, object
+  recolour) with its parameters; its samples are new input grids under the same rule.
+
+Augmentation (`augment`) makes views of a puzzle by one of the 8 dihedral transforms of the
+canvas and a permutation of the colour tokens, applied alike to input and output. A view of a
+puzzle is a different puzzle (a reflected "rotate 90" is "rotate 270"), so view v of puzzle p
+gets its own identifier p * (n + 1) + v, and the transforms are a function of (seed, p, v)
+only: training and evaluation see the same views of the same puzzle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    side: int  # grids are side x side, flattened row-major
+    vocab_size: int
+    colours: tuple[int, int]  # tokens [lo, hi) that colour permutations may shuffle
+
+    @property
+    def length(self) -> int:
+        return self.side * self.side
+
+
+class Puzzles(NamedTuple):
+    inputs: torch.Tensor  # (count, side * side) int64
+    targets: torch.Tensor  # (count, side * side) int64
+    puzzle_ids: torch.Tensor  # (count,) int64
+
+
+def _permutations(rng: np.random.Generator, count: int, k: int) -> np.ndarray:
+    return np.argsort(rng.random((count, k)), axis=1)
+
+
+# -- sudoku ---------------------------------------------------------------------------------
+def sudoku_spec(n: int) -> GridSpec:
+    return GridSpec(side=n, vocab_size=n + 1, colours=(1, n + 1))
+
+
+def sudoku(n: int, blanks: int, count: int, seed: int) -> Puzzles:
+    """`count` n x n sudoku with `blanks` cells blanked (token 0), their solutions, ids (all 0).
+
+    Each solution is a fixed valid pattern under random validity-preserving symmetries:
+    band and row-within-band permutations, the same for columns, a transpose, and a digit
+    relabelling.
+    """
+    b = math.isqrt(n)
+    if b * b != n or n < 4:
+        raise ValueError(f"sudoku n={n}: use a square size such as 4 or 9")
+    if not 0 <= blanks <= n * n:
+        raise ValueError(f"sudoku blanks={blanks}: use 0..{n * n}")
+    rng = np.random.default_rng(seed)
+    r = np.arange(n)
+    base = (b * (r[:, None] % b) + r[:, None] // b + r[None, :]) % n
+
+    def lines() -> np.ndarray:  # (count, n): a band permutation, then rows within each band
+        bands = _permutations(rng, count, b)
+        within = _permutations(rng, count * b, b).reshape(count, b, b)
+        return (bands[:, :, None] * b + within).reshape(count, n)
+
+    rows, cols = lines(), lines()
+    grid = base[rows[:, :, None], cols[:, None, :]]
+    flip = rng.random(count) < 0.5
+    grid[flip] = grid[flip].transpose(0, 2, 1)
+    digits = _permutations(rng, count, n) + 1
+    solution = np.take_along_axis(digits, grid.reshape(count, -1), axis=1)
+    puzzle = solution.copy()
+    hide = _permutations(rng, count, n * n)[:, :blanks]
+    np.put_along_axis(puzzle, hide, 0, axis=1)
+    return Puzzles(torch.from_numpy(puzzle).long(), torch.from_numpy(solution).long(),
+                   torch.zeros(count, dtype=torch.long))  # fmt: skip
+
+
+def sudoku_correct(pred: torch.Tensor, puzzle: torch.Tensor) -> torch.Tensor:
+    """(batch,) bool: `pred` is a complete valid sudoku and keeps every given of `puzzle`."""
+    count, length = pred.shape
+    n = math.isqrt(length)
+    b = math.isqrt(n)
+    in_range = ((pred >= 1) & (pred <= n)).all(1)
+    onehot = F.one_hot(pred.clamp(0, n), n + 1)[..., 1:].view(count, n, n, n)  # (batch, row, col, digit)
+    boxes = onehot.view(count, b, b, b, b, n).transpose(2, 3).reshape(count, n, n, n)  # (batch, box, cell, digit)
+    once = [(group.sum(dim) == 1).flatten(1).all(1) for group, dim in ((onehot, 2), (onehot, 1), (boxes, 2))]
+    givens = ((puzzle == 0) | (pred == puzzle)).all(1)
+    return in_range & once[0] & once[1] & once[2] & givens
+
+
+# -- ARC-like grids -----------------------------------------------------------------------------
+RULES = ("rotate", "reflect", "colour_map", "translate", "recolour_objects")
+PAD = 0  # canvas token outside the grid; colour c is token c + 1
+
+
+def arc_spec(max_size: int) -> GridSpec:
+    # Colour permutations keep padding (0) and black (token 1, the background) in place.
+    return GridSpec(side=max_size, vocab_size=11, colours=(2, 11))
+
+
+def arc_rules(num_puzzles: int, seed: int) -> list[tuple[str, tuple]]:
+    """Puzzle p's rule and parameters; a function of (num_puzzles, seed) only."""
+    rng = np.random.default_rng([seed, 0xA5C])
+    rules = []
+    for p in range(num_puzzles):
+        kind = RULES[p % len(RULES)]  # every rule appears, in turn
+        if kind == "rotate":
+            params = (int(rng.integers(1, 4)),)
+        elif kind == "reflect":
+            params = (int(rng.integers(0, 4)),)
+        elif kind == "colour_map":
+            params = tuple(int(c) for c in rng.permutation(9) + 1)
+        elif kind == "translate":
+            dy, dx = 0, 0
+            while dy == 0 and dx == 0:
+                dy, dx = (int(v) for v in rng.integers(-2, 3, 2))
+            params = (dy, dx)
+        else:
+            params = (int(rng.integers(1, 10)),)
+        rules.append((kind, params))
+    return rules
+
+
+def _random_grids(rng: np.random.Generator, count: int, s: int) -> np.ndarray:
+    """Black background, a little single-pixel noise, and 2-4 coloured rectangles up to 3x3."""
+    grid = np.where(rng.random((count, s, s)) < 0.06, rng.integers(1, 10, (count, s, s)), 0)
+    rows, cols = np.arange(s)[None, :, None], np.arange(s)[None, None, :]
+    shown = rng.integers(2, 5, count)
+    for i in range(4):
+        h, w = rng.integers(1, 4, (2, count, 1, 1))
+        top, left = rng.integers(0, s - 1, (2, count, 1, 1))
+        colour = rng.integers(1, 10, (count, 1, 1))
+        inside = (rows >= top) & (rows < top + h) & (cols >= left) & (cols < left + w) & (i < shown)[:, None, None]
+        grid = np.where(inside, colour, grid)
+    return grid
+
+
+def _apply_rule(grid: np.ndarray, kind: str, params: tuple) -> np.ndarray:
+    if kind == "rotate":
+        return np.rot90(grid, params[0], axes=(1, 2))
+    if kind == "reflect":
+        return _dihedral_np(grid, 4 + params[0])
+    if kind == "colour_map":
+        return np.array((0,) + params)[grid]
+    if kind == "translate":  # shift, dropping what leaves the grid and filling with black
+        dy, dx = params
+        s = grid.shape[1]
+        out = np.zeros_like(grid)
+        out[:, max(dy, 0) : s + min(dy, 0), max(dx, 0) : s + min(dx, 0)] = grid[
+            :, max(-dy, 0) : s - max(dy, 0), max(-dx, 0) : s - max(dx, 0)
+        ]
+        return out
+    # recolour_objects: every coloured cell with a same-coloured 4-neighbour (part of an object
+    # of two or more cells) takes colour c; single-pixel noise keeps its colour.
+    padded = np.pad(grid, ((0, 0), (1, 1), (1, 1)), constant_values=-1)
+    neighbours = (padded[:, :-2, 1:-1], padded[:, 2:, 1:-1], padded[:, 1:-1, :-2], padded[:, 1:-1, 2:])
+    joined = np.logical_or.reduce([n == grid for n in neighbours]) & (grid > 0)
+    return np.where(joined, params[0], grid)
+
+
+def _dihedral_np(grid: np.ndarray, d: int) -> np.ndarray:
+    """Dihedral transform d of (count, s, s) grids: 0-3 rotations by d x 90 degrees, 4-7 reflections."""
+    if d < 4:
+        return np.rot90(grid, d, axes=(1, 2))
+    return (grid[:, ::-1, :], grid[:, :, ::-1], grid.transpose(0, 2, 1), grid[:, ::-1, ::-1].transpose(0, 2, 1))[d - 4]
+
+
+def arc(count: int, seed: int, num_puzzles: int = 16, puzzle_seed: int = 0, min_size: int = 6,
+        max_size: int = 10) -> Puzzles:  # fmt: skip
+    """`count` samples of `num_puzzles` rule puzzles (ids 0..num_puzzles-1) on new random grids.
+
+    The rules depend on (num_puzzles, puzzle_seed) only, the grids on `seed`: a training and
+    a held-out set made with two seeds ask the same puzzles about different grids.
+    """
+    rng = np.random.default_rng(seed)
+    rules = arc_rules(num_puzzles, puzzle_seed)
+    ids = rng.integers(0, num_puzzles, count)
+    sizes = rng.integers(min_size, max_size + 1, count)
+    inputs = np.full((count, max_size, max_size), PAD)
+    targets = inputs.copy()
+    for s in range(min_size, max_size + 1):
+        for p in range(num_puzzles):
+            rows = np.flatnonzero((sizes == s) & (ids == p))
+            if rows.size:
+                grid = _random_grids(rng, rows.size, s)
+                inputs[rows, :s, :s] = grid + 1
+                targets[rows, :s, :s] = _apply_rule(grid, *rules[p]) + 1
+    flat = (count, max_size * max_size)
+    return Puzzles(torch.from_numpy(inputs.reshape(flat)).long(), torch.from_numpy(targets.reshape(flat)).long(),
+                   torch.from_numpy(ids).long())  # fmt: skip
+
+
+# -- augmentation ------------------------------------------------------------------------------
+@lru_cache(maxsize=8)
+def dihedral_positions(side: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(8, side*side) gather indices: view[j] = grid[index[d, j]], and their inverses."""
+    grid = np.arange(side * side).reshape(1, side, side)
+    index = torch.from_numpy(np.stack([_dihedral_np(grid, d).reshape(-1) for d in range(8)]).copy())
+    return index, index.argsort(dim=1)
+
+
+@lru_cache(maxsize=4096)
+def _puzzle_views(seed: int, puzzle: int, n: int, vocab: int, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Views 0..n of one puzzle: dihedral index (n+1,) and token map (n+1, vocab); view 0 is the identity."""
+    rng = np.random.default_rng([seed, puzzle, n])
+    dihedral = np.concatenate(([0], rng.integers(0, 8, n)))
+    tokens = np.tile(np.arange(vocab), (n + 1, 1))
+    tokens[1:, lo:hi] = _permutations(rng, n, hi - lo) + lo
+    return torch.from_numpy(dihedral), torch.from_numpy(tokens)
+
+
+@dataclass
+class Views:
+    """Views (augmented copies) of a batch; view 0 is the original."""
+
+    inputs: torch.Tensor  # (views, batch, length)
+    targets: torch.Tensor  # (views, batch, length)
+    puzzle_ids: torch.Tensor  # (views, batch): p * (n + 1) + v
+    dihedral: torch.Tensor  # (views, batch) in 0..7
+    token_map: torch.Tensor  # (views, batch, vocab): view token = token_map[original token]
+
+    def invert(self, preds: torch.Tensor) -> torch.Tensor:
+        """Map (views, batch, length) predictions made on the views back to the original frame."""
+        _, inverse = dihedral_positions(math.isqrt(preds.shape[-1]))
+        back = preds.gather(-1, inverse.to(preds.device)[self.dihedral])
+        return self.token_map.argsort(-1).gather(-1, back)
+
+
+def view_transforms(puzzle_ids: torch.Tensor, view: torch.Tensor, n: int, seed: int, spec: GridSpec):
+    """Dihedral index and token map of view `view` (any shape broadcastable with puzzle_ids)."""
+    ids, view = torch.broadcast_tensors(puzzle_ids.cpu(), view.cpu())
+    dihedral = torch.zeros(ids.shape, dtype=torch.long)
+    token_map = torch.zeros(ids.shape + (spec.vocab_size,), dtype=torch.long)
+    for p in ids.unique().tolist():
+        d, t = _puzzle_views(seed, p, n, spec.vocab_size, *spec.colours)
+        rows = ids == p
+        dihedral[rows], token_map[rows] = d[view[rows]], t[view[rows]]
+    return dihedral, token_map
+
+
+def apply_views(inputs, targets, puzzle_ids, view: torch.Tensor, n: int, seed: int, spec: GridSpec) -> Views:
+    """View `view[..., i]` (0..n) of sample i; the leading shape of `view` becomes the views axis."""
+    dihedral, token_map = view_transforms(puzzle_ids, view, n, seed, spec)
+    index, _ = dihedral_positions(spec.side)
+    positions = index[dihedral]
+
+    def transform(x):
+        moved = x.cpu().expand(positions.shape).gather(-1, positions)
+        return token_map.gather(-1, moved).to(x.device)
+
+    dev = inputs.device
+    return Views(transform(inputs), transform(targets), (puzzle_ids.cpu() * (n + 1) + view).to(dev),
+                 dihedral.to(dev), token_map.to(dev))  # fmt: skip
+
+
+def augment(inputs, targets, puzzle_ids, n: int, seed: int, spec: GridSpec) -> Views:
+    """All n + 1 views of every sample (view 0 the original), with the maps that invert them."""
+    view = torch.arange(n + 1)[:, None].expand(n + 1, inputs.shape[0])
+    return apply_views(inputs, targets, puzzle_ids, view, n, seed, spec)
+
+
+def sample_views(inputs, targets, puzzle_ids, n: int, seed: int, spec: GridSpec, generator: torch.Generator) -> Views:
+    """One random view (0..n) per sample, for augmenting training batches on the fly."""
+    view = torch.randint(0, n + 1, (1, inputs.shape[0]), generator=generator)
+    return apply_views(inputs, targets, puzzle_ids, view, n, seed, spec)
+
+

@@ -1,0 +1,529 @@
+"""The HRM suites' pieces: the model (one-step gradient, ACT, puzzle embeddings), the puzzle
+tasks and their augmentation, pass@k and training efficiency, the FLOP count against a hand
+count, the memory estimate, and the recipe's family-specific validation. All fast (CPU, tiny)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from hwsweep import families, flops, footprint, passk, puzzles
+from hwsweep.config import ConfigError, resolve
+from hwsweep.models import deep_transformer, hrm, puzzle_tasks
+from hwsweep.models.blocks import sequence_loss
+from hwsweep.recipe import Recipe
+from hwsweep.typed import SpecError
+
+ROOT = Path(__file__).resolve().parents[1]
+HRM = {"name": "hrm", "width": 16, "heads": 2, "mlp_ratio": 2, "h_layers": 1, "l_layers": 1, "h_cycles": 2,
+       "l_cycles": 2, "halt_max_steps": 3, "halt_exploration_prob": 0.0, "act_mode": "act", "puzzle_emb_ndim": 0,
+       "positions": "rope"}  # fmt: skip
+SUDOKU = {"name": "sudoku", "size": 4, "blanks": 6, "train_size": 64, "eval_size": 32}
+
+
+def config(model=None, task=None, suites=None) -> dict:
+    return {
+        "recipe": {"task": task or SUDOKU, "model": model or HRM, "schedule": {"steps": 10, "warmup_steps": 1},
+                   "global_batch": 8, "micro_batch": 8},
+        "suites": suites or {"s": {}},
+        "seeds": [0],
+        "hardware": {"cpu1": {"accelerator": "cpu"}},
+        "baseline": "cpu1",
+    }  # fmt: skip
+
+
+def recipe(model=None, task=None):
+    model = model or {}
+    model = {**HRM, **model} if model.get("name", "hrm") == "hrm" else model
+    task = {**SUDOKU, **(task or {})} if (task or {}).get("name", "sudoku") == "sudoku" else task
+    return resolve(config(model, task)).cells[0].recipe
+
+
+def model_and_batch(seed=0, model=None, task=None, batch=4):
+    r = recipe(model, task)
+    torch.manual_seed(seed)
+    net = families.torch_side(r.model.name).build(r)
+    train, _ = puzzle_tasks.tables(r)
+    return net, tuple(t[:batch] for t in train), r
+
+
+class Calls:
+    """Counts a module's calls and how many of them built a graph (ran with gradients)."""
+
+    def __init__(self, module):
+        self.total = self.with_grad = 0
+        module.register_forward_hook(self)
+
+    def __call__(self, module, args, output):
+        self.total += 1
+        self.with_grad += output.requires_grad
+
+
+# -- HRM: one-step gradient -------------------------------------------------------------------------
+def test_only_the_last_l_and_h_step_of_a_segment_carry_gradients():
+    net, batch, _ = model_and_batch(model={"act_mode": "fixed", "halt_max_steps": 1, "h_cycles": 3, "l_cycles": 2})
+    L, H = Calls(net.L), Calls(net.H)
+    net(*batch).backward()
+    assert (L.total, H.total) == (6, 3)  # h_cycles x l_cycles L steps, h_cycles H steps
+    assert (L.with_grad, H.with_grad) == (1, 1)
+
+
+def test_gradients_equal_those_of_the_last_two_steps_from_the_detached_state():
+    """The no_grad cycles only move the state: the gradients are those of a model that starts
+    the last L and H step from that state as a constant."""
+    net, (x_tok, y, ids), _ = model_and_batch(model={"act_mode": "fixed", "halt_max_steps": 1})
+    net(x_tok, y, ids).backward()
+    full = {n: p.grad.clone() for n, p in net.named_parameters() if p.grad is not None}
+    net.zero_grad(set_to_none=True)
+
+    x, (z_h, z_l) = net.start(x_tok, ids)
+    rope = net.input.rope
+    with torch.no_grad():  # h_cycles=2, l_cycles=2: three L steps and one H step before the last two
+        z_l = net.L(z_l, z_h + x, rope)
+        z_l = net.L(z_l, z_h + x, rope)
+        z_h = net.H(z_h, z_l, rope)
+        z_l = net.L(z_l, z_h + x, rope)
+    z_l = net.L(z_l.clone(), z_h.clone() + x, rope)
+    z_h = net.H(z_h, z_l, rope)
+    sequence_loss(net.head(z_h), y).mean().backward()
+    manual = {n: p.grad for n, p in net.named_parameters() if p.grad is not None}
+    assert full.keys() == manual.keys()
+    for name in full:
+        torch.testing.assert_close(full[name], manual[name], rtol=0, atol=0, msg=name)
+
+
+def test_no_gradient_reaches_the_initial_state_through_the_cycles():
+    net, batch, _ = model_and_batch(model={"act_mode": "fixed", "halt_max_steps": 2})
+    h0 = net.h_init.clone().requires_grad_(True)
+    net.h_init = h0  # the buffer, now a leaf we can ask for its gradient
+    net(*batch).backward()
+    assert h0.grad is None  # it is only read inside the no_grad cycles
+
+
+# -- HRM: ACT ---------------------------------------------------------------------------------------
+def test_q_continue_target():
+    next_q = torch.tensor([[1.0, 3.0], [2.0, -1.0]])
+    torch.testing.assert_close(hrm.q_continue_target(next_q, next_is_last=False), torch.sigmoid(torch.tensor([3.0, 2.0])))
+    # At the last allowed segment the next one must halt: its halt value only.
+    torch.testing.assert_close(hrm.q_continue_target(next_q, next_is_last=True), torch.sigmoid(torch.tensor([1.0, 2.0])))
+
+
+def set_q(net, halt: float, cont: float):
+    with torch.no_grad():
+        net.q_head.bias.copy_(torch.tensor([halt, cont]))
+
+
+def segments_run(net, batch, train: bool) -> int:
+    calls = Calls(net.H)  # one differentiable H step per segment, so count those
+    net.train(train)
+    net(*batch)
+    return calls.with_grad if train else calls.total // net.h_cycles
+
+
+def test_act_halts_when_q_says_so_and_evaluation_runs_every_segment():
+    net, batch, _ = model_and_batch(model={"halt_max_steps": 4})
+    set_q(net, halt=5.0, cont=-5.0)
+    assert segments_run(net, batch, train=True) == 1  # halted after the first segment
+    assert segments_run(net, batch, train=False) == 4  # evaluation: the maximum, whatever Q says
+    set_q(net, halt=-5.0, cont=5.0)
+    assert segments_run(net, batch, train=True) == 4
+
+
+def test_the_q_targets_come_from_the_next_segment():
+    net, batch, _ = model_and_batch(model={"halt_max_steps": 2})
+    set_q(net, halt=5.0, cont=-5.0)  # everyone halts at segment 1: one extra no-grad segment gives the target
+    calls = Calls(net.H)
+    net.train()
+    net(*batch)
+    assert (calls.with_grad, calls.total // net.h_cycles) == (1, 2)
+
+
+def test_exploration_forces_at_least_two_segments():
+    net, batch, _ = model_and_batch(model={"halt_max_steps": 3, "halt_exploration_prob": 1.0})
+    set_q(net, halt=5.0, cont=-5.0)
+    torch.manual_seed(0)
+    steps = net.exploration_min_steps(10_000, "cpu")
+    assert steps.min() == 2 and steps.max() == 3
+    assert segments_run(net, batch, train=True) >= 2
+    net.halt_exploration_prob = 0.3
+    share = (net.exploration_min_steps(20_000, "cpu") > 1).float().mean().item()
+    assert abs(share - 0.3) < 0.02
+
+
+@pytest.mark.parametrize("mode", ["fixed", "none"])
+def test_fixed_and_none_run_the_same_maximum_compute_as_act(mode):
+    act, batch, _ = model_and_batch(model={"halt_max_steps": 3})
+    other, _, _ = model_and_batch(model={"halt_max_steps": 3, "act_mode": mode})
+    assert segments_run(other, batch, train=True) == (3 if mode == "fixed" else 1)  # supervised segments
+    for net in (act, other):  # evaluation: 3 segments each
+        calls = Calls(net.L)
+        net.predict(batch[0], batch[2])
+        assert calls.total == 3 * net.h_cycles * net.l_cycles
+    with flops.counting() as f_act:
+        act.predict(batch[0], batch[2])
+    with flops.counting() as f_other:
+        other.predict(batch[0], batch[2])
+    q_head = 2 * len(batch[0]) * act.q_head.in_features * 2  # act alone reads its Q head once
+    assert f_act.total - f_other.total == q_head
+    assert other.q_head is None  # no parameter left unused (DDP would refuse the step)
+
+
+def test_none_mode_supervises_only_the_state_after_every_segment():
+    net, (x, y, ids), _ = model_and_batch(model={"halt_max_steps": 3, "act_mode": "none"})
+    net.eval()
+    with torch.no_grad():
+        emb, carry = net.start(x, ids)
+        for _ in range(3):
+            carry = net.segment(carry, emb)
+        expected = sequence_loss(net.outputs(carry[0])[0], y).mean()
+        torch.testing.assert_close(net(x, y, ids), expected)
+
+
+# -- puzzle embeddings -----------------------------------------------------------------------------
+@pytest.mark.parametrize("ndim,positions", [(8, 1), (16, 1), (40, 3)])
+def test_puzzle_embeddings_start_at_zero_and_are_prepended(ndim, positions):
+    net, (x, y, ids), _ = model_and_batch(model={"puzzle_emb_ndim": ndim})
+    assert net.input.puzzle_len == positions  # ceil(ndim / width 16)
+    assert torch.count_nonzero(net.input.puzzle.weight) == 0
+    emb = net.input(x, ids)
+    assert emb.shape[1] == positions + x.shape[1]
+    assert torch.count_nonzero(emb[:, :positions]) == 0
+    torch.testing.assert_close(emb[:, positions:], net.input.tokens(x))
+    assert net.predict(x, ids).shape == x.shape  # the head reads only the grid's positions
+    with torch.no_grad():
+        net.input.puzzle.weight.fill_(1.0)
+    assert (net.input(x, ids)[:, 0, :ndim] == 1).all()  # the Q head's position holds the puzzle
+
+
+# -- sudoku -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n,blanks", [(4, 6), (9, 45)])
+def test_sudoku_generator_makes_valid_puzzles(n, blanks):
+    p = puzzles.sudoku(n, blanks, 300, seed=5)
+    assert puzzles.sudoku_correct(p.targets, p.inputs).all()
+    assert ((p.inputs == 0).sum(1) == blanks).all()
+    given = p.inputs != 0
+    assert (p.inputs[given] == p.targets[given]).all()
+    assert len(p.targets.unique(dim=0)) > 100  # not one grid repeated
+    again = puzzles.sudoku(n, blanks, 300, seed=5)
+    assert torch.equal(again.inputs, p.inputs) and torch.equal(again.targets, p.targets)
+
+
+def test_sudoku_correct_accepts_any_valid_grid_that_keeps_the_givens():
+    p = puzzles.sudoku(4, 16, 50, seed=1)  # no givens: every valid grid solves it
+    other = torch.tensor([1, 2, 3, 4, 3, 4, 1, 2, 2, 1, 4, 3, 4, 3, 2, 1])  # rows, columns, boxes: 1-4 once
+    relabelled = torch.tensor([0, 2, 1, 4, 3])[p.targets]  # another valid solution
+    assert puzzles.sudoku_correct(relabelled, p.inputs).all()
+    assert not torch.equal(relabelled, p.targets)
+    q = puzzles.sudoku(4, 6, 50, seed=2)
+    assert not puzzles.sudoku_correct(torch.tensor([0, 2, 1, 4, 3])[q.targets], q.inputs).any()  # givens changed
+    swapped = q.targets.clone()
+    swapped[:, [0, 1]] = swapped[:, [1, 0]]  # two cells of a row swapped: columns repeat
+    assert not puzzles.sudoku_correct(swapped, torch.zeros_like(q.inputs)).any()
+    blank = q.targets.clone()
+    blank[:, 3] = 0
+    assert not puzzles.sudoku_correct(blank, torch.zeros_like(q.inputs)).any()
+    assert puzzles.sudoku_correct(other.view(1, 16), torch.zeros(1, 16, dtype=torch.long)).all()
+    other[[0, 1]] = other[[1, 0]]
+    assert not puzzles.sudoku_correct(other.view(1, 16), torch.zeros(1, 16, dtype=torch.long)).any()
+
+
+# -- ARC-like grids and augmentation ---------------------------------------------------------------
+def test_dihedral_positions_and_their_inverses():
+    index, inverse = puzzles.dihedral_positions(5)
+    grid = torch.arange(25)
+    seen = set()
+    for d in range(8):
+        moved = grid[index[d]]
+        assert torch.equal(moved[inverse[d]], grid)
+        seen.add(tuple(moved.tolist()))
+    assert len(seen) == 8  # eight distinct transforms
+    square = grid.view(5, 5)
+    assert torch.equal(grid[index[1]].view(5, 5), torch.rot90(square, 1))
+
+
+def test_arc_rules_hold_on_the_generated_pairs():
+    p = puzzles.arc(400, seed=3, num_puzzles=5, min_size=6, max_size=6)  # ids 0..4: one rule each, in order
+    rules = puzzles.arc_rules(5, 0)
+    grid_in, grid_out = p.inputs.view(-1, 6, 6), p.targets.view(-1, 6, 6)
+    rot = p.puzzle_ids == 0
+    assert torch.equal(grid_out[rot], torch.rot90(grid_in[rot], rules[0][1][0], dims=(1, 2)))
+    colour = p.puzzle_ids == 2
+    mapping = torch.tensor((0, 1) + tuple(c + 1 for c in rules[2][1]))  # tokens: 0 pad, 1 black, c + 1 colour c
+    assert torch.equal(grid_out[colour], mapping[grid_in[colour]])
+
+
+def test_augmentation_is_consistent_and_inverts_back():
+    p = puzzles.arc(64, seed=4, num_puzzles=4, min_size=3, max_size=5)
+    spec = puzzles.arc_spec(5)
+    views = puzzles.augment(p.inputs, p.targets, p.puzzle_ids, 6, seed=9, spec=spec)
+    assert views.inputs.shape == (7, 64, 25)
+    assert torch.equal(views.inputs[0], p.inputs) and torch.equal(views.targets[0], p.targets)  # view 0 original
+    for v in range(7):  # input and output moved by the same transform: both map back
+        assert torch.equal(views.invert(views.inputs)[v], p.inputs)
+        assert torch.equal(views.invert(views.targets)[v], p.targets)
+    assert not torch.equal(views.inputs[1:], p.inputs.expand(6, -1, -1))
+    for token in (0, 1):  # padding and black stay where they were, up to the dihedral move
+        assert torch.equal((views.inputs == token).sum(-1), (p.inputs == token).sum(-1).expand(7, -1))
+    assert torch.equal(views.puzzle_ids, p.puzzle_ids * 7 + torch.arange(7)[:, None])
+    again = puzzles.augment(p.inputs, p.targets, p.puzzle_ids, 6, seed=9, spec=spec)
+    assert torch.equal(again.inputs, views.inputs)  # a function of (seed, puzzle, view) only
+
+
+def test_sudoku_views_stay_valid():
+    p = puzzles.sudoku(4, 6, 40, seed=7)
+    views = puzzles.augment(p.inputs, p.targets, p.puzzle_ids, 5, seed=1, spec=puzzles.sudoku_spec(4))
+    for v in range(6):
+        assert puzzles.sudoku_correct(views.targets[v], views.inputs[v]).all()
+
+
+# -- pass@k and training efficiency -----------------------------------------------------------------
+def test_pass_at_k_ranks_by_votes():
+    truth = torch.tensor([[1, 1]])
+    a, b = [1, 1], [2, 2]
+    candidates = torch.tensor([[a], [b], [b]])  # (views, batch, length): b has two votes, the truth one
+    scores = passk.pass_at_k(candidates, truth, truth, ks=(1, 2))
+    assert scores == {"pass_at_1": 0.0, "pass_at_2": 1.0}
+    tie = torch.tensor([[a], [b]])  # one vote each: the original view's answer ranks first
+    assert passk.pass_at_k(tie, truth, truth, ks=(1,)) == {"pass_at_1": 1.0}
+
+
+def test_pass_at_k_is_monotone_in_k():
+    g = torch.Generator().manual_seed(0)
+    candidates = torch.randint(0, 3, (40, 200, 3), generator=g)  # 40 views, 200 samples, few distinct answers
+    targets = torch.randint(0, 3, (200, 3), generator=g)
+    scores = passk.pass_at_k(candidates, targets, targets)
+    values = [scores[f"pass_at_{k}"] for k in passk.KS]
+    assert values == sorted(values) and values[0] < values[-1]
+
+
+def test_without_augmentation_pass_at_k_equals_pass_at_1_and_says_so(capsys):
+    net, _, r = model_and_batch(task={"augmentation": 0, "eval_views": 8})
+    _, held = puzzle_tasks.tables(r)
+    net.eval()
+    with torch.no_grad():
+        m = puzzle_tasks.evaluate(net, r, held)
+    assert {m[f"pass_at_{k}"] for k in passk.KS} == {m["pass_at_1"]}
+    assert "pass@k equals pass@1" in capsys.readouterr().err
+
+
+class RowFiller(torch.nn.Module):
+    """Solves one-blank 4x4 sudoku (the digit its row lacks) on odd views, leaves even views unsolved."""
+
+    def predict(self, inputs, puzzle_ids):
+        rows = inputs.view(-1, 4, 4)
+        missing = 10 - rows.sum(-1, keepdim=True)  # 1 + 2 + 3 + 4 = 10
+        solved = torch.where(rows == 0, missing, rows).view_as(inputs)
+        return torch.where((puzzle_ids % 2 == 1)[:, None], solved, inputs)
+
+
+def test_evaluation_votes_over_the_views_mapped_back():
+    r = recipe(task={"blanks": 1, "augmentation": 20, "eval_views": 20})
+    _, held = puzzle_tasks.tables(r)
+    m = puzzle_tasks.evaluate(RowFiller(), r, held)
+    # 11 even views vote for the unsolved grid, 10 odd ones for the solution (from 10 frames, mapped back).
+    assert (m["exact_accuracy"], m["pass_at_1"], m["pass_at_2"], m["pass_at_100"]) == (0.0, 0.0, 1.0, 1.0)
+    r = recipe(task={"blanks": 1, "augmentation": 20, "eval_views": 3})  # views 0..3: a 2 - 2 tie
+    m = puzzle_tasks.evaluate(RowFiller(), r, held)
+    assert (m["pass_at_1"], m["pass_at_2"]) == (0.0, 1.0)  # the tie goes to the original view's answer
+
+
+def test_training_efficiency_not_reached_is_none_not_the_last_step():
+    curves = {"eval_exact_accuracy": {"steps": [30, 10, 20], "values": [0.85, 0.2, 0.6]}}
+    reached = passk.training_efficiency(curves, {"exact_accuracy": (0.5, 0.8, 0.9)})
+    assert reached == {"steps_to_exact_accuracy_50": 20, "steps_to_exact_accuracy_80": 30,
+                       "steps_to_exact_accuracy_90": None}  # fmt: skip
+    assert passk.training_efficiency({}, {"exact_accuracy": (0.5,)}) == {"steps_to_exact_accuracy_50": None}
+
+
+def test_final_evaluation_reports_every_declared_metric():
+    net, _, r = model_and_batch(model={"halt_max_steps": 2})
+    _, held = puzzle_tasks.tables(r)
+    curves = {"loss": {"steps": [1], "values": [1.0]}, "eval_exact_accuracy": {"steps": [5, 10], "values": [0.0, 0.0]}}
+    net.eval()
+    with torch.no_grad():
+        m = puzzle_tasks.evaluate(net, r, held, curves)
+    declared = {k for k, v in families.PUZZLE_METRICS.items() if v["stage"] == "eval"}
+    assert set(m) == declared
+    assert m["steps_to_exact_accuracy_50"] is None
+    train, _ = puzzle_tasks.tables(r)
+    per_sample = flops.train_step_flops(net, tuple(t[:4] for t in train)) / 4
+    assert m["flops_per_sample"] == per_sample
+    if m["exact_accuracy"] == 0:
+        assert m["computational_cost"] is None  # no accuracy point was bought
+    cost = flops.computational_cost(1e12, 0.25, 1000)
+    assert cost == {"computational_cost": 1e12 / 25, "flops_per_sample": 1e9}
+
+
+# -- FLOPs against a hand count ---------------------------------------------------------------------
+def test_flop_count_of_a_small_hrm_matches_the_hand_count():
+    """HRM width w=16, 2 heads, mlp_ratio 3 (SwiGLU hidden h = round(3 * 16 * 2/3) = 32), one layer
+    per module, h_cycles = l_cycles = 2, one segment, act_mode fixed; 4x4 sudoku: T = 16 positions,
+    vocabulary v = 5; batch B = 4. A matmul of (m x k) by (k x n) is 2mkn FLOPs; elementwise work
+    (norms, RoPE, SiLU, softmax) is not counted.
+
+    One block, forward, per sample:
+      qkv 2*T*w*3w + proj 2*T*w*w + gate_up 2*T*w*2h + down 2*T*h*w = 2T(4w^2 + 3wh)
+      attention: scores q k^T and scores @ v, 2 * 2*T*T*w = 4T^2 w (heads x head_dim = w)
+    Backward of a block with gradients: every linear twice (input and weight gradients) and the
+    attention's five T x T products (scores recomputed, then dV, dScores, dQ, dK) = 10T^2 w.
+    The segment runs 4 L steps and 2 H steps: 6 blocks forward, of which the last L and the
+    last H (2 blocks) also backward. Head: 2*T*w*v forward, twice that backward."""
+    w, h, T, v, B = 16, 32, 16, 5, 4
+    linear = 2 * T * (4 * w * w + 3 * w * h)
+    attention_forward, attention_backward = 4 * T * T * w, 10 * T * T * w
+    head = 2 * T * w * v
+    forward = 6 * (linear + attention_forward) + head
+    backward = 2 * (2 * linear + attention_backward) + 2 * head
+    hand = B * (forward + backward)
+    net, batch, _ = model_and_batch(
+        model={"mlp_ratio": 3, "act_mode": "fixed", "halt_max_steps": 1}, task={"train_size": 8}, batch=B
+    )
+    assert flops.train_step_flops(net, batch) == hand
+    deep, batch, _ = model_and_batch(model={"name": "deep_transformer", "width": 16, "heads": 2, "mlp_ratio": 3, "depth": 3}, batch=B)
+    assert flops.train_step_flops(deep, batch) == B * (3 * (3 * linear + attention_forward + attention_backward) + 3 * head)
+
+
+# -- memory estimate --------------------------------------------------------------------------------
+@pytest.mark.parametrize("model,task", [
+    ({}, {}),
+    ({"width": 32, "heads": 4, "h_layers": 2, "halt_max_steps": 2, "puzzle_emb_ndim": 40, "positions": "learned"},
+     {"name": "arc", "min_size": 3, "max_size": 5, "num_puzzles": 3, "augmentation": 2}),
+    ({"name": "deep_transformer", "width": 16, "heads": 2, "depth": 5}, {}),
+    ({"act_mode": "none"}, {}),
+])  # fmt: skip
+def test_memory_estimate_covers_what_autograd_saves(model, task):
+    r = recipe(model, task if task.get("name") != "arc" else {**task, "train_size": 64, "eval_size": 8})
+    torch.manual_seed(0)
+    net = families.torch_side(r.model.name).build(r)
+    assert footprint.puzzle_parameter_count(r.model, r.task) == sum(p.numel() for p in net.parameters())
+    train, _ = puzzle_tasks.tables(r)
+    saved = 0
+
+    def pack(t):
+        nonlocal saved
+        saved += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        net(*(t[:8] for t in train))
+    estimate = footprint.puzzle_activation_bytes_per_sample(r.model, r.task)
+    assert saved / 8 <= estimate <= 1.4 * saved / 8
+
+
+# -- tables and configs ---------------------------------------------------------------------------
+def test_tables_are_fixed_and_held_out_ids_are_the_original_views():
+    r = recipe(task={"name": "arc", "min_size": 3, "max_size": 5, "num_puzzles": 3, "augmentation": 4,
+                     "train_size": 64, "eval_size": 16})  # fmt: skip
+    (x, y, ids), (hx, hy, hids) = puzzle_tasks.tables(r)
+    puzzle_tasks._tables.cache_clear()
+    (x2, _, _), _ = puzzle_tasks.tables(r)
+    assert torch.equal(x, x2)
+    assert x.max() < r.task.vocab_size and ids.max() < r.task.num_puzzle_ids
+    assert (hids % 5 == 0).all()  # view 0 of each puzzle
+    assert len(set((ids % 5).tolist())) == 5  # training shows every view
+
+
+@pytest.mark.parametrize("name", ["hrm.yaml", "hrm_cpu.yaml"])
+def test_shipped_configs_resolve_into_the_six_suites(name):
+    raw = yaml.safe_load((ROOT / "config" / name).read_text())
+    matrix = resolve(raw)
+    assert matrix.suites == ["baseline", "augmentation", "hierarchical", "deep_transformer", "act_alternatives",
+                             "puzzle_embeddings"]  # fmt: skip
+    cells = {(c.suite, c.variant): c.recipe for c in matrix.cells}
+    variants = lambda suite: sorted(v for s, v in cells if s == suite)  # noqa: E731
+    assert variants("augmentation") == ["augmentation-0", "augmentation-1000", "augmentation-300"]
+    assert {"h_cycles-1_l_cycles-1", "h_cycles-2_l_cycles-2", "h_cycles-4_l_cycles-4"} <= set(variants("hierarchical"))
+    assert variants("puzzle_embeddings") == [f"puzzle_emb_ndim-{n}" for n in (0, 16, 32, 8)]
+    assert variants("act_alternatives") == ["act_mode-act", "act_mode-fixed", "act_mode-none"]
+    base = cells[("baseline", "default")].model
+    deep = [m.model for (s, _), m in cells.items() if s == "deep_transformer"]
+    matched = deep_transformer.matched_depth(base.h_layers, base.l_layers, base.h_cycles, base.l_cycles)
+    assert matched in [m.depth for m in deep]
+    assert all(m.width == base.width for m in deep)
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda c: c["recipe"]["model"].update(depth=4), "recipe.model.depth: unknown key"),
+    (lambda c: c["recipe"]["model"].update(act_mode="maybe"), "recipe.model.act_mode: 'maybe' is invalid; use one of act, fixed, none"),
+    (lambda c: c["recipe"].update(task={"name": "sort"}), "recipe.task.name: 'sort' is invalid; use one of sudoku, arc"),
+    (lambda c: c["recipe"]["task"].update(blanks=17), "recipe.task.blanks: 17 is more than the 16 cells; use at most 16"),
+    (lambda c: c["recipe"]["model"].update(width=12, heads=4), "recipe.model.positions: rope needs an even width per head"),
+    (lambda c: c["recipe"].update(task={"name": "arc", "min_size": 6, "max_size": 4}),
+     "recipe.task.min_size: 6 is above max_size 4; lower it"),
+    (lambda c: c["suites"].update(s={"sweep": {"model.h_cycles,model.l_cycles": [[1, 1], [2]]}}),
+     "suites.s.sweep.model.h_cycles,model.l_cycles: [2] is not a list of 2 values"),
+    (lambda c: c["suites"].update(s={"sweep": {"model.depth": [2, 4]}}), "suites.s.sweep.model.depth: not a recipe key"),
+    (lambda c: c["suites"].update(s={"overrides": {"model": {"puzzle_emb_ndim": -1}}}),
+     "suites.s.model.puzzle_emb_ndim: -1 is invalid; use a value >= 0"),
+])  # fmt: skip
+def test_family_keys_are_checked_with_one_line(change, message):
+    raw = copy.deepcopy(config(dict(HRM), dict(SUDOKU)))
+    change(raw)
+    with pytest.raises(ConfigError) as err:
+        resolve(raw)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_puzzle_recipes_survive_the_spec_round_trip():
+    for r in (recipe(), recipe({"name": "deep_transformer", "depth": 2}, {"name": "arc", "augmentation": 3})):
+        again = Recipe.from_dict(r.to_dict())
+        assert again == r and type(again.model) is type(r.model) and type(again.task) is type(r.task)
+    raw = recipe().to_dict()
+    raw["model"]["name"] = "hrn"
+    with pytest.raises(SpecError, match="recipe.model.name: 'hrn' is not one of transformer, hrm, deep_transformer"):
+        Recipe.from_dict(raw)
+
+
+def test_a_suite_naming_another_family_replaces_the_model_section():
+    suites = {"s": {}, "deep": {"overrides": {"model": {"name": "deep_transformer", "depth": 3}}},
+              "wide": {"overrides": {"model": {"width": 32}}}}  # fmt: skip
+    cells = {c.suite: c.recipe for c in resolve(config(dict(HRM), dict(SUDOKU), suites)).cells}
+    assert cells["deep"].model.depth == 3 and cells["deep"].model.width == 64  # the family's defaults
+    assert cells["wide"].model.width == 32 and cells["wide"].model.h_cycles == HRM["h_cycles"]  # merged
+
+
+# -- DDP ----------------------------------------------------------------------------------------------
+def _ddp_steps(rank: int, world: int, store: str, mode: str, out: str):
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    net, (x, y, ids), _ = model_and_batch(model={"act_mode": mode, "halt_max_steps": 3, "halt_exploration_prob": 0.5},
+                                          batch=8)  # fmt: skip
+    if mode == "act":
+        set_q(net, halt=0.0 if rank else 5.0, cont=0.0)  # rank 0 halts after segment 1, rank 1 runs on
+    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    for _ in range(2):
+        ddp(x[rank::world], y[rank::world], ids[rank::world]).backward()
+    grads = torch.cat([p.grad.flatten() for p in net.parameters()])
+    torch.save(grads, f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("mode", ["act", "fixed", "none"])
+def test_every_act_mode_trains_under_ddp(tmp_path, mode):
+    """Every parameter takes part in every step (DDP would hang or refuse otherwise), also when
+    the ranks' samples halt after different numbers of segments."""
+    torch.multiprocessing.spawn(_ddp_steps, args=(2, str(tmp_path / "store"), mode, str(tmp_path / "g")), nprocs=2)
+    g0, g1 = torch.load(tmp_path / "g.0"), torch.load(tmp_path / "g.1")
+    assert torch.equal(g0, g1) and g0.abs().sum() > 0  # averaged across ranks
+
+
+@pytest.mark.slow
+def test_the_cpu_baseline_learns_4x4_sudoku():
+    """config/hrm_cpu.yaml's baseline, trained by the plain loop of bench/hrm_sudoku.py (about a minute)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hrm_bench", ROOT / "bench" / "hrm_sudoku.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    matrix = resolve(yaml.safe_load((ROOT / "config" / "hrm_cpu.yaml").read_text()))
+    r = next(c.recipe for c in matrix.cells if c.suite == "baseline")
+    torch.set_num_threads(1)
+    result = bench.train(r, seed=0, eval_every=50, eval_subset=128)
+    assert result["exact_accuracy"] >= 0.8
+    assert result["steps_to_exact_accuracy_50"] is not None and result["steps_to_exact_accuracy_99"] is None
