@@ -131,6 +131,6 @@ def test_periodic_evaluation_adds_curves_and_leaves_training_alone(tmp_path, sma
     assert curves["eval_token_accuracy"]["steps"] == [10, 20, 25]  # every eval_every steps and at the last
     assert all(0 < v <= 1 for v in curves["eval_token_accuracy"]["values"])
     assert curves["loss"] == records[0]["curves"]["loss"]  # evaluating did not change training
-    rec = records[0]  # FLOPs counted on a real micro-batch; no MFU on a CPU (no peak in the catalog)
-    assert rec["flops_per_step"] > 0 and rec["mfu"] is None
+    rec = records[0]  # FLOPs counted on a real micro-batch; MFU against the catalog's (measured) cpu peak per thread
+    assert rec["flops_per_step"] > 0 and 0 < rec["mfu"] < 1
     assert rec["tflops_per_device"] * 1e12 == pytest.approx(rec["flops_per_step"] * rec["samples_per_second"] / 32)
