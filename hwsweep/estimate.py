@@ -72,7 +72,12 @@ def model_and_batch(task_cfg, model_cfg, micro_batch: int, device="meta"):
 def _micro_batch_flops(task_cfg, model_cfg, micro_batch: int) -> int:
     from hwsweep import flops
 
-    return flops.train_step_flops(*model_and_batch(task_cfg, model_cfg, micro_batch))
+    try:
+        return flops.train_step_flops(*model_and_batch(task_cfg, model_cfg, micro_batch))
+    except RuntimeError:
+        # A model whose control flow reads values (HRM's ACT stops when every sample halted) cannot
+        # run on meta: count one real sample on the CPU; every counted operation is linear in the batch.
+        return micro_batch * flops.train_step_flops(*model_and_batch(task_cfg, model_cfg, 1, device="cpu"))
 
 
 def step_flops(recipe, plan) -> int | None:
