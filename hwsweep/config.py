@@ -37,8 +37,9 @@ Validator = jsonschema.validators.extend(
         "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)
     ),
 )
-# Suite names that would collide with the workflow's own folders under results/.
-RESERVED_SUITES = ("partial",)
+# Suite names taken by the workflow itself: results/partial/ is the status rule's folder (a suite of
+# that name collides with it); the rule names are kept free so a suite never reads like a workflow target.
+RESERVED_SUITES = ("partial", "all", "plan", "spec", "train", "evaluate", "combine", "status", "report")
 
 
 @lru_cache(maxsize=None)
@@ -345,7 +346,10 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
     for suite, body in raw["suites"].items():
         where = f"suites.{suite}"
         if suite in RESERVED_SUITES:
-            raise ConfigError(f"suites: name {suite!r} is reserved for the workflow's own results; rename the suite")
+            raise ConfigError(
+                f"suites: name {suite!r} is reserved for the workflow's own results and rules "
+                f"({', '.join(RESERVED_SUITES)}); rename the suite"
+            )
         names = body.get("hardware", list(hardware))
         for hw in names:
             if hw not in hardware:
@@ -454,6 +458,34 @@ def _unmapped_warnings(trainer: Trainer) -> tuple[str, ...]:
             )
             out.append(f"trainer.args maps no flag to {' or '.join(values)}: {what} is not passed; {consequence}")
     return tuple(out)
+
+
+def load_file(path: Path | str) -> dict:
+    """A config file as a dict; ConfigError with one line naming the file and the fix when it is
+    missing, unreadable, a directory, not UTF-8, not YAML, or not a mapping."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found; pass an existing file with --configfile") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file; pass the YAML file itself") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: cannot be read (permission denied); make it readable (chmod +r)") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror}); pass a readable YAML file") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = " ".join(str(getattr(e, "problem", None) or "not valid YAML").split())
+        raise ConfigError(f"{path}: {where}{what}; fix the YAML syntax there") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level is {type(raw).__name__}, not a mapping; start with keys like recipe:")
+    return raw
 
 
 def resolve_or_exit(raw: dict, config_dir: Path | str = ".") -> Matrix:

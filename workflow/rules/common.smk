@@ -3,6 +3,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from hwsweep import placement
 from hwsweep import spec as layout
 from hwsweep.config import resolve_or_exit
 
@@ -53,6 +54,25 @@ def run_spec_json(wildcards):
 def run_spec_sha256(wildcards):
     """What the train job checks spec.json against: the spec this process scheduled."""
     return layout.sha256(run_spec_json(wildcards))
+
+
+PLACED = {}
+
+
+def placed_spec(wildcards):
+    """The train job's spec.json, once its hardware is known to be placeable: under the local executor
+    a CUDA or multi-node entry this machine cannot provide stops snakemake here, before any job, with
+    one line. Input functions run while the DAG is built, when the executor is known."""
+    name = wildcards.hardware
+    if name not in PLACED:
+        if "executor" not in PLACED:
+            PLACED["executor"] = placement.executor_of(workflow)
+        found = placement.problems({name: MATRIX.hardware[name]}, PLACED["executor"])
+        if found:
+            print(f"hwsweep config error: {found[0]}", file=sys.stderr)
+            sys.exit(1)
+        PLACED[name] = True
+    return run_file(layout.SPEC_FILE).format(**wildcards)
 
 
 def hardware_of(wildcards):
