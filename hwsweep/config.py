@@ -16,6 +16,7 @@ import yaml
 
 from hwsweep import catalog, families
 from hwsweep.command import PLAN_VALUES, PYTHON_NAMES, Evaluation, Invocation, Trainer, resolve_program
+from hwsweep.guard import GuardConfig
 from hwsweep.matrix import Cell, Matrix
 from hwsweep.metrics import Metric, check_pattern
 from hwsweep.plan import Advisor, Hardware, PlanError, make_plan
@@ -341,6 +342,10 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             f"baseline: {raw['baseline']!r} is not a hardware name; use one of {', '.join(hardware)}"
         )
 
+    guard = GuardConfig.from_dict(_fill_defaults(schema["properties"]["guard"], raw.get("guard", {}), schema), "guard")
+    if guard.chance_loss == "auto" and not builtin:
+        raise ConfigError("guard.chance_loss: auto needs the built-in task's vocabulary; give your loss at chance as a number")
+
     leaves = _leaf_keys(schema["$defs"]["recipe"], schema)
     cells = []
     for suite, body in raw["suites"].items():
@@ -401,6 +406,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         advisor=advisor,
         statistics=statistics,
         keep_checkpoints=raw.get("keep_checkpoints", True),
+        guard=guard,
         timing=raw.get("timing", "exclusive"),
         warnings=warnings,
         trainer=trainer,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from hwsweep.command import Evaluation, Trainer
+from hwsweep.guard import GuardConfig
 from hwsweep.metrics import Metric
 from hwsweep.plan import Advisor, Hardware, make_plan
 from hwsweep.recipe import Recipe
@@ -44,6 +47,7 @@ class Matrix:
     advisor: Advisor = Advisor()
     statistics: dict = field(default_factory=dict)
     keep_checkpoints: bool = True
+    guard: GuardConfig = GuardConfig()
     timing: str = "exclusive"
     warnings: tuple[str, ...] = ()
     trainer: Trainer = Trainer(kind="builtin")
@@ -81,6 +85,12 @@ class Matrix:
             self._specs[key] = self._make_spec(*key)
         return self._specs[key]
 
+    def _guard(self, recipe: Recipe) -> GuardConfig:
+        if self.guard.chance_loss != "auto":
+            return self.guard
+        # A uniform guess over the vocabulary: the cross-entropy of a model that learned nothing.
+        return dataclasses.replace(self.guard, chance_loss=math.log(recipe.task.vocab_size))
+
     def _make_spec(self, suite: str, variant: str, hardware: str, seed: int) -> RunSpec:
         cell = self._cells[(suite, variant)]
         hw = self.hardware[hardware]
@@ -98,4 +108,5 @@ class Matrix:
             evaluation=self.evaluation,
             metrics=list(self.metrics),
             keep_checkpoints=self.keep_checkpoints,
+            guard=self._guard(cell.recipe),
         )

@@ -21,7 +21,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from hwsweep import host, io
+from hwsweep import guard, host, io
 from hwsweep.command import Invocation, command_argv, plan_values, render, script_provenance
 from hwsweep.metrics import TextParser, parse_jsonl_line, problems, summarise
 from hwsweep.records import EvalRecord, RunRecord, read
@@ -184,6 +184,22 @@ def _plan_checks(spec: RunSpec, seen: dict) -> list[str]:
     return out
 
 
+def loss_metric(metrics) -> str | None:
+    """The train-stage metric the divergence guard watches: the one named or keyed loss, else the first
+    whose name ends in loss; None when the script reports no loss."""
+    train = [m for m in metrics if m.stage == "train"]
+    named = [m for m in train if "loss" in (m.name, m.json_key)] or [m for m in train if m.name.endswith("loss")]
+    return named[0].name if named else None
+
+
+def divergence(spec: RunSpec, curves: dict) -> str | None:
+    """The guard's verdict on the parsed loss series (earlier attempts included), or None."""
+    name = loss_metric(spec.metrics)
+    if spec.guard.action == "off" or name is None or name not in curves:
+        return None
+    return guard.judge(spec.guard, curves[name]["steps"], curves[name]["values"])
+
+
 def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     """Run the training command on the first node and write train.json."""
     trainer, run_dir = spec.trainer, Path(spec.run_dir)
@@ -217,6 +233,9 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         io.append_line(history_path, json.dumps(o))
     try:
         finals, curves = stage.results(code, history)
+        verdict = divergence(spec, curves)
+        if verdict and spec.guard.action == "fail":
+            raise RunFailed(f"{verdict} (guard.action: fail; flag keeps such runs)")
         if _wrote_own_record(spec, started):
             return 0  # a runtime-API script wrote the full RunRecord itself
     except RunFailed as e:
@@ -232,7 +251,8 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         samples_per_second=spec.plan.global_batch * (spec.plan.steps - first_step) / train_seconds,
         data_order={"sampler": "script", "dataset_size": None, "num_workers": spec.recipe.num_workers},
         segments=segments, restarts=len(segments) - 1, resumed_from_step=first_step if resuming else None,
-        provenance=_provenance(spec, trainer.invocation) | {"contention": contention}, checks=_plan_checks(spec, seen),
+        provenance=_provenance(spec, trainer.invocation) | {"contention": contention},
+        checks=_plan_checks(spec, seen) + ([f"divergence: {verdict}"] if verdict else []),
     )  # fmt: skip
     io.write_json(spec.path(TRAIN_RECORD), record.to_dict())
     for check in record.checks:
