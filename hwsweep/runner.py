@@ -10,7 +10,6 @@ stage found, finite and within its bounds. Torch-free, so it adds little to a ru
 from __future__ import annotations
 
 import collections
-import ctypes
 import json
 import os
 import re
@@ -21,7 +20,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from hwsweep import guard, host, io
+from hwsweep import guard, host, io, tether
 from hwsweep.command import Invocation, command_argv, plan_values, render, script_provenance
 from hwsweep.metrics import TextParser, parse_jsonl_line, problems, summarise
 from hwsweep.records import EvalRecord, RunRecord, read
@@ -31,19 +30,10 @@ EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal; rerun to resume
 ATTEMPTS_FILE = "attempts.jsonl"  # one line per start of the command, for restarts and resume
 PARSED_FILE = "parsed_metrics.jsonl"  # observations parsed from the output, kept across attempts
 TAIL = 5
-PR_SET_PDEATHSIG = 1
 
 
 class RunFailed(Exception):
     """The stage failed; the message is the one line the user sees."""
-
-
-def _die_with_parent() -> None:
-    # Linux: the child gets SIGTERM when this process dies, even by SIGKILL.
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 class Stage:
@@ -64,7 +54,7 @@ class Stage:
             return
         # The script gets the signal it asked for. torchrun's agent is left out: it would die of
         # a signal it does not handle (USR2) and orphan its workers; it exits when they do.
-        targets = _descendants(self.child.pid) + ([] if self.skip_launcher else [self.child.pid])
+        targets = descendants(self.child.pid) + ([] if self.skip_launcher else [self.child.pid])
         for pid in targets:
             try:
                 os.kill(pid, self.forward_as)
@@ -80,7 +70,7 @@ class Stage:
             self.child = subprocess.Popen(
                 self.argv, cwd=self.invocation.workdir, env=self.env, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-                process_group=0, preexec_fn=_die_with_parent,
+                process_group=0, preexec_fn=tether.preexec(signal.SIGTERM),
             )  # fmt: skip
             for line in self.child.stdout:
                 sys.stdout.write(line)
@@ -287,7 +277,7 @@ def _wrote_own_record(spec: RunSpec, since: float) -> bool:
     return True
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every process below `pid` (Linux /proc), children first."""
     parents = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
