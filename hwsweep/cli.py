@@ -33,9 +33,7 @@ def _executor(args) -> str | None:
 def _print_plan(raw: dict, fmt: str, config_dir: Path, executor: str | None = placement.LOCAL) -> int:
     try:
         matrix = resolve(raw, config_dir=config_dir)
-        found = placement.problems(matrix.hardware, executor)
-        if found:
-            raise ConfigError(found[0])
+        placement.refuse(matrix.hardware, executor)
     except (ConfigError, SpecError) as e:
         print(f"hwsweep config error: {e}", file=sys.stderr)
         return 1

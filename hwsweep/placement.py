@@ -74,6 +74,15 @@ def problems(hardware: dict[str, Hardware], executor: str | None, environ=None) 
     return [p for name, hw in hardware.items() if (p := problem(name, hw, executor, gpus, nodes))]
 
 
+def refuse(hardware: dict[str, Hardware], executor: str | None, environ=None) -> None:
+    """ConfigError with the first problem, if `executor` cannot place one of `hardware`."""
+    from hwsweep.config import ConfigError
+
+    found = problems(hardware, executor, environ)
+    if found:
+        raise ConfigError(found[0])
+
+
 def executor_named(argv: list[str]) -> str | None:
     """The executor a snakemake command line (with its profile, or $SNAKEMAKE_PROFILE) names, read with
     snakemake's own parser; None if it cannot be read."""

@@ -1,28 +1,42 @@
 """Progress of a sweep: which runs are done, trained, stale, corrupt, failed or missing (as
-hwsweep.validation judges them, the same judgement `all` acts on), and a partial aggregate of what
+hwsweep.validation judges them, the same judgement `all` acts on; running where a run without a
+record has its launcher on this node), and a partial aggregate of what
 has finished, for watching a long sweep (`snakemake status`). It reads only: a corrupt record is
 moved aside by the next `all` (hwsweep.quarantine), not here."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
 
-from hwsweep import io
+from hwsweep import host, io
 from hwsweep.aggregate import aggregate
-from hwsweep.spec import EVAL_RECORD, TRAIN_RECORD
-from hwsweep.validation import run_state
+from hwsweep.spec import EVAL_RECORD, SPEC_FILE, TRAIN_RECORD
+from hwsweep.validation import FAILED, MISSING, run_state
+
+
+RUNNING = "running"
+
+
+def _state(spec, evaluated: bool, launched: set[str]) -> tuple[str, str]:
+    """The records' verdict; a run without a record whose launcher runs on this node is running, not failed."""
+    verdict = run_state(spec, evaluated)
+    if verdict.state in (FAILED, MISSING) and os.path.abspath(spec.path(SPEC_FILE)) in launched:
+        return RUNNING, ""
+    return verdict.state, verdict.reason
 
 
 def write_status(matrix, folder="results/partial") -> pd.DataFrame:
     folder = Path(folder)
     evaluated = matrix.evaluation.kind != "none"
-    rows = []
+    rows, launched = [], host.launched_specs()
     for r in matrix.runs():
-        verdict = run_state(matrix.spec(r.suite, r.variant, r.hardware, r.seed), evaluated)
+        spec = matrix.spec(r.suite, r.variant, r.hardware, r.seed)
+        state, problem = _state(spec, evaluated, launched)
         rows.append({"suite": r.suite, "variant": r.variant, "hardware": r.hardware, "seed": r.seed,
-                     "state": verdict.state, "problem": verdict.reason})  # fmt: skip
+                     "state": state, "problem": problem})  # fmt: skip
     status = pd.DataFrame(rows)
     io.write_csv(status, folder / "status.csv")
     done = status[status.state == "done"]

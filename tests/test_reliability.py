@@ -9,6 +9,7 @@ import time
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from hwsweep import io
 from hwsweep.config import resolve
@@ -190,3 +191,19 @@ def test_sigusr2_also_checkpoints_and_exits_with_the_preempted_code(tmp_path, sm
     stopped_at = int(out.split("stop requested; checkpoint at step ")[1].split(",")[0])
     assert (ckpts / f"step{stopped_at:09d}.pt").exists()  # written at the signal, at the step all ranks agreed on
     assert torch.load(ckpts / f"step{stopped_at:09d}.pt", weights_only=False)["step"] == stopped_at < 3000
+
+
+def test_status_while_a_sweep_trains_says_running(tmp_path):
+    from test_orphans import _gone_within, _start
+
+    proc = _start(tmp_path)  # snakemake training one long run in tmp_path
+    try:
+        cfg = yaml.safe_load((tmp_path / "config.yaml").read_text())
+        status = snakemake(tmp_path, cfg, "--cores", "1", "-f", "status")
+        assert status.returncode == 0, status.stderr[-2000:]
+        states = pd.read_csv(tmp_path / "results/partial/status.csv")
+        assert states.state.tolist() == ["running"], (states.to_dict("records"), status.stderr[-2000:])
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        assert _gone_within(tmp_path, 40) == []

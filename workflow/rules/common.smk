@@ -5,7 +5,7 @@ from pathlib import Path
 
 from hwsweep import placement, quarantine
 from hwsweep import spec as layout
-from hwsweep.config import resolve_or_exit
+from hwsweep.config import ConfigError, resolve_or_exit
 from hwsweep.matrix import Run
 
 # A command's relative workdir is taken from the folder of the config file that was given last.
@@ -79,9 +79,10 @@ def placed(hardware):
     """Under the local executor, a CUDA or multi-node entry this machine cannot provide stops snakemake
     here, before any job, with one line."""
     if hardware not in PLACED:
-        found = placement.problems({hardware: MATRIX.hardware[hardware]}, executor())
-        if found:
-            print(f"hwsweep config error: {found[0]}", file=sys.stderr)
+        try:
+            placement.refuse({hardware: MATRIX.hardware[hardware]}, executor())
+        except ConfigError as e:
+            print(f"hwsweep config error: {e}", file=sys.stderr)
             sys.exit(1)
         PLACED.add(hardware)
 
