@@ -26,7 +26,8 @@ def _load(path: Path) -> dict:
 def _executor(args) -> str | None:
     """The executor `snakemake` would run the jobs with: --executor, else the profile's (--profile or
     $SNAKEMAKE_PROFILE, found where snakemake finds it), else local."""
-    argv = (["--executor", args.executor] if args.executor else []) + (["--profile", args.profile] if args.profile else [])
+    argv = ["--executor", args.executor] if args.executor else []
+    argv += ["--profile", args.profile] if args.profile else []
     return placement.executor_named(argv)
 
 
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
     for s in (p, d):
         s.add_argument("--configfile", type=Path, default=DEFAULT_CONFIG)
         s.add_argument("--format", choices=["table", "tsv"], default="table")
-        s.add_argument("--profile", help="plan for this snakemake profile's executor (e.g. slurm), as snakemake finds it")
+        s.add_argument("--profile", help="plan for this snakemake profile's executor (e.g. slurm)")
         s.add_argument("--executor", help="plan for this snakemake executor (default: the profile's, else local)")
     profile.add_parser(sub)
     resources.add_parser(sub)

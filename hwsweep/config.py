@@ -344,7 +344,9 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
 
     guard = GuardConfig.from_dict(_fill_defaults(schema["properties"]["guard"], raw.get("guard", {}), schema), "guard")
     if guard.chance_loss == "auto" and not builtin:
-        raise ConfigError("guard.chance_loss: auto needs the built-in task's vocabulary; give your loss at chance as a number")
+        raise ConfigError(
+            "guard.chance_loss: auto needs the built-in task's vocabulary; give your loss at chance as a number"
+        )
 
     leaves = _leaf_keys(schema["$defs"]["recipe"], schema)
     cells = []

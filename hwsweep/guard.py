@@ -71,8 +71,8 @@ class Guard:
         c, (step, loss) = self.config, self.last
         if c.chance_loss is not None and loss >= c.chance_loss:
             return self._say(
-                f"final loss {loss:.6g} at step {step} is at chance level (a uniform guess scores {c.chance_loss:.6g}): "
-                "the run learned nothing; train longer or check recipe.optimizer.lr"
+                f"final loss {loss:.6g} at step {step} is at chance level (a uniform guess scores "
+                f"{c.chance_loss:.6g}): the run learned nothing; train longer or check recipe.optimizer.lr"
             )
         return None
 

@@ -18,8 +18,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 from hwsweep import command, runner, tether
@@ -77,49 +75,24 @@ def tethered(program: list[str]) -> list[str]:
     return ["-m", "hwsweep.tether", *program]
 
 
-def workflow_process() -> int | None:
-    """The snakemake process this job was started by (the nearest ancestor running snakemake), if any."""
-    pid = os.getppid()
-    while pid > 1:
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return None
-        if any(Path(a.decode(errors="replace")).name == "snakemake" for a in argv[:2]):
-            return pid
-        pid = parent
-    return None
-
-
-def watch(pid: int, child: subprocess.Popen, every: float = 1.0) -> None:
-    """Kill `child` (torchrun's agent; its workers die with it) once `pid` (snakemake) is gone: snakemake
-    killed alone leaves its job's shell and this launcher running, and they must not train on."""
-
-    def loop():
-        while child.poll() is None:
-            if not Path(f"/proc/{pid}").exists():
-                print(f"hwsweep.launch: snakemake (pid {pid}) is gone; stopping the run", file=sys.stderr, flush=True)
-                forward_to(child.pid, signal.SIGKILL)
-                return
-            time.sleep(every)
-
-    threading.Thread(target=loop, daemon=True).start()
-
-
 def supervise(cmd: list[str], env: dict) -> int:
     """Run torchrun's agent as a tethered child in its own process group and wait for it: the signals
     that stop a run are passed on to it (it passes them to its workers); if this launcher is killed
     outright, or snakemake is, the agent and then its workers die too."""
-    child = subprocess.Popen(cmd, env=env, process_group=0, preexec_fn=tether.preexec())
-    workflow = workflow_process()
-    if workflow is not None:
-        watch(workflow, child)
+    started = []  # the agent, once started; a signal before that only stops this launcher from starting it
 
-    for sig in FORWARDED:
-        signal.signal(sig, lambda signum, frame: forward_to(child.pid, signum))
-    # SIGUSR2 (the trainer's own stop request) would kill the agent: it goes to the workers only.
-    signal.signal(signal.SIGUSR2, lambda signum, frame: [forward_to(pid, signum) for pid in runner.descendants(child.pid)])
+    def forward(signum, frame):
+        if not started:
+            sys.exit(128 + signum)
+        # SIGUSR2 (the trainer's own stop request) would kill the agent: it goes to the workers only.
+        for pid in runner.descendants(started[0].pid) if signum == signal.SIGUSR2 else [started[0].pid]:
+            forward_to(pid, signum)
+
+    for sig in FORWARDED + (signal.SIGUSR2,):
+        signal.signal(sig, forward)
+    child = subprocess.Popen(cmd, env=env, process_group=0, preexec_fn=tether.preexec())
+    started.append(child)
+    tether.stop_when_workflow_ends(child, signal.SIGKILL)
     code = child.wait()
     return 128 - code if code < 0 else code
 

@@ -72,6 +72,7 @@ class Stage:
                 stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
                 process_group=0, preexec_fn=tether.preexec(signal.SIGTERM),
             )  # fmt: skip
+            tether.stop_when_workflow_ends(self.child, signal.SIGTERM)
             for line in self.child.stdout:
                 sys.stdout.write(line)
                 self.tail.append(line.rstrip("\n"))

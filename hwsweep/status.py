@@ -1,8 +1,8 @@
 """Progress of a sweep: which runs are done, trained, stale, corrupt, failed or missing (as
 hwsweep.validation judges them, the same judgement `all` acts on; running where a run without a
-record has its launcher on this node), and a partial aggregate of what
-has finished, for watching a long sweep (`snakemake status`). It reads only: a corrupt record is
-moved aside by the next `all` (hwsweep.quarantine), not here."""
+record has its launcher on this node), and a partial aggregate of what has finished, for watching
+a long sweep (`snakemake status`). It reads only: the next `all` moves a corrupt record aside
+(hwsweep.quarantine), not this."""
 
 from __future__ import annotations
 

@@ -9,14 +9,19 @@ child (torchrun's agent) and each worker, which torchrun starts as
 
 (this module sets the tether, then execs PROGRAM; the tether survives exec). The signal is SIGKILL:
 a worker whose agent is gone cannot finish a collective with its peers, and a checkpoint exists
-from the last `checkpoint_every` steps."""
+from the last `checkpoint_every` steps. Snakemake killed on its own (its job's shell survives it) is
+noticed by polling: `stop_when_workflow_ends`."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
+import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 
@@ -36,6 +41,43 @@ def preexec(sig: int = signal.SIGKILL):
     """A Popen preexec_fn tethering the child to the calling process."""
     parent = os.getpid()
     return lambda: die_with_parent(sig, parent)
+
+
+def workflow_process() -> int | None:
+    """The snakemake process this job was started by (the nearest ancestor running snakemake), if any."""
+    pid = os.getppid()
+    while pid > 1:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        if any(Path(a.decode(errors="replace")).name == "snakemake" for a in argv[:2]):
+            return pid
+        pid = parent
+    return None
+
+
+def stop_when_workflow_ends(child: subprocess.Popen, sig: int, every: float = 1.0) -> None:
+    """Send `sig` to `child` once the snakemake that started this job is gone: snakemake killed alone
+    leaves its job's shell and this process running (no PDEATHSIG reaches that far), and the run must
+    not train on unseen. Nothing to watch outside snakemake."""
+    workflow = workflow_process()
+    if workflow is None:
+        return
+
+    def loop():
+        while child.poll() is None:
+            if not Path(f"/proc/{workflow}").exists():
+                print(f"hwsweep: snakemake (pid {workflow}) is gone; stopping the run", file=sys.stderr, flush=True)
+                try:
+                    os.kill(child.pid, sig)
+                except ProcessLookupError:
+                    pass
+                return
+            time.sleep(every)
+
+    threading.Thread(target=loop, daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> None:

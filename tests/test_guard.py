@@ -38,7 +38,8 @@ def test_the_lr10_fp32_run_is_caught_with_the_step_and_values():
     first = _first_above(values)
     assert all(v > 10 * early for v in values[first:first + 10])
     assert step == BLOWN_UP_AT  # patience 10: the tenth consecutive step above 10 x early
-    assert line.startswith(f"loss blew up: {values[step - 1]:.6g} at step {step}, above 10 x its early value {early:.6g}")
+    expected = f"loss blew up: {values[step - 1]:.6g} at step {step}, above 10 x its early value {early:.6g}"
+    assert line.startswith(expected), line
     assert f"since step {first + 1}" in line and "lower recipe.optimizer.lr" in line and "\n" not in line
     assert g.finish() is None  # one verdict per run
 

@@ -108,4 +108,5 @@ def test_a_rendezvous_that_cannot_complete_fails_in_bounded_time(tmp_path, monke
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           env=os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})  # fmt: skip
     assert proc.returncode != 0 and 5 <= time.monotonic() - t0 < 60, proc.stderr[-2000:]
-    assert re.search(r"Timed out after \d+ seconds waiting for clients\. 1/2 clients joined", proc.stderr), proc.stderr[-2000:]
+    joined = re.search(r"Timed out after \d+ seconds waiting for clients\. 1/2 clients joined", proc.stderr)
+    assert joined, proc.stderr[-2000:]

@@ -141,7 +141,8 @@ def test_damaged_spec_and_records_are_settled_by_plain_all(tmp_path, small_confi
 
     spec.write_text("garbage")  # the record is good: nothing is retrained, the spec is rewritten
     proc = snakemake(tmp_path, small_config, "--cores", "2")
-    assert proc.returncode == 0 and "spec.json is damaged; rewritten from the config" in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "spec.json is damaged; rewritten from the config" in proc.stderr, proc.stderr[-3000:]
     assert "Nothing to be done" in proc.stderr + proc.stdout and record.read_text() == good
     assert json.loads(spec.read_text())["run_dir"] == "results/tiny/default/cpu1/seed0"
 
@@ -151,7 +152,8 @@ def test_damaged_spec_and_records_are_settled_by_plain_all(tmp_path, small_confi
     assert _states(tmp_path, small_config) == {"cpu1": "corrupt", "cpu2": "done"}
     assert evaluation.exists()  # status only reports
     proc = snakemake(tmp_path, small_config, "--cores", "2")
-    assert proc.returncode == 0 and f"{run.relative_to(tmp_path)}/eval.json: metric token_accuracy is 1.7" in proc.stderr
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{run.relative_to(tmp_path)}/eval.json: metric token_accuracy is 1.7" in proc.stderr
     assert json.loads((run / "eval.json.corrupt").read_text())["metrics"]["token_accuracy"] == 1.7
     assert 0 <= json.loads(evaluation.read_text())["metrics"]["token_accuracy"] <= 1
     assert _states(tmp_path, small_config) == {"cpu1": "done", "cpu2": "done"}
