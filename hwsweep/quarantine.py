@@ -45,10 +45,10 @@ def settle_spec(spec: RunSpec, dry_run: bool = False) -> list[str]:
         return []
     try:
         RunSpec.from_dict(json.loads(old or ""))
-        lines = []  # the spec of an earlier config: a new one, not damage (snakemake reruns on the change)
+        state = "not the config's spec (edited, or from an earlier config)"
     except (ValueError, TypeError):
         state = "missing" if old is None else "damaged"
-        lines = [f"hwsweep: {path} is {state}; {'would rewrite' if dry_run else 'rewritten'} from the config"]
+    lines = [f"hwsweep: {path} is {state}; {'would rewrite' if dry_run else 'rewritten'} from the config"]
     if dry_run:
         return lines
     io.write_text(path, text)
