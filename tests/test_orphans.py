@@ -19,8 +19,8 @@ RUN = "results/tiny/default/cpu2/seed0"
 
 
 def run_processes(workdir: Path) -> list[tuple[int, str]]:
-    """(pid, command line) of every process started for a run under `workdir` (its cwd is there and its
-    command line names a spec.json), as /proc shows them; zombies are dead and left out."""
+    """(pid, command line) of every process working in `workdir` (snakemake, its jobs, torchrun, the
+    workers), as /proc shows them; zombies are dead and left out."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -31,26 +31,43 @@ def run_processes(workdir: Path) -> list[tuple[int, str]]:
             cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if state != "Z" and cwd == str(workdir) and "spec.json" in cmdline:
+        if state != "Z" and cwd == str(workdir):
             out.append((int(entry.name), cmdline))
     return out
 
 
-def _start(tmp_path):
+SCRIPT = """
+import time
+for step in range(1, 10**9):
+    print(f"step {step}: loss {1 / step}", flush=True)
+    time.sleep(0.05)
+"""
+
+
+def _start(tmp_path, command=False):
+    """snakemake training one long run on 2 CPU processes in tmp_path (the built-in trainer, or a
+    command under torchrun), returned once both workers train."""
     cfg = copy.deepcopy(SMALL)
     cfg["recipe"]["schedule"] = {"steps": 100000, "warmup_steps": 5}  # still training when killed
     cfg["hardware"] = {"cpu2": {"accelerator": "cpu", "devices_per_node": 2}}
     cfg |= {"baseline": "cpu2", "seeds": [0]}
+    if command:
+        (tmp_path / "script.py").write_text(SCRIPT)
+        for key in ("task", "model"):
+            cfg["recipe"].pop(key)
+        cfg |= {"trainer": {"command": ["python", "script.py"], "args": {"steps": "steps"}},
+                "metrics": {"loss": {"goal": "min"}}, "evaluation": "none"}  # fmt: skip
     path = write_config(tmp_path, cfg)
     cmd = [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
            str(path), "--replace-workflow-config", "--cores", "2", f"{RUN}/train.json"]  # fmt: skip
     env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 240
+    worker, progress = ("script.py", "step 3:") if command else ("hwsweep.train", "train:")
     while time.monotonic() < deadline:  # training runs: both workers are up and the log shows steps
-        workers = [p for p, c in run_processes(tmp_path) if "hwsweep.train" in c and "hwsweep.tether" not in c]
+        workers = [p for p, c in run_processes(tmp_path) if worker in c and "hwsweep.tether" not in c]
         log = tmp_path / "logs/tiny/default/cpu2/seed0/train.log"
-        if len(workers) == 2 and log.exists() and "train:" in log.read_text():
+        if len(workers) == 2 and log.exists() and progress in log.read_text():
             return proc
         time.sleep(0.2)
     proc.kill()
@@ -74,7 +91,15 @@ KILLS = {
 
 @pytest.mark.parametrize("how", list(KILLS))
 def test_killing_the_workflow_leaves_no_training_process(tmp_path, how):
-    proc = _start(tmp_path)
+    _kill_and_check(tmp_path, _start(tmp_path), how)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL of the process group", "SIGKILL of snakemake alone"])
+def test_killing_the_workflow_leaves_no_process_of_a_users_command(tmp_path, how):
+    _kill_and_check(tmp_path, _start(tmp_path, command=True), how)
+
+
+def _kill_and_check(tmp_path, proc, how):
     before = run_processes(tmp_path)
     assert any("hwsweep.launch" in c for _, c in before) and any("torchrun" in c for _, c in before), before
     KILLS[how](proc.pid)
