@@ -8,10 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-
-from hwsweep import profile, resources
-from hwsweep.config import ConfigError, resolve
+from hwsweep import placement, profile, resources
+from hwsweep.config import ConfigError, load_file, resolve
 from hwsweep.plantable import format_table, plan_rows
 from hwsweep.typed import SpecError
 
@@ -19,14 +17,25 @@ DEFAULT_CONFIG = Path("config/config.yaml")
 
 
 def _load(path: Path) -> dict:
-    if not path.exists():
-        sys.exit(f"hwsweep: config file {path} not found; pass --configfile")
-    return yaml.safe_load(path.read_text())
+    try:
+        return load_file(path)
+    except ConfigError as e:
+        sys.exit(f"hwsweep config error: {e}")
 
 
-def _print_plan(raw: dict, fmt: str, config_dir: Path, estimate: bool = False) -> int:
+def _executor(args) -> str | None:
+    """The executor `snakemake` would run the jobs with: --executor, else the profile's (--profile or
+    $SNAKEMAKE_PROFILE, found where snakemake finds it), else local."""
+    argv = ["--executor", args.executor] if args.executor else []
+    argv += ["--profile", args.profile] if args.profile else []
+    return placement.executor_named(argv)
+
+
+def _print_plan(raw: dict, fmt: str, config_dir: Path, executor: str | None = placement.LOCAL,
+                estimate: bool = False) -> int:
     try:
         matrix = resolve(raw, config_dir=config_dir)
+        placement.refuse(matrix.hardware, executor)
     except (ConfigError, SpecError) as e:
         print(f"hwsweep config error: {e}", file=sys.stderr)
         return 1
@@ -76,6 +85,8 @@ def main(argv=None) -> int:
                        help="wall clock, device-hours and cost of every run, cell, suite and the total")  # fmt: skip
     d.add_argument("--no-probe", action="store_true",
                    help="on a GPU, plan from the memory estimate instead of measuring each cell's peak")  # fmt: skip
+        s.add_argument("--profile", help="plan for this snakemake profile's executor (e.g. slurm)")
+        s.add_argument("--executor", help="plan for this snakemake executor (default: the profile's, else local)")
     profile.add_parser(sub)
     resources.add_parser(sub)
     args = parser.parse_args(argv)
@@ -83,7 +94,10 @@ def main(argv=None) -> int:
         return args.handler(args)
     raw = _load(args.configfile)
     if args.command == "plan":
-        return _print_plan(raw, args.format, args.configfile.parent, args.estimate)
+        executor = _executor(args)
+        if executor is None:
+            sys.exit(f"hwsweep: cannot read the executor of profile {args.profile!r}; check --profile and --executor")
+        return _print_plan(raw, args.format, args.configfile.parent, executor, args.estimate)
     entry, lines = detect_hardware()
     print("\n".join(lines))
     raw = raw | {"hardware": {"detected": entry}, "baseline": "detected"}

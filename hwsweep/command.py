@@ -141,15 +141,6 @@ def command_argv(spec, inv: Invocation) -> list[str]:
     return [program, *inv.command[1:], *arguments(inv, plan_values(spec), spec.recipe.args)]
 
 
-def torchrun_target(inv: Invocation, argv: list[str]) -> list[str]:
-    """What follows torchrun's own options: "script.py args" or "-m module args" for a python
-    command (torchrun runs them with its own interpreter, the one hwsweep runs in), or
-    --no-python and the whole command for any other program."""
-    if inv.command[0] in PYTHON_NAMES and len(argv) > 1:
-        return argv[1:]
-    return ["--no-python", *argv]
-
-
 def resolve_program(program: str, workdir: str) -> str | None:
     """The executable a command starts: python is the interpreter running hwsweep (so a job
     runs in the environment snakemake runs in); a path is taken relative to workdir; a bare

@@ -16,6 +16,7 @@ import yaml
 
 from hwsweep import catalog, families
 from hwsweep.command import PLAN_VALUES, PYTHON_NAMES, Evaluation, Invocation, Trainer, resolve_program
+from hwsweep.guard import GuardConfig
 from hwsweep.matrix import Cell, Matrix
 from hwsweep.metrics import Metric, check_pattern
 from hwsweep.plan import Advisor, Hardware, PlanError, make_plan
@@ -37,8 +38,9 @@ Validator = jsonschema.validators.extend(
         "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)
     ),
 )
-# Suite names that would collide with the workflow's own folders under results/.
-RESERVED_SUITES = ("partial",)
+# Suite names taken by the workflow itself: results/partial/ is the status rule's folder (a suite of
+# that name collides with it); the rule names are kept free so a suite never reads like a workflow target.
+RESERVED_SUITES = ("partial", "all", "plan", "spec", "train", "evaluate", "combine", "status", "report")
 
 
 @lru_cache(maxsize=None)
@@ -368,11 +370,20 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             f"baseline: {raw['baseline']!r} is not a hardware name; use one of {', '.join(hardware)}"
         )
 
+    guard = GuardConfig.from_dict(_fill_defaults(schema["properties"]["guard"], raw.get("guard", {}), schema), "guard")
+    if guard.chance_loss == "auto" and not builtin:
+        raise ConfigError(
+            "guard.chance_loss: auto needs the built-in task's vocabulary; give your loss at chance as a number"
+        )
+
     cells = []
     for suite, body in raw["suites"].items():
         where = f"suites.{suite}"
         if suite in RESERVED_SUITES:
-            raise ConfigError(f"suites: name {suite!r} is reserved for the workflow's own results; rename the suite")
+            raise ConfigError(
+                f"suites: name {suite!r} is reserved for the workflow's own results and rules "
+                f"({', '.join(RESERVED_SUITES)}); rename the suite"
+            )
         names = body.get("hardware", list(hardware))
         for hw in names:
             if hw not in hardware:
@@ -427,6 +438,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         statistics=statistics,
         estimate=estimate,
         keep_checkpoints=raw.get("keep_checkpoints", True),
+        guard=guard,
         timing=raw.get("timing", "exclusive"),
         warnings=warnings,
         trainer=trainer,
@@ -484,6 +496,34 @@ def _unmapped_warnings(trainer: Trainer) -> tuple[str, ...]:
             )
             out.append(f"trainer.args maps no flag to {' or '.join(values)}: {what} is not passed; {consequence}")
     return tuple(out)
+
+
+def load_file(path: Path | str) -> dict:
+    """A config file as a dict; ConfigError with one line naming the file and the fix when it is
+    missing, unreadable, a directory, not UTF-8, not YAML, or not a mapping."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found; pass an existing file with --configfile") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file; pass the YAML file itself") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: cannot be read (permission denied); make it readable (chmod +r)") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror}); pass a readable YAML file") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = " ".join(str(getattr(e, "problem", None) or "not valid YAML").split())
+        raise ConfigError(f"{path}: {where}{what}; fix the YAML syntax there") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level is {type(raw).__name__}, not a mapping; start with keys like recipe:")
+    return raw
 
 
 def resolve_or_exit(raw: dict, config_dir: Path | str = ".") -> Matrix:

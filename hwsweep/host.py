@@ -45,6 +45,22 @@ def recorded_env() -> dict:
 LAUNCHER = "hwsweep.launch"  # every run, built-in or a user's command, is started through it
 
 
+def launched_specs() -> set[str]:
+    """Absolute spec.json paths of the runs whose launcher runs on this node now (Linux /proc)."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = [a.decode(errors="replace") for a in open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")]
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if LAUNCHER in argv and argv.index(LAUNCHER) + 1 < len(argv):
+            out.add(os.path.normpath(os.path.join(cwd, argv[argv.index(LAUNCHER) + 1])))
+    return out
+
+
 def other_runs() -> int:
     """hwsweep runs on this node besides the caller's own (Linux /proc): timings taken while
     others run measure contention as much as the hardware."""

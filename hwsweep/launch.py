@@ -15,14 +15,20 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from hwsweep import command, runner
+from hwsweep import command, runner, tether
 from hwsweep.spec import RunSpec, sha256
 
 PORT_BASE = 29500
+# The longest torchrun's agents wait for all nodes to join (static rendezvous, several nodes) or for the
+# local workers' rendezvous (--standalone); then the run fails with torchrun's RendezvousTimeoutError
+# instead of waiting for a node that will never come (torchrun's own default is 600 s).
+RENDEZVOUS_TIMEOUT = 120
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # torchrun's agent passes these to its workers
 
 
 def master_address() -> str:
@@ -40,7 +46,7 @@ def torchrun_command(spec: RunSpec, env: dict) -> list[str]:
     torchrun = Path(sys.executable).parent / "torchrun"
     cmd = [str(torchrun) if torchrun.exists() else "torchrun"]
     if plan.nodes == 1:
-        cmd += ["--standalone", "--nnodes", "1"]
+        cmd += ["--standalone", "--nnodes", "1", "--rdzv-conf", f"join_timeout={RENDEZVOUS_TIMEOUT}"]
     else:
         if "SLURM_NODEID" not in env:
             raise SystemExit(
@@ -52,8 +58,43 @@ def torchrun_command(spec: RunSpec, env: dict) -> list[str]:
             raise SystemExit(f"hwsweep.launch: the plan needs {plan.nodes} nodes but this step has {nnodes}")
         port = PORT_BASE + int(env.get("SLURM_JOB_ID", "0")) % 2000
         cmd += ["--nnodes", str(plan.nodes), "--node_rank", env["SLURM_NODEID"],
-                "--master_addr", master_address(), "--master_port", str(port)]  # fmt: skip
+                "--master_addr", master_address(), "--master_port", str(port),
+                "--rdzv-conf", f"timeout={RENDEZVOUS_TIMEOUT}"]  # fmt: skip
     return cmd + ["--nproc_per_node", str(plan.devices_per_node)]
+
+
+def forward_to(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def tethered(program: list[str]) -> list[str]:
+    """torchrun's target: every worker runs `program` tethered to torchrun's agent (hwsweep.tether)."""
+    return ["-m", "hwsweep.tether", *program]
+
+
+def supervise(cmd: list[str], env: dict) -> int:
+    """Run torchrun's agent as a tethered child in its own process group and wait for it: the signals
+    that stop a run are passed on to it (it passes them to its workers); if this launcher is killed
+    outright, or snakemake is, the agent and then its workers die too."""
+    started = []  # the agent, once started; a signal before that only stops this launcher from starting it
+
+    def forward(signum, frame):
+        if not started:
+            sys.exit(128 + signum)
+        # SIGUSR2 (the trainer's own stop request) would kill the agent: it goes to the workers only.
+        for pid in runner.descendants(started[0].pid) if signum == signal.SIGUSR2 else [started[0].pid]:
+            forward_to(pid, signum)
+
+    for sig in FORWARDED + (signal.SIGUSR2,):
+        signal.signal(sig, forward)
+    child = subprocess.Popen(cmd, env=env, process_group=0, preexec_fn=tether.preexec())
+    started.append(child)
+    tether.stop_when_workflow_ends(child, signal.SIGKILL)
+    code = child.wait()
+    return 128 - code if code < 0 else code
 
 
 def main(argv=None) -> int:
@@ -69,17 +110,18 @@ def main(argv=None) -> int:
     node = os.environ.get("SLURM_NODEID", "0")
     trainer = spec.trainer
     if trainer.kind == "builtin":
-        cmd = torchrun_command(spec, dict(os.environ)) + ["-m", "hwsweep.train", args.spec, "--threads", str(args.threads)]
+        program = [sys.executable, "-u", "-m", "hwsweep.train", args.spec, "--threads", str(args.threads)]
+        cmd = torchrun_command(spec, dict(os.environ)) + tethered(program)
     else:
         script = command.command_argv(spec, trainer.invocation)
         cmd = script
         if trainer.launch == "torchrun":
-            cmd = torchrun_command(spec, dict(os.environ)) + command.torchrun_target(trainer.invocation, script)
+            cmd = torchrun_command(spec, dict(os.environ)) + tethered(script)
     print(f"hwsweep.launch [node {node}]: {shlex.join(cmd)}", flush=True)
     if trainer.kind == "command" and node == "0":
         return runner.train(spec, args.spec, cmd, args.threads)  # the first node watches and records the run
     # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
-    os.execvpe(cmd[0], cmd, os.environ | {"OMP_NUM_THREADS": "1"})
+    return supervise(cmd, os.environ | {"OMP_NUM_THREADS": "1"})
 
 
 if __name__ == "__main__":

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from hwsweep.command import Evaluation, Trainer
+from hwsweep.guard import GuardConfig
 from hwsweep.metrics import Metric
 from hwsweep.plan import Advisor, Hardware, make_plan
 from hwsweep.recipe import Recipe
@@ -45,6 +48,7 @@ class Matrix:
     statistics: dict = field(default_factory=dict)
     estimate: dict = field(default_factory=dict)  # the config's estimate section, defaults filled
     keep_checkpoints: bool = True
+    guard: GuardConfig = GuardConfig()
     timing: str = "exclusive"
     warnings: tuple[str, ...] = ()
     trainer: Trainer = Trainer(kind="builtin")
@@ -82,6 +86,12 @@ class Matrix:
             self._specs[key] = self._make_spec(*key)
         return self._specs[key]
 
+    def _guard(self, recipe: Recipe) -> GuardConfig:
+        if self.guard.chance_loss != "auto":
+            return self.guard
+        # A uniform guess over the vocabulary: the cross-entropy of a model that learned nothing.
+        return dataclasses.replace(self.guard, chance_loss=math.log(recipe.task.vocab_size))
+
     def _make_spec(self, suite: str, variant: str, hardware: str, seed: int) -> RunSpec:
         cell = self._cells[(suite, variant)]
         hw = self.hardware[hardware]
@@ -99,4 +109,5 @@ class Matrix:
             evaluation=self.evaluation,
             metrics=list(self.metrics),
             keep_checkpoints=self.keep_checkpoints,
+            guard=self._guard(cell.recipe),
         )

@@ -10,7 +10,6 @@ stage found, finite and within its bounds. Torch-free, so it adds little to a ru
 from __future__ import annotations
 
 import collections
-import ctypes
 import json
 import os
 import re
@@ -21,7 +20,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from hwsweep import host, io
+from hwsweep import guard, host, io, tether
 from hwsweep.command import Invocation, command_argv, plan_values, render, script_provenance
 from hwsweep.metrics import TextParser, parse_jsonl_line, problems, summarise
 from hwsweep.records import EvalRecord, RunRecord, read
@@ -31,19 +30,10 @@ EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal; rerun to resume
 ATTEMPTS_FILE = "attempts.jsonl"  # one line per start of the command, for restarts and resume
 PARSED_FILE = "parsed_metrics.jsonl"  # observations parsed from the output, kept across attempts
 TAIL = 5
-PR_SET_PDEATHSIG = 1
 
 
 class RunFailed(Exception):
     """The stage failed; the message is the one line the user sees."""
-
-
-def _die_with_parent() -> None:
-    # Linux: the child gets SIGTERM when this process dies, even by SIGKILL.
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 class Stage:
@@ -64,7 +54,7 @@ class Stage:
             return
         # The script gets the signal it asked for. torchrun's agent is left out: it would die of
         # a signal it does not handle (USR2) and orphan its workers; it exits when they do.
-        targets = _descendants(self.child.pid) + ([] if self.skip_launcher else [self.child.pid])
+        targets = descendants(self.child.pid) + ([] if self.skip_launcher else [self.child.pid])
         for pid in targets:
             try:
                 os.kill(pid, self.forward_as)
@@ -80,8 +70,9 @@ class Stage:
             self.child = subprocess.Popen(
                 self.argv, cwd=self.invocation.workdir, env=self.env, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-                process_group=0, preexec_fn=_die_with_parent,
+                process_group=0, preexec_fn=tether.preexec(signal.SIGTERM),
             )  # fmt: skip
+            tether.stop_when_workflow_ends(self.child, signal.SIGTERM)
             for line in self.child.stdout:
                 sys.stdout.write(line)
                 self.tail.append(line.rstrip("\n"))
@@ -184,6 +175,22 @@ def _plan_checks(spec: RunSpec, seen: dict) -> list[str]:
     return out
 
 
+def loss_metric(metrics) -> str | None:
+    """The train-stage metric the divergence guard watches: the one named or keyed loss, else the first
+    whose name ends in loss; None when the script reports no loss."""
+    train = [m for m in metrics if m.stage == "train"]
+    named = [m for m in train if "loss" in (m.name, m.json_key)] or [m for m in train if m.name.endswith("loss")]
+    return named[0].name if named else None
+
+
+def divergence(spec: RunSpec, curves: dict) -> str | None:
+    """The guard's verdict on the parsed loss series (earlier attempts included), or None."""
+    name = loss_metric(spec.metrics)
+    if spec.guard.action == "off" or name is None or name not in curves:
+        return None
+    return guard.judge(spec.guard, curves[name]["steps"], curves[name]["values"])
+
+
 def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     """Run the training command on the first node and write train.json."""
     trainer, run_dir = spec.trainer, Path(spec.run_dir)
@@ -217,6 +224,9 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         io.append_line(history_path, json.dumps(o))
     try:
         finals, curves = stage.results(code, history)
+        verdict = divergence(spec, curves)
+        if verdict and spec.guard.action == "fail":
+            raise RunFailed(f"{verdict} (guard.action: fail; flag keeps such runs)")
         if _wrote_own_record(spec, started):
             return 0  # a runtime-API script wrote the full RunRecord itself
     except RunFailed as e:
@@ -234,7 +244,8 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         samples_per_second=spec.plan.global_batch * (spec.plan.steps - first_step) / train_seconds,
         data_order={"sampler": "script", "dataset_size": None, "num_workers": spec.recipe.num_workers},
         segments=segments, restarts=len(segments) - 1, resumed_from_step=first_step if resuming else None,
-        provenance=_provenance(spec, trainer.invocation) | {"contention": contention}, checks=_plan_checks(spec, seen),
+        provenance=_provenance(spec, trainer.invocation) | {"contention": contention},
+        checks=_plan_checks(spec, seen) + ([f"divergence: {verdict}"] if verdict else []),
     )  # fmt: skip
     io.write_json(spec.path(TRAIN_RECORD), record.to_dict())
     for check in record.checks:
@@ -269,7 +280,7 @@ def _wrote_own_record(spec: RunSpec, since: float) -> bool:
     return True
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every process below `pid` (Linux /proc), children first."""
     parents = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):

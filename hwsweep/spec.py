@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwsweep.command import Evaluation, Trainer
+from hwsweep.guard import GuardConfig
 from hwsweep.metrics import Metric
 from hwsweep.plan import BatchPlan, Hardware
 from hwsweep.recipe import Recipe
@@ -43,6 +44,7 @@ class RunSpec(Typed):
     evaluation: Evaluation
     metrics: list[Metric]
     keep_checkpoints: bool
+    guard: GuardConfig = GuardConfig()  # the divergence guard, chance_loss resolved to a number or None
 
     def metrics_of(self, stage: str) -> list[Metric]:
         return [m for m in self.metrics if m.stage == stage]

@@ -73,11 +73,14 @@ def test_plan_values_become_flags_in_each_style(tmp_path):
     assert command.arguments(flags, values, {}) == ["--det"]
 
 
-def test_torchrun_runs_python_scripts_and_modules_itself(tmp_path):
+def test_torchrun_starts_every_command_tethered_to_its_agent(tmp_path):
+    from hwsweep import launch
+
     inv = matrix(script(tmp_path, "")).trainer.invocation
-    assert command.torchrun_target(inv, [sys.executable, "script.py", "--a=1"]) == ["script.py", "--a=1"]
-    other = command.Invocation.from_dict(inv.to_dict() | {"command": ["/bin/echo"]})
-    assert command.torchrun_target(other, ["/bin/echo", "x"]) == ["--no-python", "/bin/echo", "x"]
+    spec = matrix(tmp_path).spec("s", "default", "cpu2", 0)
+    argv = command.command_argv(spec, inv)
+    assert argv[0] == sys.executable and argv[1] == "script.py"
+    assert launch.tethered(argv) == ["-m", "hwsweep.tether", *argv]
 
 
 # -- metrics ------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """Config validation and matrix expansion, through the library and through the snakemake CLI."""
 
+import os
+import subprocess
+
 import pytest
 import yaml
 
@@ -143,6 +146,7 @@ def test_declared_metrics_replace_the_reference_defaults_and_get_their_own_defau
         (("hardware", "cpu2", "devices_per_node"), 2.0, "hardware.cpu2.devices_per_node: 2.0 is invalid"),
         (("seeds",), [0.0, 1.0], "give a value of type integer"),
         (("suites",), {"partial": {}}, "suites: name 'partial' is reserved"),
+        (("suites",), {"status": {}}, "suites: name 'status' is reserved"),
     ],
 )
 def test_values_that_would_plan_and_then_crash_are_refused(small_config, path, value, expected):
@@ -159,3 +163,119 @@ def test_sweeping_a_key_with_digits(small_config):
     small_config["advisor"] = {"allow_precision_mismatch": True}  # a CPU has no TF32
     small_config["suites"]["tiny"]["sweep"] = {"tf32": [False, True]}
     assert [c.variant for c in resolve(small_config).cells] == ["tf32-false", "tf32-true"]
+
+
+# -- what this machine or profile can place, and config files that cannot be read ---------------------
+
+from hwsweep import placement  # noqa: E402
+from hwsweep.plan import Hardware  # noqa: E402
+
+
+def _hw(**kw):
+    return Hardware.from_dict({"accelerator": "cpu", "nodes": 1, "devices_per_node": 1, "gpu_type": "cpu",
+                               "cpus_per_task": 1} | kw)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "hw, executor, gpus, nodes, words",
+    [
+        (_hw(accelerator="cuda"), "local", 0, 0, ["hardware.x.accelerator: cuda", "0 visible", "--profile slurm"]),
+        (_hw(accelerator="cuda", devices_per_node=4), "local", 2, 0, ["cuda x 4 per node", "2 visible"]),
+        (_hw(nodes=2), "local", 0, 0, ["hardware.x.nodes: 2 nodes", "no SLURM allocation", "nodes: 1"]),
+        (_hw(nodes=4), "local", 0, 2, ["an allocation of 2 node(s)"]),
+    ],
+)
+def test_hardware_this_machine_cannot_provide_is_named(hw, executor, gpus, nodes, words):
+    message = placement.problem("x", hw, executor, gpus, nodes)
+    assert message and "\n" not in message
+    for word in words:
+        assert word in message, message
+
+
+@pytest.mark.parametrize(
+    "hw, executor, gpus, nodes",
+    [
+        (_hw(accelerator="cuda", devices_per_node=8, nodes=4), "slurm", 0, 0),  # the GPUs are elsewhere
+        (_hw(accelerator="cuda", devices_per_node=2), "local", 2, 0),
+        (_hw(nodes=2), "local", 0, 2),  # snakemake inside a 2-node allocation: srun places the launchers
+        (_hw(accelerator="cuda"), None, 0, 0),  # executor not known (a job re-reading the Snakefile)
+        (_hw(devices_per_node=64), "local", 0, 0),  # CPU processes: gloo oversubscribes fine
+    ],
+)
+def test_hardware_the_executor_can_place_is_accepted(hw, executor, gpus, nodes):
+    assert placement.problem("x", hw, executor, gpus, nodes) is None
+
+
+def test_visible_gpus_follow_the_driver_and_cuda_visible_devices(tmp_path):
+    for i in range(4):
+        (tmp_path / f"0000:0{i}:00.0").mkdir()
+    assert placement.visible_gpus({}, tmp_path) == 4
+    assert placement.visible_gpus({"CUDA_VISIBLE_DEVICES": "1,3"}, tmp_path) == 2
+    assert placement.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,2"}, tmp_path) == 1  # CUDA stops at -1
+    assert placement.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, tmp_path) == 0
+    assert placement.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5"}, tmp_path) == 4
+    assert placement.allocated_nodes({"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "3"}) == 3
+    assert placement.allocated_nodes({}) == 0
+
+
+def test_the_executor_is_read_from_the_command_line_and_the_profile():
+    assert placement.executor_named([]) == "local"
+    assert placement.executor_named(["--executor", "slurm"]) == "slurm"
+    assert placement.executor_named(["--profile", str(REPO / "profiles/slurm")]) == "slurm"
+    assert placement.executor_named(["--profile", str(REPO / "profiles/local")]) == "local"
+
+
+UNREADABLE = [
+    (lambda p: None, "config file not found; pass an existing file"),
+    (lambda p: p.mkdir(), "is a directory, not a config file"),
+    (lambda p: p.write_bytes(b"seeds: [\xff\xfe]\n"), "not UTF-8 text (byte 8); save the file as UTF-8"),
+    (lambda p: p.write_text("recipe: {a: [1\n"), "line 2, column 1: expected ',' or ']'"),
+    (lambda p: p.write_text("recipe:\n\tsteps: 3\n"), "line 2, column 1: found character '\\t'"),
+    (lambda p: p.write_text("- 1\n- 2\n"), "the top level is list, not a mapping"),
+    (lambda p: p.write_text(""), "the top level is NoneType, not a mapping"),
+]
+
+
+@pytest.mark.parametrize("make, words", UNREADABLE, ids=["missing", "directory", "latin1", "syntax", "tab", "list",
+                                                          "empty"])  # fmt: skip
+def test_hwsweep_commands_give_one_line_for_a_config_file_they_cannot_read(tmp_path, make, words):
+    from conftest import BIN
+
+    path = tmp_path / "my.yaml"
+    make(path)
+    for command in (["plan"], ["detect"], ["resources"]):
+        proc = subprocess.run([str(BIN / "hwsweep"), *command, "--configfile", str(path)], capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"hwsweep config error: {path}: ") and words in lines[0], lines
+
+
+def test_hwsweep_plan_refuses_local_cuda_and_accepts_it_for_the_slurm_profile(tmp_path, small_config):
+    from conftest import BIN, write_config
+
+    small_config["hardware"]["gpu2"] = {"accelerator": "cuda", "devices_per_node": 2, "gpu_type": "H100-80GB"}
+    small_config["hardware"]["two_nodes"] = {"accelerator": "cpu", "nodes": 2, "devices_per_node": 1}
+    path = write_config(tmp_path, small_config)
+    env = os.environ | {"CUDA_VISIBLE_DEVICES": ""}  # whatever this machine has: none visible
+    plan = [str(BIN / "hwsweep"), "plan", "--configfile", str(path)]
+    proc = subprocess.run(plan, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.startswith("hwsweep config error: hardware.gpu2.accelerator: cuda")
+    for extra in (["--profile", str(REPO / "profiles/slurm")], ["--executor", "slurm"]):
+        proc = subprocess.run(plan + extra, capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert {"gpu2", "two_nodes"} <= {line.split()[2] for line in proc.stdout.splitlines()[1:]}
+
+
+def test_snakemake_refuses_what_the_local_executor_cannot_place_and_the_slurm_executor_accepts(tmp_path, small_config,
+                                                                                              monkeypatch):  # fmt: skip
+    small_config["hardware"]["gpu1"] = {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": "H100-80GB"}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the snakemake child inherits it: no GPU visible, on any machine
+    for args in (["-n"], ["--cores", "1"]):
+        proc = snakemake(tmp_path, small_config, *args)
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("hwsweep config error:")]
+        assert proc.returncode == 1 and len(errors) == 1 and "hardware.gpu1.accelerator" in errors[0], proc.stderr
+        assert "Traceback" not in proc.stderr and not (tmp_path / "results").exists()
+    for args in (["-n", "--executor", "slurm", "--jobs", "1"], ["-n", "--profile", str(REPO / "profiles/slurm")]):
+        proc = snakemake(tmp_path, small_config, *args)
+        assert proc.returncode == 0 and "gpu1" in proc.stdout, proc.stderr[-2000:]

@@ -55,7 +55,8 @@ def test_plain_ddp_script_sweeps_unmodified(tmp_path):
     assert record["curves"]["val_acc"]["steps"] == [30, 60]
     assert record["provenance"]["script"]["sha256"]
     log = (folder / "logs/mlp/hidden-32/cpu2/seed1/train.log").read_text()
-    assert "--nproc_per_node 2 train.py --batch_size=16" in log and "--grad_accum=2" in log and "--seed=1" in log
+    assert "--nproc_per_node 2 -m hwsweep.tether " in log  # every worker tethered to torchrun's agent
+    assert " train.py --batch_size=16" in log and "--grad_accum=2" in log and "--seed=1" in log
 
 
 def test_lightning_script_gets_the_plan_through_its_trainer_flags(tmp_path):

@@ -1,14 +1,24 @@
 """Hostile and malformed configs (hypothesis): every one gives a one-line error naming the
-field, never a traceback, and through the CLI no job starts."""
+field, never a traceback, and through the CLI no job starts; config files of any bytes give one
+line or a config; and what the planner accepts does run (plans => runs)."""
 
 import copy
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hwsweep.config import ConfigError, resolve
-from conftest import SMALL, snakemake
+from hwsweep import placement, validation
+from hwsweep.config import RESERVED_SUITES, ConfigError, load_file, resolve
+from hwsweep.records import RunRecord
+from hwsweep.spec import canonical_json
+from hwsweep.typed import SpecError
+from conftest import BIN, SMALL, snakemake
 
 NASTY = ["a b", "a;b", "a/b", "..", "../x", "$(id)", "`id`", "a|b", "a&b", "a>b", "x\ny", "é", "名前", "", "-x",
          "a" * 65, "a'b", 'a"b', "a*b", "~root", "a\\b", " lead"]  # fmt: skip
@@ -139,7 +149,24 @@ KINDS = [
                                  "bleu": {"goal": "max", "stage": "eval"}}), "metrics.bleu"),
     (setter("evaluation"), st.sampled_from(["yes", 3, {"command": []}, {"workdir": "."}]), "evaluation"),
     (setter("suites"), st.just({"partial": {}}), "suites"),
+    # Names the workflow keeps for itself, and hardware this machine cannot provide under the local executor.
+    (setter("suites"), st.sampled_from([{name: {}} for name in RESERVED_SUITES]), "suites"),
+    (setter("hardware.cpu2"), st.sampled_from([{"accelerator": "cuda", "devices_per_node": n, "gpu_type": "H100-80GB"}
+                                               for n in (1, 2, 4)]), "hardware.cpu2.accelerator"),
+    (setter("hardware.cpu2"), st.sampled_from([{"accelerator": "cpu", "nodes": n} for n in (2, 4)]),
+     "hardware.cpu2.nodes"),
+    (setter("guard"), st.sampled_from([{"action": "warn"}, {"factor": 0.5}, {"patience": 0}, {"chance_loss": -1},
+                                       {"early_steps": 1.0}, {"other": 1}]), "guard"),
 ]  # fmt: skip
+
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # as if this machine had no GPU, whatever it has
+
+
+def plan_locally(cfg: dict):
+    """What `snakemake` under the local executor and `hwsweep plan` accept: the config, then placement."""
+    matrix = resolve(cfg)
+    placement.refuse(matrix.hardware, placement.LOCAL, NO_GPU)
+    return matrix
 
 
 def test_there_are_at_least_fifty_kinds():
@@ -153,7 +180,7 @@ def test_every_malformed_config_gives_one_line_naming_the_field(data):
     cfg = copy.deepcopy(SMALL)
     mutate(cfg, data.draw(values))
     with pytest.raises(ConfigError) as err:
-        resolve(cfg)
+        plan_locally(cfg)
     message = str(err.value)
     assert "\n" not in message and len(message) < 400
     assert field.split(".")[0] in message, message
@@ -172,3 +199,69 @@ def test_cli_starts_no_job_for_malformed_config(tmp_path, kind, value):
     assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-2000:]
     assert field.split(".")[0] in errors[0]
     assert "Traceback" not in proc.stderr and not (tmp_path / "results").exists()
+
+
+@settings(max_examples=300, deadline=None)
+@given(content=st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode),
+                         st.sampled_from([b"recipe: {a: [1\n", b"\tseeds: [0]\n", b"- 1\n", b"", b"a: b: c\n",
+                                          b"\xef\xbb\xbfseeds: [0]\n", b"seeds: *x\n", b"{", b"seeds: !!python/name:os.system\n"])))  # fmt: skip
+def test_any_config_file_gives_a_config_or_one_line(content):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "config.yaml")
+        path.write_bytes(content)
+        try:
+            raw = load_file(path)
+        except ConfigError as e:
+            assert "\n" not in str(e) and str(e).startswith(f"{path}: "), str(e)
+            return
+        assert isinstance(raw, dict)
+        try:
+            resolve(raw)
+        except (ConfigError, SpecError) as e:
+            assert "\n" not in str(e)
+
+
+# -- plans => runs: a config the planner accepts starts training and finishes it -------------------------------
+
+PLAUSIBLE = {
+    "recipe.global_batch": st.sampled_from([8, 12, 16, 32]),
+    "recipe.micro_batch": st.sampled_from([1, 2, 4, 8, "auto"]),
+    "recipe.precision": st.sampled_from(["fp32", "bf16-mixed"]),
+    "recipe.reproducibility": st.sampled_from(["comparable", "deterministic", "strict"]),
+    "recipe.tf32": st.booleans(),
+    "recipe.model.width": st.sampled_from([8, 12, 16, 32]),
+    "recipe.model.heads": st.sampled_from([1, 2, 3, 4]),
+    "recipe.model.depth": st.sampled_from([1, 2]),
+    "recipe.task.vocab_size": st.sampled_from([4, 16]),
+    "recipe.task.length": st.sampled_from([2, 8]),
+    "recipe.schedule.steps": st.sampled_from([2, 3]),
+    "recipe.schedule.warmup_steps": st.sampled_from([0, 1, 2]),
+    "recipe.checkpoint_every": st.sampled_from([1, 2]),
+    "hardware.cpu2.devices_per_node": st.sampled_from([1, 2, 3]),
+    "advisor.allow_precision_mismatch": st.booleans(),
+    "suites.tiny.sweep": st.sampled_from([{}, {"tf32": [False, True]}, {"optimizer.lr": [0.001, 0.01]}]),
+    "guard.action": st.sampled_from(["fail", "flag", "off"]),
+}
+
+
+@pytest.mark.slow
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_a_config_the_planner_accepts_runs(data):
+    cfg = copy.deepcopy(SMALL)
+    cfg["recipe"]["task"]["train_size"] = 64
+    for key in data.draw(st.lists(st.sampled_from(sorted(PLAUSIBLE)), unique=True, max_size=8), label="keys"):
+        setter(key)(cfg, data.draw(PLAUSIBLE[key], label=key))
+    try:
+        matrix = plan_locally(cfg)
+    except ConfigError:
+        assume(False)  # refused with one line: nothing to run
+    run = data.draw(st.sampled_from(matrix.runs()), label="run")
+    spec = matrix.spec(run.suite, run.variant, run.hardware, run.seed)
+    with tempfile.TemporaryDirectory() as folder:
+        spec = type(spec).from_dict(spec.to_dict() | {"run_dir": str(Path(folder, "run"))})
+        Path(folder, "spec.json").write_text(canonical_json(spec))
+        proc = subprocess.run([str(BIN / "python"), "-m", "hwsweep.launch", "spec.json", "--threads", "2"], cwd=folder,
+                              capture_output=True, text=True, timeout=300, env=os.environ | NO_GPU)  # fmt: skip
+        assert proc.returncode == 0, f"{json.dumps(cfg)}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
+        validation.check(RunRecord, spec.path("train.json"), spec)  # a complete, plausible record

@@ -174,7 +174,8 @@ def test_grow_policy_scales_batch_and_lr_and_is_marked_not_comparable(small_conf
 def test_plan_command_prints_the_table(tmp_path, small_config):
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(gpu_config(small_config)))
-    out = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(path), "--format", "tsv"],
+    # GPUs on the cluster: planned for the slurm executor (the local one refuses GPUs this machine lacks)
+    out = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(path), "--format", "tsv", "--executor", "slurm"],
                          capture_output=True, text=True, check=True)  # fmt: skip
     lines = [line.split("\t") for line in out.stdout.strip().splitlines()]
     header, rows = lines[0], {r[2]: dict(zip(lines[0], r)) for r in lines[1:]}
@@ -184,5 +185,6 @@ def test_plan_command_prints_the_table(tmp_path, small_config):
     cfg["hardware"]["v100x4"] = {"accelerator": "cuda", "devices_per_node": 4, "gpu_type": "V100-32GB"}
     cfg["advisor"] = {"allow_precision_mismatch": True}
     path.write_text(yaml.safe_dump(cfg))
-    out = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(path)], capture_output=True, text=True)
+    out = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(path), "--executor", "slurm"],
+                         capture_output=True, text=True)  # fmt: skip
     assert out.returncode == 0 and "v100x4" in out.stderr and "TF32 matmuls off vs on" in out.stderr

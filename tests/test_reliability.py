@@ -9,6 +9,7 @@ import time
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from hwsweep import io
 from hwsweep.config import resolve
@@ -96,8 +97,12 @@ def test_nan_loss_fails_at_once_with_the_step_and_no_record(tmp_path, small_conf
 
 def test_one_failing_cell_does_not_stop_the_sweep(tmp_path, small_config):
     small_config["recipe"]["schedule"] = {"steps": 20, "warmup_steps": 2}
-    # No CUDA here: this cell fails on start, with a message saying why.
-    small_config["hardware"]["gpu1"] = {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": "H100-80GB"}
+    # A cell that plans fine and fails at run time: its checkpoint folder cannot be made (a file is in the way).
+    small_config["hardware"]["gpu1"] = {"accelerator": "cpu", "devices_per_node": 1}
+    for seed in (0, 1):
+        blocked = tmp_path / f"results/tiny/default/gpu1/seed{seed}/checkpoints"
+        blocked.parent.mkdir(parents=True)
+        blocked.write_text("not a folder")
     t0 = time.monotonic()
     proc = snakemake(tmp_path, small_config, "--cores", "2", "--keep-going")
     assert proc.returncode != 0 and time.monotonic() - t0 < 600
@@ -105,7 +110,7 @@ def test_one_failing_cell_does_not_stop_the_sweep(tmp_path, small_config):
         assert (tmp_path / f"results/tiny/default/cpu2/seed{seed}/eval.json").exists()
         assert not (tmp_path / f"results/tiny/default/gpu1/seed{seed}/train.json").exists()
         log = (tmp_path / f"logs/tiny/default/gpu1/seed{seed}/train.log").read_text()
-        assert "no CUDA device is visible" in log
+        assert "checkpoints" in log
 
     assert snakemake(tmp_path, small_config, "--cores", "1", "-f", "status").returncode == 0
     status = pd.read_csv(tmp_path / "results/partial/status.csv")
@@ -121,17 +126,46 @@ def test_one_failing_cell_does_not_stop_the_sweep(tmp_path, small_config):
     assert proc.returncode == 0 and "status.csv" in report.read_text()
 
 
-def test_truncated_record_is_moved_aside_and_rerun(tmp_path, small_config):
+def _states(tmp_path, cfg) -> dict:
+    assert snakemake(tmp_path, cfg, "--cores", "1", "-f", "status").returncode == 0
+    return pd.read_csv(tmp_path / "results/partial/status.csv").set_index("hardware").state.to_dict()
+
+
+def test_damaged_spec_and_records_are_settled_by_plain_all(tmp_path, small_config):
     small_config["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
     small_config["seeds"] = [0]
     assert snakemake(tmp_path, small_config, "--cores", "2").returncode == 0
-    record = tmp_path / "results/tiny/default/cpu1/seed0/train.json"
-    record.write_text(record.read_text()[:100])  # a full disk, an external copy cut short
-    assert snakemake(tmp_path, small_config, "--cores", "1", "-f", "status").returncode == 0
-    assert pd.read_csv(tmp_path / "results/partial/status.csv").set_index("hardware").loc["cpu1", "state"] == "corrupt"
-    assert not record.exists() and record.with_name("train.json.corrupt").exists()
+    run = tmp_path / "results/tiny/default/cpu1/seed0"
+    record, evaluation, spec = run / "train.json", run / "eval.json", run / "spec.json"
+    good = record.read_text()
+
+    spec.write_text("garbage")  # the record is good: nothing is retrained, the spec is rewritten
     proc = snakemake(tmp_path, small_config, "--cores", "2")
-    assert proc.returncode == 0 and json.loads(record.read_text())["status"] == "complete"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "spec.json is damaged; rewritten from the config" in proc.stderr, proc.stderr[-3000:]
+    assert "Nothing to be done" in proc.stderr + proc.stdout and record.read_text() == good
+    assert json.loads(spec.read_text())["run_dir"] == "results/tiny/default/cpu1/seed0"
+
+    data = json.loads(evaluation.read_text())
+    data["metrics"] |= {"token_accuracy": 1.7, "exact_accuracy": -3}  # hand-edited
+    evaluation.write_text(json.dumps(data))
+    assert _states(tmp_path, small_config) == {"cpu1": "corrupt", "cpu2": "done"}
+    assert evaluation.exists()  # status only reports
+    proc = snakemake(tmp_path, small_config, "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{run.relative_to(tmp_path)}/eval.json: metric token_accuracy is 1.7" in proc.stderr
+    assert json.loads((run / "eval.json.corrupt").read_text())["metrics"]["token_accuracy"] == 1.7
+    assert 0 <= json.loads(evaluation.read_text())["metrics"]["token_accuracy"] <= 1
+    assert _states(tmp_path, small_config) == {"cpu1": "done", "cpu2": "done"}
+
+    record.write_text(good[:100])  # a full disk, an external copy cut short
+    assert _states(tmp_path, small_config) == {"cpu1": "corrupt", "cpu2": "done"}
+    proc = snakemake(tmp_path, small_config, "--cores", "2")
+    assert proc.returncode == 0 and "train.json -> train.json.corrupt" in proc.stderr, proc.stderr[-3000:]
+    assert json.loads(record.read_text())["status"] == "complete" and (run / "train.json.corrupt").exists()
+    assert _states(tmp_path, small_config) == {"cpu1": "done", "cpu2": "done"}
+    runs = pd.read_csv(tmp_path / "results/runs.csv")
+    assert len(runs) == 2 and runs.token_accuracy.between(0, 1).all()
 
 
 def test_sigusr2_also_checkpoints_and_exits_with_the_preempted_code(tmp_path, small_config):
@@ -159,3 +193,19 @@ def test_sigusr2_also_checkpoints_and_exits_with_the_preempted_code(tmp_path, sm
     stopped_at = int(out.split("stop requested; checkpoint at step ")[1].split(",")[0])
     assert (ckpts / f"step{stopped_at:09d}.pt").exists()  # written at the signal, at the step all ranks agreed on
     assert torch.load(ckpts / f"step{stopped_at:09d}.pt", weights_only=False)["step"] == stopped_at < 3000
+
+
+def test_status_while_a_sweep_trains_says_running(tmp_path):
+    from test_orphans import _gone_within, _start
+
+    proc = _start(tmp_path)  # snakemake training one long run in tmp_path
+    try:
+        cfg = yaml.safe_load((tmp_path / "config.yaml").read_text())
+        status = snakemake(tmp_path, cfg, "--cores", "1", "-f", "status")
+        assert status.returncode == 0, status.stderr[-2000:]
+        states = pd.read_csv(tmp_path / "results/partial/status.csv")
+        assert states.state.tolist() == ["running"], (states.to_dict("records"), status.stderr[-2000:])
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        assert _gone_within(tmp_path, 40) == []

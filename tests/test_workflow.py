@@ -1,8 +1,11 @@
 """The whole workflow through the snakemake CLI: spec -> torchrun train -> evaluate -> aggregate -> report."""
 
 import copy
+import hashlib
 import json
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -103,9 +106,14 @@ def test_jobs_see_exactly_the_replaced_config_and_refuse_a_changed_spec(tmp_path
     spec = json.loads((tmp_path / run / "spec.json").read_text())
     assert spec["plan"]["steps"] == 600 and spec["suite"] == "tiny"
 
+    scheduled = hashlib.sha256((tmp_path / run / "spec.json").read_bytes()).hexdigest()
     spec["seed"] = 5  # edited behind the workflow's back
     (tmp_path / run / "spec.json").write_text(json.dumps(spec))
-    proc = snakemake(tmp_path, small_config, "--cores", "1", f"{run}/train.json")
-    log = (tmp_path / "logs/tiny/default/cpu1/seed0/train.log").read_text()
-    assert proc.returncode != 0 and "is not the spec this run was scheduled with" in log
+    proc = snakemake(tmp_path, small_config, "-n", "--cores", "1", f"{run}/train.json")
+    assert proc.returncode == 0 and f"{run}/spec.json is not the config's spec" in proc.stderr, proc.stderr[-3000:]
+    assert "would rewrite from the config" in proc.stderr  # a real run rewrites it before scheduling the job
+    # A spec changed after scheduling is refused by the job itself.
+    launch = [sys.executable, "-m", "hwsweep.launch", f"{run}/spec.json", "--spec-sha256", scheduled]
+    proc = subprocess.run(launch, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "is not the spec this run was scheduled with" in proc.stderr
     assert not (tmp_path / run / "train.json").exists()

@@ -3,8 +3,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from hwsweep import placement, quarantine
 from hwsweep import spec as layout
-from hwsweep.config import resolve_or_exit
+from hwsweep.config import ConfigError, resolve_or_exit
+from hwsweep.matrix import Run
 
 # A command's relative workdir is taken from the folder of the config file that was given last.
 CONFIG_DIR = Path(
@@ -53,6 +55,67 @@ def run_spec_json(wildcards):
 def run_spec_sha256(wildcards):
     """What the train job checks spec.json against: the spec this process scheduled."""
     return layout.sha256(run_spec_json(wildcards))
+
+
+EXECUTOR = {}
+
+
+def executor():
+    """The executor of this snakemake run (None in jobs and when nothing is executed, e.g. --report);
+    known once the DAG is being built, so only input functions ask."""
+    if "name" not in EXECUTOR:
+        EXECUTOR["name"] = placement.executor_of(workflow)
+        EXECUTOR["dry_run"] = (
+            bool(workflow.executor_plugin)
+            and workflow.executor_plugin.name in placement.PSEUDO
+        )
+    return EXECUTOR["name"]
+
+
+PLACED = set()
+
+
+def placed(hardware):
+    """Under the local executor, a CUDA or multi-node entry this machine cannot provide stops snakemake
+    here, before any job, with one line."""
+    if hardware not in PLACED:
+        try:
+            placement.refuse({hardware: MATRIX.hardware[hardware]}, executor())
+        except ConfigError as e:
+            print(f"hwsweep config error: {e}", file=sys.stderr)
+            sys.exit(1)
+        PLACED.add(hardware)
+
+
+SETTLED = set()
+
+
+def settled(suite, runs):
+    """Once per run, while the DAG of a real run is built: a damaged spec.json rewritten from the config,
+    a damaged or implausible record moved aside so this run redoes it, and (for a whole suite) its tables
+    dropped unless every run is done (hwsweep.quarantine). Never in jobs or for --report.
+    """
+    todo = [r for r in runs if r.run_dir not in SETTLED]
+    if not todo or executor() is None:
+        return
+    for hardware in dict.fromkeys(r.hardware for r in todo):
+        placed(hardware)  # nothing is moved for a run that cannot start here
+    SETTLED.update(r.run_dir for r in todo)
+    specs = [MATRIX.spec(r.suite, r.variant, r.hardware, r.seed) for r in todo]
+    evaluated = MATRIX.evaluation.kind != "none"
+    tables = Path("results", suite) if len(todo) == len(MATRIX.runs(suite)) else None
+    for line in quarantine.settle_runs(specs, tables, evaluated, EXECUTOR["dry_run"]):
+        print(line, file=sys.stderr)
+
+
+def placed_spec(wildcards):
+    """The train job's spec.json, once its hardware is placeable here and its files are settled."""
+    placed(wildcards.hardware)
+    run = Run(
+        wildcards.suite, wildcards.variant, wildcards.hardware, int(wildcards.seed)
+    )
+    settled(wildcards.suite, [run])
+    return run_file(layout.SPEC_FILE).format(**wildcards)
 
 
 def hardware_of(wildcards):
@@ -122,6 +185,7 @@ def suite_run_files(suite, name):
 
 
 def suite_train_records(wildcards):
+    settled(wildcards.suite, MATRIX.runs(wildcards.suite))
     return suite_run_files(wildcards.suite, layout.TRAIN_RECORD)
 
 

@@ -47,7 +47,7 @@ rule train:
     outputs, so a failed job keeps them for the resume.
     """
     input:
-        spec=run_file(layout.SPEC_FILE),
+        spec=placed_spec,
     output:
         record=run_file(layout.TRAIN_RECORD),
     log:

@@ -1,0 +1,126 @@
+"""Records validation (hwsweep.validation) and setting damaged files aside (hwsweep.quarantine): one
+judgement of what is done, for status and for the workflow."""
+
+import copy
+import json
+import os
+
+import pytest
+
+from hwsweep import io, quarantine, validation
+from hwsweep.config import resolve
+from hwsweep.records import EvalRecord, RunRecord
+from hwsweep.spec import canonical_json
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch, small_config):
+    """A finished run on disk (records as the built-in trainer and evaluator write them), in tmp_path."""
+    monkeypatch.chdir(tmp_path)
+    small_config["recipe"]["schedule"] = {"steps": 6, "warmup_steps": 2}
+    spec = resolve(small_config).spec("tiny", "default", "cpu1", 0)
+    train = RunRecord(
+        status="complete", suite="tiny", variant="default", hardware="cpu1", seed=0, trainer="builtin",
+        spec=spec.to_dict(), plan=spec.plan.__dict__ | {"threads_per_process": 1}, metrics={"final_loss": 0.5},
+        curves={"loss": {"steps": [1, 2, 3, 4, 5, 6], "values": [2.8, 2.1, 1.4, 0.9, 0.6, 0.5]}},
+        train_seconds=1.0, startup_seconds=0.5, wall_seconds=2.0, samples_per_second=100.0,
+        data_order={"sampler": "global-order"}, segments=[{"start_step": 0}], restarts=0, resumed_from_step=None,
+        provenance={},
+    )  # fmt: skip
+    evaluation = EvalRecord(suite="tiny", variant="default", hardware="cpu1", seed=0, evaluator="builtin",
+                            metrics={"token_accuracy": 0.9, "exact_accuracy": 0.5}, eval_seconds=0.1)  # fmt: skip
+    io.write_text(spec.path("spec.json"), canonical_json(spec))
+    io.write_json(spec.path("train.json"), train.to_dict())
+    io.write_json(spec.path("eval.json"), evaluation.to_dict())
+    return spec
+
+
+def edit(path, change):
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_a_finished_run_is_done(run):
+    assert validation.run_state(run) == validation.Verdict("done")
+
+
+DAMAGE = [
+    ("eval.json", lambda d: d["metrics"].update(token_accuracy=1.7), "metric token_accuracy is 1.7, outside its bounds"),
+    ("eval.json", lambda d: d["metrics"].update(exact_accuracy=-3), "metric exact_accuracy is -3, outside its bounds"),
+    ("eval.json", lambda d: d.update(seed="0"), "seed is '0', not int"),
+    ("eval.json", lambda d: d.update(eval_seconds=-1), "eval_seconds is -1, not a finite number >= 0"),
+    ("eval.json", lambda d: d.update(seed=1), "it is the record of tiny/default/cpu1/seed1"),
+    ("train.json", lambda d: d["curves"]["loss"]["values"].__setitem__(2, float("nan")), "not a finite loss"),
+    ("train.json", lambda d: d["curves"]["loss"].update(steps=[1, 2, 3], values=[2.8, 2.1, 0.5]),
+     "curve loss has 3 steps, the plan says 6"),
+    ("train.json", lambda d: d["plan"].update(steps=60), "plan.steps is 60, the plan says 6"),
+    ("train.json", lambda d: d.update(restarts=-1), "restarts is -1"),
+    ("train.json", lambda d: d.update(train_seconds="fast"), "train_seconds is 'fast', not float"),
+    ("train.json", lambda d: d["metrics"].update(final_loss=float("inf")), "metric final_loss is inf"),
+    ("train.json", lambda d: d.update(status="running"), "status 'running', not complete"),
+    ("train.json", lambda d: d.pop("curves"), "curves: missing"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, change, words", DAMAGE, ids=[w[:30] for _, _, w in DAMAGE])
+def test_a_damaged_or_implausible_record_makes_the_run_corrupt_and_is_named(run, name, change, words):
+    edit(run.path(name), change)
+    verdict = validation.run_state(run)
+    assert verdict.state == "corrupt" and verdict.path == run.path(name)
+    assert verdict.reason.startswith(str(run.path(name))) and words in verdict.reason, verdict.reason
+
+
+def test_states_in_pipeline_order(run):
+    run.path("eval.json").unlink()
+    assert validation.run_state(run).state == "trained"
+    assert validation.run_state(run, evaluated=False).state == "done"
+    other = copy.deepcopy(run.to_dict())
+    other["recipe"]["optimizer"]["lr"] = 0.1  # the record of an earlier config
+    edit(run.path("train.json"), lambda d: d.update(spec=other))
+    assert validation.run_state(run).state == "stale"
+    run.path("train.json").unlink()
+    assert validation.run_state(run).state == "missing"
+    log = run.path("x").parent.as_posix().replace("results", "logs", 1)
+    os.makedirs(log)
+    open(f"{log}/train.log", "w").close()
+    assert validation.run_state(run).state == "failed"
+
+
+def test_quarantine_moves_the_damaged_record_and_what_was_made_from_it_aside(run, tmp_path):
+    (tmp_path / "results/tiny").mkdir(exist_ok=True)
+    (tmp_path / "results/tiny/runs.csv").write_text("a\n1\n")
+    run.path("train.json").write_text(run.path("train.json").read_text()[:100])
+    run.path("train.json.corrupt").write_text("an earlier one, kept")
+    lines = quarantine.settle_runs([run], tmp_path / "results/tiny", evaluated=True, dry_run=True)
+    assert len(lines) == 1 and "would move aside" in lines[0] and run.path("train.json").exists()
+    assert (tmp_path / "results/tiny/runs.csv").exists()  # a dry run changes nothing
+
+    lines = quarantine.settle_runs([run], tmp_path / "results/tiny", evaluated=True)
+    assert len(lines) == 1 and lines[0].startswith(f"hwsweep: {run.path('train.json')}: ")
+    assert "train.json -> train.json.corrupt.1, eval.json -> eval.json.corrupt" in lines[0]
+    assert not run.path("train.json").exists() and not run.path("eval.json").exists()
+    assert run.path("train.json.corrupt").read_text() == "an earlier one, kept"
+    assert not (tmp_path / "results/tiny/runs.csv").exists()  # the tables made from it go too
+    assert validation.run_state(run).state == "missing"
+
+
+def test_a_damaged_spec_is_rewritten_older_than_the_record_it_made(run):
+    spec_path, record = run.path("spec.json"), run.path("train.json")
+    spec_path.write_text("garbage")
+    os.utime(record, (1000, 1000))
+    assert "is damaged; rewritten" in quarantine.settle_spec(run)[0]
+    assert spec_path.read_text() == canonical_json(run) and spec_path.stat().st_mtime < record.stat().st_mtime
+    spec_path.unlink()  # deleted by hand: regenerated the same way
+    assert "is missing; rewritten" in quarantine.settle_spec(run)[0]
+    assert spec_path.stat().st_mtime < record.stat().st_mtime
+    assert quarantine.settle_spec(run) == []  # nothing to do once it is right
+
+
+def test_a_spec_of_another_run_is_rewritten_and_left_newer(run):
+    spec_path, record = run.path("spec.json"), run.path("train.json")
+    spec_path.write_text("{")
+    edit(record, lambda d: d.update(restarts=-5))  # the record is damaged too: it must be redone
+    os.utime(record, (1000, 1000))
+    quarantine.settle_spec(run)
+    assert spec_path.stat().st_mtime > record.stat().st_mtime
