@@ -83,10 +83,10 @@ def main(argv=None) -> int:
         s.add_argument("--format", choices=["table", "tsv"], default="table")
         s.add_argument("--estimate", action="store_true",
                        help="wall clock, device-hours and cost of every run, cell, suite and the total")  # fmt: skip
-    d.add_argument("--no-probe", action="store_true",
-                   help="on a GPU, plan from the memory estimate instead of measuring each cell's peak")  # fmt: skip
         s.add_argument("--profile", help="plan for this snakemake profile's executor (e.g. slurm)")
         s.add_argument("--executor", help="plan for this snakemake executor (default: the profile's, else local)")
+    d.add_argument("--no-probe", action="store_true",
+                   help="on a GPU, plan from the memory estimate instead of measuring each cell's peak")  # fmt: skip
     profile.add_parser(sub)
     resources.add_parser(sub)
     args = parser.parse_args(argv)
