@@ -41,6 +41,7 @@ from hwsweep import data, host, io, repro
 from hwsweep import device as devices
 from hwsweep.checkpoint import CheckpointManager, fingerprint
 from hwsweep.estimate import device_peak
+from hwsweep.guard import Guard
 from hwsweep.metrics import observations, summarise
 from hwsweep.records import RunRecord
 from hwsweep.reduce import gather_in_order, make_reduction, ordered_sum
@@ -119,7 +120,8 @@ class Run:
         self._logged: dict[int, dict] = {}  # step -> values logged by the script, not yet written
         self._final: dict = {}  # values without a step (run.finish(**metrics))
         # What a resumed run carries on: every logged line, step times, one segment per start.
-        self.history = {"lines": [], "step_seconds": [], "segments": []}
+        self.history = {"lines": [], "step_seconds": [], "segments": [], "checks": []}
+        self._guard = Guard(self.spec.guard)  # fed the all-reduced losses: every rank judges alike
         self._signalled: list[int] = []
         for sig in STOP_SIGNALS:  # only raise a flag: the decision is taken on the all-reduced value
             signal.signal(sig, lambda signum, frame: self._signalled.append(signum))
@@ -268,16 +270,22 @@ class Run:
             means = (ordered_sum(rows.T) / rows.shape[1]).tolist()
             losses = dict(zip(range(done - n + 1, done + 1), means))
         self._pending = []
-        last_finite = next((line["loss"] for line in reversed(self.history["lines"]) if "loss" in line), None)
         for step, value in losses.items():
-            if not math.isfinite(value):
-                raise FloatingPointError(
-                    f"loss is {value} at step {step} (last finite loss: {last_finite}); "
-                    "lower recipe.optimizer.lr or use precision fp32"
-                )
-            last_finite = value
+            self._judge(self._guard.feed(step, value), fatal=not math.isfinite(value))
         self._write(losses)
         return stop
+
+    def _judge(self, verdict: str | None, fatal: bool = False) -> None:
+        """The divergence guard's verdict: a non-finite loss always fails; otherwise guard.action decides
+        (fail: no record; flag: the line goes into the record's checks; off: nothing)."""
+        if verdict is None:
+            return
+        if fatal or self.spec.guard.action == "fail":
+            raise FloatingPointError(verdict)
+        if self.spec.guard.action == "flag":
+            self.history["checks"].append(f"divergence: {verdict}")
+            if self.master:
+                print(f"hwsweep: flagged: {verdict}", flush=True)
 
     def _throughput(self, seconds: list[float]) -> dict:
         """Per device over `seconds` (step times): samples/s, TFLOP/s and MFU (None where unknown)."""
@@ -323,7 +331,10 @@ class Run:
         return {"history": self.history}
 
     def load_state_dict(self, state: dict) -> None:
-        self.history = state["history"]
+        self.history = state["history"] | {"checks": state["history"].get("checks", [])}
+        for line in self.history["lines"]:  # the guard sees the whole series, as if never interrupted
+            if "loss" in line:
+                self._guard.feed(line["step"], line["loss"])
 
     # -- the end ------------------------------------------------------------------------------
     def finish(self, **metrics) -> None:
@@ -332,6 +343,7 @@ class Run:
         if self.start is None:
             raise RuntimeError("hwsweep.runtime: run.finish() before run.steps(); nothing was trained")
         self._write({})  # values logged after the last step
+        self._judge(self._guard.finish())
         final = {k: _number(v) for k, v in (self._final | metrics).items()}
         if self.master and final:  # a line without a step: the run's value, not a point of a curve
             io.append_line(self.spec.path(METRICS_FILE), json.dumps(final))
@@ -383,7 +395,7 @@ class Run:
             resumed_from_step=segments[-1]["start_step"] or None, provenance=repro.provenance(device_names),
             checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds, flops_per_step=self.flops_per_step,
             samples_per_second_per_device=steady["samples_per_second_per_device"],
-            tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"],
+            tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=list(self.history["checks"]),
         )  # fmt: skip
 
 

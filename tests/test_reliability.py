@@ -95,6 +95,26 @@ def test_nan_loss_fails_at_once_with_the_step_and_no_record(tmp_path, small_conf
     assert not (tmp_path / "run" / "train.json").exists() and not (tmp_path / "run" / "final.pt").exists()
 
 
+@pytest.mark.parametrize("action", ["fail", "flag"])
+def test_the_built_in_trainer_guards_a_blown_up_loss(tmp_path, small_config, action):
+    # fp32 at lr 10: the loss rises far above its early value and stays there (no NaN)
+    small_config["guard"] = {"action": action, "factor": 2.0, "patience": 5}
+    small_config["recipe"]["optimizer"] = {"lr": 10.0}
+    small_config["recipe"]["schedule"] = {"steps": 40, "warmup_steps": 2}
+    spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict()
+    spec["run_dir"] = str(tmp_path / "run")
+    io.write_json(tmp_path / "spec.json", spec)
+    proc = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train",
+                           str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=300)  # fmt: skip
+    record = tmp_path / "run" / "train.json"
+    if action == "fail":
+        assert proc.returncode != 0 and "loss blew up" in proc.stdout + proc.stderr and not record.exists()
+    else:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (check,) = json.loads(record.read_text())["checks"]
+        assert check.startswith("divergence: loss blew up") and "at step" in check
+
+
 def test_one_failing_cell_does_not_stop_the_sweep(tmp_path, small_config):
     small_config["recipe"]["schedule"] = {"steps": 20, "warmup_steps": 2}
     # A cell that plans fine and fails at run time: its checkpoint folder cannot be made (a file is in the way).
