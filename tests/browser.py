@@ -14,6 +14,8 @@ import subprocess
 import tempfile
 import time
 
+import aptget
+
 PACKAGES = ["chromium"]
 
 
@@ -22,12 +24,7 @@ def ensure_installed() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found:
         return found
-    if os.geteuid() != 0:
-        raise RuntimeError(f"chromium is not installed and this is not root: apt-get install {' '.join(PACKAGES)}")
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.STDOUT}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, **quiet)
-    subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], check=True,
-                   env=os.environ | {"DEBIAN_FRONTEND": "noninteractive"}, **quiet)  # fmt: skip
+    aptget.install(PACKAGES, "chromium")
     found = shutil.which("chromium")
     if not found:
         raise RuntimeError("apt-get installed chromium, but no chromium binary is on PATH")

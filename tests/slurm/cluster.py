@@ -26,6 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared apt helper
+import aptget  # noqa: E402
+
 ROOT = Path(os.environ.get("HWSWEEP_SLURM_DIR", "/tmp/hwsweep-slurm"))
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 NODES = {  # name: (cpus, memory MB, gpu type, gpu count, partition)
@@ -53,12 +56,7 @@ def env() -> dict:
 def ensure_installed() -> None:
     if all(shutil.which(p) for p in ("slurmctld", "slurmd", "sbatch", "munged")):
         return
-    if os.geteuid() != 0:
-        raise RuntimeError(f"SLURM is not installed and this is not root: apt-get install {' '.join(PACKAGES)}")
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.STDOUT}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, **quiet)
-    subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], check=True,
-                   env=os.environ | {"DEBIAN_FRONTEND": "noninteractive"}, **quiet)  # fmt: skip
+    aptget.install(PACKAGES, "SLURM")
 
 
 def write_config() -> None:

@@ -210,6 +210,7 @@ SUITE_OUTPUTS = [
     "plots/time_breakdown.png",
     "plots/speedup.png",
     "plots/curves.png",
+    "estimate_vs_actual.csv",
 ]
 
 

@@ -1,5 +1,5 @@
 rule plan:
-    """The batch plan of every suite x variant x hardware (snakemake plan)."""
+    """The batch plan of every suite x variant x hardware and the estimate of every run (snakemake plan)."""
     output:
         tsv=report(
             "results/plan.tsv",
@@ -13,6 +13,7 @@ rule plan:
             category="All suites",
             labels={"table": "batch plan"},
         ),
+        estimate="results/estimate.tsv",
     log:
         "logs/plan.log",
     localrule: True

@@ -1,5 +1,5 @@
 """Thin entry point: the batch plan of every suite x variant x hardware -> results/plan.tsv and
-an HTML page of it for the report."""
+an HTML page of it for the report; the estimate of every run (hwsweep plan --estimate) -> results/estimate.tsv."""
 
 import io as text_io
 
@@ -7,6 +7,7 @@ import pandas as pd
 
 from hwsweep import tables
 from hwsweep.config import resolve
+from hwsweep.estimate import run_specs, write_estimate
 from hwsweep.io import write_text
 from hwsweep.plantable import format_table, plan_rows
 
@@ -17,3 +18,4 @@ frame = pd.read_csv(text_io.StringIO(tsv), sep="\t", keep_default_na=False)
 note = ("micro_batch × devices (nodes × devices_per_node) × accumulation = global_batch on every hardware; "
         "est_memory_gb is the planner's estimate per device against memory_gb.")
 write_text(snakemake.output.html, tables.plain_page("Batch plan", note, frame))  # noqa: F821
+write_estimate([s.to_dict() for s in run_specs(matrix)], matrix.estimate, snakemake.output.estimate)  # noqa: F821
