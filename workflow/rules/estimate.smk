@@ -5,7 +5,14 @@ rule estimate_vs_actual:
     input:
         train=suite_train_records,
     output:
-        "results/{suite}/estimate_vs_actual.csv",
+        csv="results/{suite}/estimate_vs_actual.csv",
+        html=report(
+            "results/{suite}/tables/estimate_vs_actual.html",
+            caption="../report/estimate_vs_actual.rst",
+            category="{suite}",
+            subcategory="Tables",
+            labels={"table": "estimated vs actual time"},
+        ),
     log:
         "logs/{suite}/estimate_vs_actual.log",
     localrule: True
