@@ -76,6 +76,14 @@ def amount(value: float, scale: float = 1.0, signed: bool = False) -> str:
 # -- seed variance -----------------------------------------------------------------------
 
 
+def t_half_width(std, n, confidence: float) -> np.ndarray:
+    """Half-width of the Student t CI of a mean from the sample std and count (n - 1 df); NaN below 2."""
+    n = np.asarray(n, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        half = sps.t.ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)) * np.asarray(std, float) / np.sqrt(n)
+    return np.where(n >= 2, half, np.nan)
+
+
 def mean_ci(values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
     """Student t CIs of the mean for each row of `values` (rows: cells, columns: seeds; NaN
     where a row has fewer than 2 values). Exact coverage for normal data at any n."""
@@ -84,16 +92,14 @@ def mean_ci(values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarr
     with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         mean = np.nanmean(values, axis=1)
-        se = np.nanstd(values, axis=1, ddof=1) / np.sqrt(n)
-        half = sps.t.ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)) * se
-    half = np.where(n >= 2, half, np.nan)
+        half = t_half_width(np.nanstd(values, axis=1, ddof=1), n, confidence)
     return mean - half, mean + half
 
 
 def _describe(groups, column: str, settings: Settings) -> pd.DataFrame:
     out = groups[column].agg(["count", "mean", "std", "min", "max"])
     out["se"] = out["std"] / np.sqrt(out["count"])
-    half = sps.t.ppf(0.5 + settings.confidence / 2, np.maximum(out["count"] - 1, 1)) * out["se"]
+    half = t_half_width(out["std"], out["count"], settings.confidence)
     out["ci_low"] = np.where(out["count"] >= 2, out["mean"] - half, np.nan)
     out["ci_high"] = np.where(out["count"] >= 2, out["mean"] + half, np.nan)
     out["ci_note"] = np.where(out["count"] >= 2, "", "CI not available: fewer than 2 seeds")
@@ -498,13 +504,13 @@ def curve_band(curves: pd.DataFrame) -> pd.DataFrame:
 
 def curve_difference(curves: pd.DataFrame, baseline: str, confidence: float = 0.95) -> pd.DataFrame:
     """Per cell, series and step: mean over seeds of (hardware - baseline, same seed) with a t
-    band over the seeds; unpaired difference of means where no seed is shared."""
+    band over the seeds; seeds the baseline did not run are left out."""
     base = curves[curves.hardware == baseline].drop(columns="hardware")
     keys = ["suite", "variant", "metric", "step", "seed"]
     merged = curves[curves.hardware != baseline].merge(base, on=keys, suffixes=("", "_base"))
     merged["diff"] = merged.value - merged.value_base
     g = merged.groupby(CELL + ["metric", "step"], sort=False)["diff"]
     out = g.agg(mean="mean", std="std", n="count").reset_index()
-    half = sps.t.ppf(0.5 + confidence / 2, np.maximum(out.n - 1, 1)) * out["std"] / np.sqrt(out.n)
+    half = t_half_width(out["std"], out.n, confidence)
     out["low"], out["high"] = out["mean"] - half, out["mean"] + half
     return out

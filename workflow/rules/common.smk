@@ -196,11 +196,6 @@ def suite_eval_records(wildcards):
     return suite_run_files(wildcards.suite, layout.EVAL_RECORD)
 
 
-def metric_of(wildcards):
-    """The declared metric a plot is for, as a dict (its caption shows goal and margin)."""
-    return next(m for m in MATRIX.metrics if m.name == wildcards.metric).to_dict()
-
-
 SUITE_OUTPUTS = [
     "runs.csv",
     "comparison.csv",
