@@ -494,7 +494,8 @@ def _unmapped_warnings(trainer: Trainer) -> tuple[str, ...]:
                 if what == "the seed"
                 else "the script uses its own, so hwsweep cannot lock it across hardware"
             )
-            out.append(f"trainer.args maps no flag to {' or '.join(values)}: {what} is not passed; {consequence}")
+            out.append(f"trainer.args maps no flag to {' or '.join(values)}: {what} is not passed; {consequence} "
+                       "(a script on hwsweep.runtime reads the plan itself: nothing to do)")
     return tuple(out)
 
 

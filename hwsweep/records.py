@@ -66,6 +66,9 @@ class RunRecord(Typed):
     flops_per_step: float | None = None
     tflops_per_device: float | None = None
     mfu: float | None = None
+    # The trainer seeded every rank from the run's seed itself (hwsweep.runtime does, whatever flags the
+    # script takes); None: judged from the trainer's flags (a command without a seed flag repeats one run).
+    seeded: bool | None = None
 
     def curve(self, name: str) -> Curve:
         return Curve.from_dict(self.curves[name], f"curves.{name}")
@@ -119,7 +122,8 @@ def run_row(train: RunRecord, evaluation: EvalRecord | None, metric_names: list[
     order = train.data_order
     row["data_order"] = f"{order['sampler']}/size{order.get('dataset_size')}/workers{order.get('num_workers')}"
     row["trainer"] = train.trainer
-    row["seeded"] = Trainer.from_dict(train.spec["trainer"]).seeded  # False: every seed repeats one run
+    flags = Trainer.from_dict(train.spec["trainer"]).seeded
+    row["seeded"] = flags if train.seeded is None else train.seeded  # False: every seed repeats one run
     row |= {k: prov.get(k) for k in ("torch", "cuda", "nccl", "git_commit", "host")}
     row["script_sha256"] = (prov.get("script") or {}).get("sha256")
     row["devices"] = ";".join(sorted(set(prov.get("devices", []))))

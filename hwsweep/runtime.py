@@ -396,6 +396,7 @@ class Run:
             checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds, flops_per_step=self.flops_per_step,
             samples_per_second_per_device=steady["samples_per_second_per_device"],
             tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=list(self.history["checks"]),
+            seeded=True,  # init() seeded every rank from the run's seed
         )  # fmt: skip
 
 

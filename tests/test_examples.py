@@ -78,6 +78,9 @@ def test_runtime_api_script_sweeps_with_its_own_record(tmp_path):
     runs = check_sweep(folder, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
     assert (runs.val_acc > 0.5).all()  # it learned: chance is 0.25
     assert (runs.data_order == "global-order/size4096/workers0").all()  # the runtime wrote the record
+    # no seed flag, yet seeded by the runtime: the same seed on two hardware is a pair
+    assert runs.seeded.all()
+    assert set(pd.read_csv(folder / "results/equivalence.csv").test) == {"paired TOST"}
     # strict mode: one and two processes trained the same bits, seed by seed
     for seed in (0, 1):
         one, two = (json.loads((folder / f"results/mlp/default/{hw}/seed{seed}/train.json").read_text())
