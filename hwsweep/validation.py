@@ -41,7 +41,7 @@ def _is(value, hint) -> bool:
             return True
         if base is int and isinstance(value, int) and not isinstance(value, bool):
             return True
-        if base in (str, list, dict) and isinstance(value, base):
+        if base in (bool, str, list, dict) and isinstance(value, base):
             return True
     return False
 

@@ -25,7 +25,7 @@ def run(tmp_path, monkeypatch, small_config):
         curves={"loss": {"steps": [1, 2, 3, 4, 5, 6], "values": [2.8, 2.1, 1.4, 0.9, 0.6, 0.5]}},
         train_seconds=1.0, startup_seconds=0.5, wall_seconds=2.0, samples_per_second=100.0,
         data_order={"sampler": "global-order"}, segments=[{"start_step": 0}], restarts=0, resumed_from_step=None,
-        provenance={},
+        provenance={}, seeded=True,
     )  # fmt: skip
     evaluation = EvalRecord(suite="tiny", variant="default", hardware="cpu1", seed=0, evaluator="builtin",
                             metrics={"token_accuracy": 0.9, "exact_accuracy": 0.5}, eval_seconds=0.1)  # fmt: skip
@@ -60,6 +60,7 @@ DAMAGE = [
     ("train.json", lambda d: d["metrics"].update(final_loss=float("inf")), "metric final_loss is inf"),
     ("train.json", lambda d: d.update(status="running"), "status 'running', not complete"),
     ("train.json", lambda d: d.pop("curves"), "curves: missing"),
+    ("train.json", lambda d: d.update(seeded="yes"), "seeded is 'yes', not"),
 ]  # fmt: skip
 
 
