@@ -47,6 +47,8 @@ class Stage:
         self.observations: list[dict] = []
         self.first_step_seconds = None
         self.signalled = None
+        self.stopped = None  # the guard's verdict that stopped the command early
+        self._metrics_offset = 0  # how far the metrics file has been read while the command runs
 
     def _forward(self, signum, frame) -> None:
         self.signalled = signum
@@ -61,8 +63,32 @@ class Stage:
             except ProcessLookupError:
                 pass
 
-    def run(self, forward_as: int, on_line=None, skip_launcher: bool = False) -> tuple[int, float]:
-        """Start, stream, wait. Returns (exit code, seconds)."""
+    def _fresh_file_observations(self) -> list[dict]:
+        """Observations in the lines the script appended to its metrics file since the last call."""
+        path = Path(self.spec.run_dir, self.invocation.metrics_file)
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._metrics_offset)
+                chunk = f.read()
+        except OSError:
+            return []
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written is read next time
+        self._metrics_offset += len(complete)
+        lines = complete.decode(errors="replace").splitlines()
+        return [o for line in lines for o in parse_jsonl_line(line, self.metrics)]
+
+    def _stop(self, verdict: str) -> None:
+        """The watcher's verdict: stop the whole command now (its process group), not at its end."""
+        self.stopped = verdict
+        try:
+            os.killpg(self.child.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    def run(self, forward_as: int, on_line=None, skip_launcher: bool = False, watch=None) -> tuple[int, float]:
+        """Start, stream, wait. Returns (exit code, seconds). `watch(observations)` sees the metrics as
+        they come (parsed from the output, or read from the metrics file at each output line) and
+        returns a verdict line that stops the command, or None."""
         self.child, self.forward_as, self.skip_launcher = None, forward_as, skip_launcher
         handlers = {s: signal.signal(s, self._forward) for s in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)}
         t0 = time.perf_counter()
@@ -78,11 +104,17 @@ class Stage:
                 self.tail.append(line.rstrip("\n"))
                 if on_line:
                     on_line(line)
+                found = []
                 if self.parser:
                     found = self.parser.feed(line)
                     self.observations += found
                     if self.first_step_seconds is None and any(o["step"] is not None for o in found):
                         self.first_step_seconds = time.perf_counter() - t0
+                elif watch:
+                    found = self._fresh_file_observations()
+                verdict = watch(found) if watch and found and self.stopped is None else None
+                if verdict:
+                    self._stop(verdict)
             code = self.child.wait()
         finally:
             for s, h in handlers.items():
@@ -183,6 +215,22 @@ def loss_metric(metrics) -> str | None:
     return named[0].name if named else None
 
 
+def live_guard(spec: RunSpec, history: list[dict]):
+    """A watcher for Stage.run that stops a diverging command as soon as the guard says so (guard.action
+    fail; under flag the run goes on and is judged at its end). Earlier attempts' losses are fed first."""
+    name = loss_metric(spec.metrics)
+    if spec.guard.action != "fail" or name is None:
+        return None
+    watcher = guard.Guard(spec.guard)
+
+    def watch(observations: list[dict]) -> str | None:
+        verdicts = [watcher.feed(o["step"], o["value"]) for o in observations if o["metric"] == name and o["step"]]
+        return next((v for v in verdicts if v), None)
+
+    watch(history)
+    return watch
+
+
 def divergence(spec: RunSpec, curves: dict) -> str | None:
     """The guard's verdict on the parsed loss series (earlier attempts included), or None."""
     name = loss_metric(spec.metrics)
@@ -218,11 +266,14 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     contention = host.contention()
     resume = [a.replace("{run_dir}", str(run_dir.resolve())) for a in trainer.resume_args] if resuming else []
     stage = Stage(spec, trainer.invocation, spec.metrics_of("train"), argv + resume, _env(spec, spec_path, threads))
-    code, seconds = stage.run(getattr(signal, f"SIG{trainer.signal}"), on_line, trainer.launch == "torchrun")
+    code, seconds = stage.run(getattr(signal, f"SIG{trainer.signal}"), on_line, trainer.launch == "torchrun",
+                              live_guard(spec, history))  # fmt: skip
     contention["other_runs"] = max(contention["other_runs"], host.other_runs())
     for o in stage.observations:  # the parsed output is kept, so a resumed run keeps its earlier steps
         io.append_line(history_path, json.dumps(o))
     try:
+        if stage.stopped:
+            raise RunFailed(f"{stage.stopped} (stopped early; guard.action: fail; flag keeps such runs)")
         finals, curves = stage.results(code, history)
         verdict = divergence(spec, curves)
         if verdict and spec.guard.action == "fail":

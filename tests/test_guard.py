@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,34 @@ def test_the_guard_watches_the_loss_metric():
     assert runner.loss_metric([metric("acc", goal="max"), metric("val_loss")]) == "val_loss"
     assert runner.loss_metric([metric("train_loss"), metric("x", key="loss")]) == "x"
     assert runner.loss_metric([metric("acc", goal="max"), metric("val_loss", stage="eval")]) is None
+
+
+LONG_DIVERGING = """
+    import json, pathlib, sys, time
+    args = dict(a.lstrip("-").split("=", 1) for a in sys.argv[1:])
+    losses = json.loads(open("losses.json").read())
+    losses += [losses[-1]] * 2000  # still blown up: a run that would go on for minutes
+    out = pathlib.Path(args["out"]); out.mkdir(parents=True, exist_ok=True)
+    for step, loss in enumerate(losses, 1):
+        line = {"step": step, "val_loss": loss, "acc": 0.5}
+        with open(out / "m.jsonl", "a") as f:
+            f.write(json.dumps(line) + "\\n")
+        print(f"step {step}: val_loss {loss} acc 0.5", flush=True)
+        time.sleep(0.01)
+"""
+
+
+@pytest.mark.parametrize("source", ["output", "metrics_file"])
+def test_a_diverging_command_is_stopped_when_the_guard_fires_not_at_its_end(tmp_path, capsys, source):
+    from test_command import COMMAND, run_stage
+
+    (tmp_path / "losses.json").write_text(json.dumps(SERIES["lr10_fp32"]["values"][:20]))
+    trainer = COMMAND["trainer"] | ({"metrics_file": "m.jsonl"} if source == "metrics_file" else {})
+    code, path = run_stage(tmp_path, LONG_DIVERGING, guard={"action": "fail"}, trainer=trainer,
+                           recipe={"global_batch": 32, "micro_batch": 8, "schedule": {"steps": 2020, "warmup_steps": 2}})  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 1 and not path.exists()
+    assert f"at step {BLOWN_UP_AT}," in err and "stopped early" in err, err
+    # Stopped within a few lines of the verdict, long before the script's 2,020 steps (its output is the log's).
+    last = max(int(n) for n in re.findall(r"^step (\d+):", out, re.M))
+    assert BLOWN_UP_AT <= last < BLOWN_UP_AT + 50
