@@ -53,7 +53,7 @@ class RunRecord(Typed):
     wall_seconds: float
     samples_per_second: float
     data_order: dict  # sampler, dataset size, num_workers
-    segments: list  # one entry per start: {start_step, startup_seconds}
+    segments: list  # one entry per start: {start_step, startup_seconds, startup_parts (hwsweep.startup)}
     restarts: int
     resumed_from_step: int | None
     provenance: dict
@@ -69,6 +69,8 @@ class RunRecord(Typed):
     # The trainer seeded every rank from the run's seed itself (hwsweep.runtime does, whatever flags the
     # script takes); None: judged from the trainer's flags (a command without a seed flag repeats one run).
     seeded: bool | None = None
+    # startup_seconds in parts (hwsweep.startup.PARTS), summed over segments; None: not broken down (a command).
+    startup_parts: dict | None = None
 
     def curve(self, name: str) -> Curve:
         return Curve.from_dict(self.curves[name], f"curves.{name}")
