@@ -122,7 +122,8 @@ def seed_summary(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
     )
     for column in STARTUP_COLUMNS + SPEED_COLUMNS:  # absent from a runs.csv written before them
         if column in runs:
-            out[column] = pd.to_numeric(runs[column], errors="coerce").groupby([runs[c] for c in CELL], sort=False).mean()
+            values = pd.to_numeric(runs[column], errors="coerce")
+            out[column] = values.groupby([runs[c] for c in CELL], sort=False).mean()
     out["ci_method"] = CI_METHOD
     if "seeded" in runs:  # a script without a seed flag: the seed spread is run-to-run noise only
         out["seeded"] = grouped["seeded"].all()

@@ -49,7 +49,8 @@ def test_runs_csv_rows_carry_mfu_throughput_startup_parts_and_the_contention_ver
 
 
 def test_speedup_table_carries_mfu_per_hardware_and_names_contended_cells():
-    sp = stats.speedup(_runs({("cpu2", 1): "1 other hwsweep run(s) on the node"}), "cpu1", SETTINGS).set_index("hardware")
+    runs = _runs({("cpu2", 1): "1 other hwsweep run(s) on the node"})
+    sp = stats.speedup(runs, "cpu1", SETTINGS).set_index("hardware")
     assert sp.loc["cpu1", "mfu"] == pytest.approx(0.21) and sp.loc["cpu2", "mfu"] == pytest.approx(0.16)
     assert sp.loc["cpu2", "tflops_per_device"] == pytest.approx(0.015)
     assert sp.loc["cpu2", "contention"] == "cpu2: 1 of 3 runs (1 other hwsweep run(s) on the node)"
@@ -103,6 +104,6 @@ def test_time_breakdown_stacks_the_startup_parts_and_shows_a_command_s_startup_w
     assert total[cpu2] == pytest.approx(2.0 + summary.train_seconds[cpu2].iloc[0] + 0.1)
     plots.time_breakdown(summary, "cpu1", tmp_path / "time.png")
     assert (tmp_path / "time.png").stat().st_size > 1000
-    plain = {name for name, _, _ in plots.time_layers(stats.seed_summary(_runs(), SETTINGS).drop(columns=STARTUP_COLUMNS,
-                                                                                                  errors="ignore"))}
+    before = stats.seed_summary(_runs(), SETTINGS).drop(columns=STARTUP_COLUMNS, errors="ignore")
+    plain = {name for name, _, _ in plots.time_layers(before)}
     assert plain == {"startup", "train", "eval"}  # tables written before the parts: one startup bar
