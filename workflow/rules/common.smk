@@ -153,6 +153,17 @@ def train_timing_slot(wildcards):
     return 1 if MATRIX.timing == "exclusive" else 0
 
 
+def train_slurm_extra(wildcards):
+    """sbatch options of a train job. SIGTERM 180 s before the time limit, to every process of the job:
+    torchrun forwards it, the trainer checkpoints and exits 75, the retry resumes (TERM, not USR2: torchrun's
+    agent would die on USR2). With timing: exclusive, whole nodes: no other job shares a timed run's cores,
+    memory bandwidth or GPUs. A profile's set-resources slurm_extra for train replaces both.
+    """
+    return "--signal=TERM@180" + (
+        " --exclusive" if MATRIX.timing == "exclusive" else ""
+    )
+
+
 def train_partition(wildcards):
     return hardware_of(wildcards).partition or ""
 
