@@ -92,8 +92,9 @@ def contention() -> dict:
 
 def pin_cores(accelerator: str, local_rank: int, local_world_size: int, threads: int) -> dict:
     """Pin this CPU process to its own cores when every process of the node can get `threads` of the
-    allowed CPUs without sharing: rank r takes the r-th block of the allowed CPUs in order, so ranks never
-    compete for a core. Otherwise leave the affinity as it is and say why. Returns what the record keeps."""
+    allowed CPUs without sharing (its compute threads and its data-loader workers, which inherit the
+    affinity): rank r takes the r-th block of the allowed CPUs in order, so ranks never compete for a
+    core. Otherwise leave the affinity as it is and say why. Returns what the record keeps."""
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     out = {"pinned": False, "cpus": allowed, "reason": ""}
     if accelerator != "cpu":
@@ -103,7 +104,7 @@ def pin_cores(accelerator: str, local_rank: int, local_world_size: int, threads:
     needed = local_world_size * threads
     if len(allowed) < needed:
         return out | {"reason": f"{len(allowed)} CPU(s) allowed < {local_world_size} process(es) x {threads} "
-                                f"thread(s): cores would be shared"}  # fmt: skip
+                                f"CPU(s) each: cores would be shared"}  # fmt: skip
     mine = allowed[local_rank * threads : (local_rank + 1) * threads]
     os.sched_setaffinity(0, mine)
     return {"pinned": True, "cpus": mine, "reason": f"{needed} of {len(allowed)} allowed CPU(s), {threads} per process"}

@@ -88,7 +88,9 @@ class Run:
         self.threads = 1 if self.strict else per_process
         # Read before pinning: cpus_allowed is what the run was given, not one rank's share.
         self._contention = host.contention() if self.master else None
-        self.affinity = host.pin_cores(self.plan.accelerator, self.local_rank, local_world_size, self.threads)
+        # Each rank's cores hold its threads and its data-loader workers (they inherit its affinity).
+        cpus = self.threads + self.recipe.num_workers
+        self.affinity = host.pin_cores(self.plan.accelerator, self.local_rank, local_world_size, cpus)
         torch.set_num_threads(self.threads)
 
         repro.prepare_environment(self.recipe.reproducibility)

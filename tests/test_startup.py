@@ -60,7 +60,7 @@ def test_ranks_are_not_pinned_when_they_would_share_a_core(tmp_path, small_confi
     record = _train(tmp_path, small_config, ["taskset", "-c", str(cpu)])
     affinity = record["provenance"]["contention"]["affinity"]
     assert not affinity["pinned"]
-    assert "1 CPU(s) allowed < 2 process(es)" in affinity["reason"]
+    assert "1 CPU(s) allowed < 2 process(es) x 1 CPU(s) each" in affinity["reason"]
     assert affinity["cpus_per_rank"] == [[cpu], [cpu]]
 
 
