@@ -49,10 +49,10 @@ def _print_plan(raw: dict, fmt: str, config_dir: Path, executor: str | None = pl
         from hwsweep.estimate import measured_cells, run_specs
 
         sys.stdout.write(format_table(plan_rows(matrix), sep=sep))
-        measured = measured_cells(run_specs(matrix))  # results/ under the current directory, as for --estimate
-        if measured:  # after a TSV table, on stderr: the table stays machine-readable
-            out = sys.stderr if sep else sys.stdout
-            print("\nmeasured by earlier runs of the same plan in results/:", *measured, sep="\n", file=out)
+        # results/ under the current directory, as for --estimate; a TSV table stays machine-readable
+        measured = [] if sep else measured_cells(run_specs(matrix))
+        if measured:
+            print("\nmeasured by earlier runs of the same plan in results/:", *measured, sep="\n")
     for warning in matrix.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -87,3 +87,14 @@ def test_the_slurm_profile_asks_for_exclusive_nodes_for_timed_runs(tmp_path, tim
     args = (tmp_path / "sbatch.args").read_text().splitlines()
     assert "--signal=TERM@180" in args  # the checkpoint-before-the-limit signal stays
     assert ("--exclusive" in args) == (timing == "exclusive")
+
+
+def test_a_local_snakemake_without_a_timing_slot_is_warned_once(tmp_path):
+    warning = "hwsweep warning: timing: exclusive, but this snakemake offers no timing_slot"
+    bare = snakemake(tmp_path, copy.deepcopy(SMALL), "-n", "--cores", "2")
+    assert bare.returncode == 0 and bare.stderr.count(warning) == 1, bare.stderr[-2000:]
+    for args in (["--resources", "timing_slot=1"], ["--profile", str(REPO / "profiles/local")]):
+        proc = snakemake(tmp_path, copy.deepcopy(SMALL), "-n", *args, "--cores", "2")
+        assert proc.returncode == 0 and warning not in proc.stderr, (args, proc.stderr[-2000:])
+    shared = snakemake(tmp_path, copy.deepcopy(SMALL) | {"timing": "shared"}, "-n", "--cores", "2")
+    assert shared.returncode == 0 and warning not in shared.stderr
