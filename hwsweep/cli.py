@@ -46,7 +46,13 @@ def _print_plan(raw: dict, fmt: str, config_dir: Path, executor: str | None = pl
         rows = estimate_rows(run_specs(matrix), matrix.estimate)
         sys.stdout.write(format_table(rows, sep=sep, columns=RUN_COLUMNS))
     else:
+        from hwsweep.estimate import measured_cells, run_specs
+
         sys.stdout.write(format_table(plan_rows(matrix), sep=sep))
+        # results/ under the current directory, as for --estimate; a TSV table stays machine-readable
+        measured = [] if sep else measured_cells(run_specs(matrix))
+        if measured:
+            print("\nmeasured by earlier runs of the same plan in results/:", *measured, sep="\n")
     for warning in matrix.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -167,6 +167,21 @@ def measurements(pairs) -> dict:
     return out
 
 
+def measured_cells(specs, root: Path = Path(".")) -> list[str]:
+    """One line per cell (suite x variant x hardware) with finished runs of its current plan under `root`: their
+    mean seconds per step and median MFU, as `hwsweep plan` prints them."""
+    cells: dict[tuple, list[Measured]] = {}
+    for run, m in measurements(run_records(specs, root)).items():
+        cells.setdefault((run.suite, run.variant, run.hardware), []).append(m)
+    lines = []
+    for (suite, variant, hardware), found in cells.items():
+        mfus = [m.mfu for m in found if m.mfu is not None]
+        mfu = f"MFU {statistics.median(mfus):.3g}" if mfus else "MFU not known (no FLOP count or peak)"
+        per_step = statistics.fmean(m.seconds_per_step for m in found)
+        lines.append(f"{suite}/{variant}/{hardware}: {per_step:.4g} s/step, {mfu} ({len(found)} run(s))")
+    return lines
+
+
 def estimate_run(spec, settings: dict, measured: dict, exclude=None) -> dict:
     """One run's estimate from the runs measured so far (leaving out `exclude`, for estimated vs actual)."""
     kind = _kind(spec)

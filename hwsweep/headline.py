@@ -10,6 +10,7 @@ import numbers
 
 import pandas as pd
 
+from hwsweep.host import LOAD_FACTOR
 from hwsweep.stats import SEEDS_CAP, amount
 
 SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
@@ -117,6 +118,26 @@ def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: 
     return "; ".join(clauses) + "."
 
 
+CONTENTION_ADVICE = ("⚠ marks timings measured under contention (other hwsweep runs on the node, or a 1-minute "
+                     f"load above {LOAD_FACTOR:g} × the CPUs the run may use: hwsweep.host.contended): such a "
+                     "speedup measures the competing work as much as the hardware. Rerun those runs with "
+                     "`timing: exclusive` (the default; the local profile's one timing_slot, exclusive nodes under "
+                     "SLURM) and nothing else running on the machine; see README, Timings.")
+
+
+def flagged(contention) -> bool:
+    """A speedup table's `contention` cell names runs measured under contention (empty, NaN or None: none)."""
+    return isinstance(contention, str) and contention.strip() != ""
+
+
+def utilisation(row) -> str:
+    """'MFU 0.031 (0.0049 TFLOP/s per device)'; '' where it is not known."""
+    mfu, tflops = row.get("mfu"), row.get("tflops_per_device")
+    if not finite(mfu):
+        return ""
+    return f"MFU {mfu:.2g}" + (f" ({tflops:.2g} TFLOP/s per device)" if finite(tflops) else "")
+
+
 def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     """'cpu2 is 1.57× faster (95% CI 1.21–2.04) at +28% device-hours, $0.04 more per run.'"""
     hw = row["hardware"]
@@ -146,7 +167,15 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
                          f"({money(cost, currency)} against {money(base_cost, currency)})")  # fmt: skip
     else:
         parts.append(f"cost not known (no price_per_hour for {hw if not finite(cost) else baseline})")
-    return f"{hw} is {pace}{ci} {', '.join(parts)}."
+    sentence = f"{hw} is {pace}{ci} {', '.join(parts)}."
+    mine, theirs = utilisation(row), row.get("baseline_utilisation", "")
+    if mine:
+        sentence += f" {mine}" + (f" against {theirs} on {baseline}." if theirs else ".")
+    if flagged(row.get("contention")):
+        sentence += (f" ⚠ **Measured under contention** ({row['contention']}): this speedup measures the competing "
+                     "work as much as the hardware; rerun with `timing: exclusive` and nothing else running "
+                     "(README, Timings).")  # fmt: skip
+    return sentence
 
 
 def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
@@ -162,8 +191,9 @@ def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
         equiv = equivalence[equivalence.variant == variant] if len(equivalence) else equivalence
         sentences = equivalence_sentences(equiv, baseline)
         base_cost = base_rows.get("cost_per_run", pd.Series([math.nan])).iloc[0]
+        base = {"baseline_cost_per_run": base_cost, "baseline_utilisation": utilisation(base_rows.iloc[0].to_dict())}
         for _, row in comp[~comp.baseline.astype(bool)].iterrows():
-            sentences.append(cost_sentence(row.to_dict() | {"baseline_cost_per_run": base_cost}, baseline, confidence))
+            sentences.append(cost_sentence(row.to_dict() | base, baseline, confidence))
         out[variant] = sentences
     return out
 

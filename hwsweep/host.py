@@ -88,3 +88,44 @@ def contention() -> dict:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"other_runs": other_runs(), "load_1m": load, "cpus_allowed": cpus}
+
+
+def pin_cores(accelerator: str, local_rank: int, local_world_size: int, threads: int) -> dict:
+    """Pin this CPU process to its own cores when every process of the node can get `threads` of the
+    allowed CPUs without sharing (its compute threads and its data-loader workers, which inherit the
+    affinity): rank r takes the r-th block of the allowed CPUs in order, so ranks never compete for a
+    core. Otherwise leave the affinity as it is and say why. Returns what the record keeps."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    out = {"pinned": False, "cpus": allowed, "reason": ""}
+    if accelerator != "cpu":
+        return out | {"reason": f"accelerator {accelerator}: only CPU processes are pinned"}
+    if not allowed:
+        return out | {"reason": "this platform cannot set CPU affinity"}
+    needed = local_world_size * threads
+    if len(allowed) < needed:
+        return out | {"reason": f"{len(allowed)} CPU(s) allowed < {local_world_size} process(es) x {threads} "
+                                f"CPU(s) each: cores would be shared"}  # fmt: skip
+    mine = allowed[local_rank * threads : (local_rank + 1) * threads]
+    os.sched_setaffinity(0, mine)
+    return {"pinned": True, "cpus": mine, "reason": f"{needed} of {len(allowed)} allowed CPU(s), {threads} per process"}
+
+
+# A 1-minute load above this multiple of the CPUs a run may use means other work shared its cores. The
+# load counts the run's own processes too (at most one per allowed CPU) and decays over about a minute,
+# hence the margin.
+LOAD_FACTOR = 1.5
+
+
+def contended(contention: dict | None) -> str:
+    """Why a run's timing measured contention as much as its hardware ('' when nothing says so): other
+    hwsweep runs on the node while it ran, or a 1-minute load above LOAD_FACTOR x its allowed CPUs. The one
+    rule runs.csv, the speedup tables and the report's flags use."""
+    if not contention:
+        return ""
+    why = []
+    if contention.get("other_runs"):
+        why.append(f"{contention['other_runs']} other hwsweep run(s) on the node")
+    load, cpus = contention.get("load_1m"), contention.get("cpus_allowed")
+    if load is not None and cpus and load > LOAD_FACTOR * cpus:
+        why.append(f"load {load:.3g} on {cpus} allowed CPU(s)")
+    return "; ".join(why)

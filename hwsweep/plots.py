@@ -15,6 +15,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from hwsweep import io  # noqa: E402
+from hwsweep.records import STARTUP_COLUMNS  # noqa: E402
+from hwsweep.startup import PARTS  # noqa: E402
 from hwsweep.stats import curve_band, curve_difference  # noqa: E402
 from hwsweep.tables import hardware_order  # noqa: E402
 
@@ -223,22 +225,43 @@ def _money(value: float, currency: str) -> str:
     return money(value, currency or "USD")
 
 
+# The startup parts (hwsweep.startup.PARTS) in shades of one colour, so they read as one startup.
+STARTUP_SHADES = ("#4d4d4d", "#7a7a7a", "#a6a6a6", "#c7c7c7", "#e0e0e0")
+
+
+def time_layers(summary: pd.DataFrame) -> list[tuple[str, np.ndarray, str]]:
+    """(label, seconds per row of `summary`, colour) of each stacked layer of the time breakdown: the startup
+    parts where every part is known, else the whole startup, then training and evaluation."""
+    columns = [c for c in STARTUP_COLUMNS if c in summary]
+    parts = summary[columns].apply(pd.to_numeric, errors="coerce")
+    split = (parts.notna().all(axis=1) & bool(columns)).to_numpy()
+    layers = [(f"startup: {part}", np.where(split, parts[c].to_numpy(float), 0.0), shade)
+              for part, c, shade in zip(PARTS, columns, STARTUP_SHADES)]  # fmt: skip
+    whole = np.where(split, 0.0, summary.startup_seconds.to_numpy(float))
+    if whole.any() or not split.any():
+        layers.append(("startup" if not split.any() else "startup (not broken down)", whole, "0.6"))
+    return layers + [("train", summary.train_seconds.to_numpy(float), "C0"),
+                     ("eval", summary.eval_seconds.to_numpy(float), "C2")]  # fmt: skip
+
+
 def time_breakdown(summary: pd.DataFrame, baseline: str, path) -> None:
-    """Mean seconds per run spent starting up, training and evaluating, per variant and
-    hardware, with the seconds written on the bars."""
+    """Mean seconds per run spent starting up (in its parts where the trainer measured them: imports,
+    process group, data, model, first step), training and evaluating, per variant and hardware, with the
+    seconds written on the bars. A cell whose startup is not broken down (a user's command) shows it whole."""
     order = hardware_order(summary, baseline)
     summary = summary.assign(rank=summary.hardware.map({h: i for i, h in enumerate(order)}))
     summary = summary.sort_values(["variant", "rank"])
     several = summary.variant.nunique() > 1
     labels = [f"{r.variant}\n{r.hardware}" if several else r.hardware for r in summary.itertuples()]
+    layers = time_layers(summary)
     fig, ax = plt.subplots(figsize=(min(MAX_WIDTH, max(5.0, 1.3 * len(labels) + 2.5)), 4.0), layout="constrained")
     bottom = np.zeros(len(summary))
-    for part, colour in (("startup_seconds", "0.6"), ("train_seconds", "C0"), ("eval_seconds", "C2")):
-        values = summary[part].to_numpy(float)
-        bars = ax.bar(labels, values, bottom=bottom, color=colour, label=part.replace("_seconds", ""))
+    for name, values, colour in layers:
+        values = np.nan_to_num(np.asarray(values, float))
+        bars = ax.bar(labels, values, bottom=bottom, color=colour, label=name)
         ax.bar_label(bars, [f"{v:.2g}" if v >= 0.05 * bottom.max(initial=0) + 1e-9 and v > 0 else "" for v in values],
                      label_type="center", fontsize=9,
-                     color="white" if part == "train_seconds" else "black")  # fmt: skip
+                     color="white" if colour in ("C0", STARTUP_SHADES[0]) else "black")  # fmt: skip
         bottom += values
     ax.bar_label(bars, [f"{t:.3g} s" for t in bottom], padding=2, fontsize=9)
     ax.set_ylim(0, bottom.max() * 1.15 if len(bottom) else 1)

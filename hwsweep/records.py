@@ -8,9 +8,10 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from hwsweep import io
+from hwsweep import host, io
 from hwsweep.command import Trainer
 from hwsweep.metrics import problems
+from hwsweep.startup import PARTS
 from hwsweep.typed import SpecError, Typed
 
 KEYS = ["suite", "variant", "hardware", "seed"]
@@ -20,6 +21,8 @@ PLAN_COLUMNS = [
     "lr", "comparable",
 ]  # fmt: skip
 TIMING_COLUMNS = ["train_seconds", "startup_seconds", "wall_seconds", "samples_per_second"]
+STARTUP_COLUMNS = [f"startup_{part}_seconds" for part in PARTS]  # startup_seconds in parts (hwsweep.startup)
+SPEED_COLUMNS = ["samples_per_second_per_device", "flops_per_step", "tflops_per_device", "mfu"]
 
 
 class RecordError(ValueError):
@@ -53,7 +56,7 @@ class RunRecord(Typed):
     wall_seconds: float
     samples_per_second: float
     data_order: dict  # sampler, dataset size, num_workers
-    segments: list  # one entry per start: {start_step, startup_seconds}
+    segments: list  # one entry per start: {start_step, startup_seconds, startup_parts (hwsweep.startup)}
     restarts: int
     resumed_from_step: int | None
     provenance: dict
@@ -69,6 +72,8 @@ class RunRecord(Typed):
     # The trainer seeded every rank from the run's seed itself (hwsweep.runtime does, whatever flags the
     # script takes); None: judged from the trainer's flags (a command without a seed flag repeats one run).
     seeded: bool | None = None
+    # startup_seconds in parts (hwsweep.startup.PARTS), summed over segments; None: not broken down (a command).
+    startup_parts: dict | None = None
 
     def curve(self, name: str) -> Curve:
         return Curve.from_dict(self.curves[name], f"curves.{name}")
@@ -117,6 +122,10 @@ def run_row(train: RunRecord, evaluation: EvalRecord | None, metric_names: list[
     values = train.metrics | (evaluation.metrics if evaluation else {})
     row |= {name: math.nan if values.get(name) is None else values[name] for name in metric_names}
     row |= {k: getattr(train, k) for k in TIMING_COLUMNS}
+    parts = train.startup_parts or {}  # a command's startup is not broken down: empty
+    row |= {column: parts.get(part) for column, part in zip(STARTUP_COLUMNS, PARTS)}
+    # Steady-state throughput and model FLOPs utilisation per device (empty where FLOPs or the peak are unknown).
+    row |= {k: getattr(train, k) for k in SPEED_COLUMNS}
     row["eval_seconds"] = evaluation.eval_seconds if evaluation else 0.0
     row["restarts"] = train.restarts
     order = train.data_order
@@ -128,7 +137,10 @@ def run_row(train: RunRecord, evaluation: EvalRecord | None, metric_names: list[
     row["script_sha256"] = (prov.get("script") or {}).get("sha256")
     row["devices"] = ";".join(sorted(set(prov.get("devices", []))))
     # Other hwsweep runs on the node while this one trained: its timing measures contention too.
-    row["contended_by"] = (prov.get("contention") or {}).get("other_runs")
+    contention = prov.get("contention") or {}
+    row["contended_by"] = contention.get("other_runs")
+    row |= {k: contention.get(k) for k in ("load_1m", "cpus_allowed")}
+    row["contended"] = host.contended(contention)  # why the timing is not clean ('' when nothing says so)
     row["checks"] = "; ".join(train.checks + (evaluation.checks if evaluation else []))
     return row
 

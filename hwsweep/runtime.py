@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, TensorDataset, default_collate, get_worker_info
 from tqdm import tqdm
 
-from hwsweep import data, host, io, repro
+from hwsweep import data, host, io, repro, startup
 from hwsweep import device as devices
 from hwsweep.checkpoint import CheckpointManager, fingerprint
 from hwsweep.estimate import device_peak
@@ -46,23 +46,11 @@ from hwsweep.metrics import observations, summarise
 from hwsweep.records import RunRecord
 from hwsweep.reduce import gather_in_order, make_reduction, ordered_sum
 from hwsweep.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD, RunSpec
+from hwsweep.startup import StartupClock, process_age
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after writing a checkpoint; rerun to resume
 STEADY_STATE_SKIP = 0.1  # leave the first 10% of steps out of throughput (allocator, caches)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)  # SIGUSR1 is NCCL's
-
-
-def _process_age() -> float:
-    """Seconds since this process started (Linux /proc): startup includes the imports."""
-    try:
-        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return time.perf_counter() - _IMPORTED
-
-
-_IMPORTED = time.perf_counter()
 
 
 def init(spec: str | os.PathLike | None = None, node_threads: int | None = None) -> "Run":
@@ -71,11 +59,15 @@ def init(spec: str | os.PathLike | None = None, node_threads: int | None = None)
     path = spec or os.environ.get("HWSWEEP_SPEC")
     if not path:
         sys.exit("hwsweep.runtime: no spec; run under hwsweep (it sets HWSWEEP_SPEC) or pass a spec.json path")
-    return Run(RunSpec.load(path), node_threads)
+    clock = StartupClock()
+    run = Run(RunSpec.load(path), node_threads, clock)
+    clock.mark("process_group")
+    return run
 
 
 class Run:
-    def __init__(self, spec: RunSpec, node_threads: int | None):
+    def __init__(self, spec: RunSpec, node_threads: int | None, clock: StartupClock | None = None):
+        self.clock = clock or StartupClock()  # this process's startup, in parts (hwsweep.startup)
         self.spec, self.recipe, self.plan, self.seed = spec, spec.recipe, spec.plan, spec.seed
         self.rank = int(os.environ.get("RANK", 0))
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -94,6 +86,11 @@ class Run:
             per_process = max(1, node_threads // local_world_size)
         # Thread count changes reduction order inside kernels, so strict mode pins it.
         self.threads = 1 if self.strict else per_process
+        # Read before pinning: cpus_allowed is what the run was given, not one rank's share.
+        self._contention = host.contention() if self.master else None
+        # Each rank's cores hold its threads and its data-loader workers (they inherit its affinity).
+        cpus = self.threads + self.recipe.num_workers
+        self.affinity = host.pin_cores(self.plan.accelerator, self.local_rank, local_world_size, cpus)
         torch.set_num_threads(self.threads)
 
         repro.prepare_environment(self.recipe.reproducibility)
@@ -137,7 +134,9 @@ class Run:
                             "(num_workers: recipe.num_workers, the same on every hardware)")  # fmt: skip
         workers = self.recipe.num_workers
         self._data_order = {"sampler": "global-order", "dataset_size": len(dataset), "num_workers": workers}
-        return Loader(self, dataset, kwargs)
+        loader = Loader(self, dataset, kwargs)
+        self.clock.mark("data")
+        return loader
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         """Move `model` to the device and wrap it for the plan's gradient reduction (DDP, or
@@ -186,7 +185,9 @@ class Run:
         checkpoint_every steps and at the end, and exits EXIT_PREEMPTED after a signal."""
         if self.start is None:
             self.resume()
-        self.history["segments"].append({"start_step": self.start, "startup_seconds": _process_age()})
+        self.clock.mark("model")
+        segment = {"start_step": self.start, "startup_seconds": process_age(), "startup_parts": self.clock.parts()}
+        self.history["segments"].append(segment)
         if self.master:
             print(self._banner(), flush=True)
         self._bar = tqdm(total=self.plan.steps, initial=self.start, disable=not self.master,
@@ -195,6 +196,11 @@ class Run:
             self.step = step + 1
             t0 = time.perf_counter()
             yield step
+            if step == self.start:  # the first step is startup (lazy initialisation), not training
+                self._device.synchronize()
+                self.clock.mark("first_step")
+                segment |= {"startup_seconds": process_age(), "startup_parts": self.clock.parts()}
+                t0 = None
             self._end_step(self.step, t0)
         self._bar.close()
 
@@ -236,11 +242,12 @@ class Run:
             self._logged.setdefault(self.step, {}).update(values)
 
     # -- between steps ---------------------------------------------------------------------
-    def _end_step(self, done: int, t0: float) -> None:
+    def _end_step(self, done: int, t0: float | None) -> None:
         logged = done % self.recipe.log_every == 0
         flush = logged or done % self.recipe.checkpoint_every == 0 or done == self.plan.steps
         stop = self._flush(done) if flush else False
-        self.history["step_seconds"].append(time.perf_counter() - t0)  # the device is waited for at flushes only
+        if t0 is not None:  # None: the segment's first step, counted in its startup
+            self.history["step_seconds"].append(time.perf_counter() - t0)  # the device is waited for at flushes only
         self._bar.update(1)
         if self.master and logged:
             recent = self._throughput(self.history["step_seconds"][-self.recipe.log_every :])
@@ -347,12 +354,13 @@ class Run:
         final = {k: _number(v) for k, v in (self._final | metrics).items()}
         if self.master and final:  # a line without a step: the run's value, not a point of a curve
             io.append_line(self.spec.path(METRICS_FILE), json.dumps(final))
-        names = [None] * self.world_size
-        dist.all_gather_object(names, f"{host.node_name()}:{self._device.name}")
+        gathered = [None] * self.world_size
+        dist.all_gather_object(gathered, (f"{host.node_name()}:{self._device.name}", self.affinity["cpus"]))
+        names = [name for name, _ in gathered]
         problem = [None]
         if self.master:
             try:
-                record = self._record(final, names)
+                record = self._record(final, names, [cpus for _, cpus in gathered])
             except RuntimeError as e:  # said once, by rank 0; every rank fails with it below
                 problem = [str(e)]
             else:
@@ -364,7 +372,15 @@ class Run:
         if problem[0]:
             raise SystemExit(f"hwsweep: {problem[0]}")
 
-    def _record(self, final: dict, device_names: list[str]) -> RunRecord:
+    def _contention_seen(self, cpus_per_rank: list) -> dict:
+        """What else ran on the node, at the start and now (the larger of each), and the CPUs of each rank."""
+        now = host.contention()
+        seen = self._contention | {k: max(v for v in (self._contention[k], now[k]) if v is not None)
+                                   for k in ("other_runs", "load_1m") if now[k] is not None}  # fmt: skip
+        pinned = {k: self.affinity[k] for k in ("pinned", "reason")}
+        return seen | {"affinity": pinned | {"cpus_per_rank": cpus_per_rank}}
+
+    def _record(self, final: dict, device_names: list[str], cpus_per_rank: list) -> RunRecord:
         declared = self.spec.metrics_of("train")
         lines = self.history["lines"]
         found = [o for line in lines + [final] for o in observations(line, declared)]
@@ -389,10 +405,12 @@ class Run:
             status="complete", suite=s.suite, variant=s.variant, hardware=s.hardware_name, seed=s.seed,
             trainer=s.trainer.kind, spec=s.to_dict(), plan=self.plan.__dict__ | {"threads_per_process": self.threads},
             metrics=finals, curves=curves, train_seconds=sum(step_seconds),
-            startup_seconds=sum(g["startup_seconds"] for g in segments), wall_seconds=_process_age(),
+            startup_seconds=sum(g["startup_seconds"] for g in segments), wall_seconds=process_age(),
+            startup_parts=startup.total(segments),
             samples_per_second=steady["samples_per_second"],
             data_order=self._data_order, segments=segments, restarts=len(segments) - 1,
-            resumed_from_step=segments[-1]["start_step"] or None, provenance=repro.provenance(device_names),
+            resumed_from_step=segments[-1]["start_step"] or None,
+            provenance=repro.provenance(device_names) | {"contention": self._contention_seen(cpus_per_rank)},
             checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds, flops_per_step=self.flops_per_step,
             samples_per_second_per_device=steady["samples_per_second_per_device"],
             tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=list(self.history["checks"]),

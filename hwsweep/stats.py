@@ -27,6 +27,8 @@ import pandas as pd
 from scipy import optimize
 from scipy import stats as sps
 
+from hwsweep.records import SPEED_COLUMNS, STARTUP_COLUMNS
+
 CELL = ["suite", "variant", "hardware"]
 POWER = 0.8  # the power seeds_needed promises
 SEEDS_CAP = 100  # seeds_needed above this is reported as "more than SEEDS_CAP"
@@ -118,6 +120,10 @@ def seed_summary(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
         startup_seconds=("startup_seconds", "mean"),
         eval_seconds=("eval_seconds", "mean"),
     )
+    for column in STARTUP_COLUMNS + SPEED_COLUMNS:  # absent from a runs.csv written before them
+        if column in runs:
+            values = pd.to_numeric(runs[column], errors="coerce")
+            out[column] = values.groupby([runs[c] for c in CELL], sort=False).mean()
     out["ci_method"] = CI_METHOD
     if "seeded" in runs:  # a script without a seed flag: the seed spread is run-to-run noise only
         out["seeded"] = grouped["seeded"].all()
@@ -385,6 +391,20 @@ def amdahl_speedup(f: float, n: float) -> float:
     return 1 / (f + (1 - f) / n)
 
 
+def contention(frame: pd.DataFrame) -> str:
+    """'cpu2: 2 of 3 runs (1 other hwsweep run(s) on the node)' for one cell's runs measured under contention
+    (runs.csv `contended`, hwsweep.host.contended); '' when none was."""
+    if "contended" not in frame:
+        return ""
+    flagged = frame.contended.fillna("").astype(str)
+    flagged = flagged[flagged != ""]
+    return "" if flagged.empty else f"{frame.hardware.iloc[0]}: {len(flagged)} of {len(frame)} runs ({flagged.iloc[0]})"
+
+
+def _means(frame: pd.DataFrame, columns: list[str]) -> dict:
+    return {c: float(pd.to_numeric(frame[c], errors="coerce").mean()) if c in frame else math.nan for c in columns}
+
+
 def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), prices: dict | None = None,
             currency: str = "USD") -> pd.DataFrame:  # fmt: skip
     """Per cell: speedup over the baseline for the fixed step budget (any device type), device-
@@ -417,7 +437,9 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
             "price_per_device_hour": math.nan if price is None else price, "currency": currency,
             "cost_per_run": cost, "cost_per_cell": cost * len(sub) if price is not None else math.nan,
             "cost_ratio": cost / cost_base if cost_base else math.nan,
-        })  # fmt: skip
+            # Whose timings measured other work too: this hardware's runs and the baseline's.
+            "contention": "; ".join(c for c in (contention(sub), contention(base) if hw != baseline else "") if c),
+        } | _means(sub, [c for c in SPEED_COLUMNS if c != "flops_per_step"]))  # fmt: skip
     out = pd.DataFrame(rows)
     if out.empty:
         return out
@@ -490,7 +512,7 @@ def comparison(summary: pd.DataFrame, equiv: pd.DataFrame, speed: pd.DataFrame, 
     keep = ["speedup", "speedup_ci_low", "speedup_ci_high", "speedup_method", "throughput_ratio", "device_ratio",
             "same_device_type", "efficiency", "scaling_reference", "device_hours", "device_hours_ratio",
             "time_saved_seconds", "price_per_device_hour", "currency", "cost_per_run", "cost_per_cell",
-            "cost_ratio"]  # fmt: skip
+            "cost_ratio", "contention"]  # fmt: skip
     if speed.empty:
         return out
     return out.merge(speed[CELL + keep], on=CELL, how="left")

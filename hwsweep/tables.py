@@ -172,7 +172,8 @@ SHORT_METHODS = {stats.GEOMETRIC: "geometric mean", stats.RATIO_OF_MEANS: "ratio
 def speedup_page(speedup: pd.DataFrame) -> str:
     header = ["variant", "hardware", "devices", "speedup [CI]", "method", "time saved (s)", "device-hours per run",
               "device-hours vs baseline", "price per device-hour", "cost per run", "cost vs baseline",
-              "efficiency (same type)", "Amdahl serial fraction"]  # fmt: skip
+              "efficiency (same type)", "Amdahl serial fraction", "samples/s per device", "TFLOP/s per device",
+              "MFU", "measured under contention"]  # fmt: skip
     rows = []
     for r in speedup.to_dict("records"):
         currency = r.get("currency", "USD")
@@ -192,11 +193,17 @@ def speedup_page(speedup: pd.DataFrame) -> str:
             _td(f"{_num(r.get('cost_ratio'))}×" if finite(r.get("cost_ratio")) else ""),
             _td(_num(r.get("efficiency"))),
             _td(f"{_num(amdahl, 2)} {amdahl_ci}" if finite(amdahl) else ""),
+            _td(_num(r.get("samples_per_second_per_device"))), _td(_num(r.get("tflops_per_device"))),
+            _td(_num(r.get("mfu"), 2)),
+            _td(f"⚠ {r['contention']}" if headline.flagged(r.get("contention")) else "no", "text"),
         ])  # fmt: skip
     note = ("Speedup = baseline training time / this hardware's for the same steps: the geometric mean of the "
             "per-seed ratios with a t interval on the log ratios when seeds are shared, else the ratio of mean times "
             "(Welch interval on the log means). Cost = device-hours × price per device-hour. Efficiency and "
-            "Amdahl's serial fraction only within one device type, against its smallest device count.")
+            "Amdahl's serial fraction only within one device type, against its smallest device count. "
+            "Throughput, TFLOP/s and MFU (model FLOPs utilisation: achieved / the catalog's peak FLOP/s of one "
+            "device, for a CPU process the cores of its threads) per device in the steady state, mean over seeds; "
+            f"empty where the FLOPs or the peak are not known. {headline.CONTENTION_ADVICE}")
     return page("Speedup and cost", note, header, rows)
 
 

@@ -97,9 +97,14 @@ def test_report_in_a_browser(built, tmp_path):
         # The headline is on the landing page and says what comparison.csv and equivalence.csv say.
         items = b.evaluate("Array.from(document.querySelectorAll('#what-the-runs-show li, #what-the-runs-show p'))"
                            ".map(e => e.innerText)")  # fmt: skip
+        speed = pd.read_csv(folder / "results/mlp/speedup.csv").set_index("hardware")
         for r in comparison[~comparison.baseline].itertuples():
             pace = f"{r.speedup:.3g}× faster" if r.speedup >= 1 else f"{1 / r.speedup:.3g}× slower"
             assert any(t.startswith(f"{r.hardware} is {pace}") for t in items), (pace, items)
+            # A speedup measured under contention is flagged exactly where speedup.csv says so.
+            line = next(t for t in items if t.startswith(f"{r.hardware} is {pace}"))
+            contended = isinstance(speed.loc[r.hardware, "contention"], str)
+            assert ("Measured under contention" in line) == contended and ("timing: exclusive" in line) == contended
         for r in equivalence.itertuples():
             word = {"equivalent": "equivalent to", "different": "differs from",
                     "inconclusive": "inconclusive"}[r.verdict]  # fmt: skip
@@ -154,6 +159,9 @@ def test_report_in_a_browser(built, tmp_path):
                             marks = b.frame_evaluate("Array.from(document.querySelectorAll('td.verdict'))"
                                                      ".map(td => td.innerText)")  # fmt: skip
                             assert marks and all(re.match(r"^(✓~?|✗|\?|◆|–) \w", m) for m in marks), marks
+                        if "speedup" in path and path.endswith(".html"):  # the speedup/cost section's MFU column
+                            heads = b.frame_evaluate("Array.from(document.querySelectorAll('th')).map(t => t.innerText)")
+                            assert "MFU" in heads and "measured under contention" in heads, heads
                     b.screenshot(shots / f"{seen:02d}-{re.sub(r'[^a-z0-9]+', '-', path.lower())}.png")
                     seen += 1
                 if len(subcategories) > 1:

@@ -3,10 +3,13 @@ training runs from overlapping; with timing: shared they overlap and each record
 
 import copy
 import json
+import os
+import subprocess
 
 import pytest
+import yaml
 
-from conftest import snakemake
+from conftest import BIN, REPO, SMALL, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -50,3 +53,48 @@ def test_exclusive_timing_runs_one_training_at_a_time(tmp_path, timing):
         assert s1 >= e0 and c0["other_runs"] == c1["other_runs"] == 0
     else:
         assert s1 < e0 and c0["other_runs"] + c1["other_runs"] >= 1
+
+
+def test_the_local_profile_runs_timed_trainings_one_at_a_time_by_default(tmp_path):
+    """No `timing` in the config and no --resources: the local profile's timing_slot=1 alone serialises them."""
+    (tmp_path / "train.py").write_text(SCRIPT)
+    targets = [f"results/t/default/cpu1/seed{s}/train.json" for s in (0, 1)]
+    proc = snakemake(tmp_path, copy.deepcopy(CONFIG), *targets, "--profile", str(REPO / "profiles/local"), "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (s0, e0, c0), (s1, e1, c1) = intervals(tmp_path)
+    assert s1 >= e0 and c0["other_runs"] == c1["other_runs"] == 0
+
+
+@pytest.mark.parametrize("timing", ["exclusive", "shared"])
+def test_the_slurm_profile_asks_for_exclusive_nodes_for_timed_runs(tmp_path, timing):
+    """What sbatch is given for a train job (a stand-in sbatch records it and refuses the job)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > '{tmp_path}/sbatch.args'\nexit 1\n")
+    for name in ("squeue", "sinfo"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+    for script in bin_dir.iterdir():
+        script.chmod(0o755)
+    cfg = copy.deepcopy(SMALL) | {"timing": timing}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    cmd = [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "--configfile", str(path), "--replace-workflow-config", "--profile", str(REPO / "profiles/slurm"),
+           "--retries", "0", "--jobs", "1", "results/tiny/default/cpu1/seed0/train.json"]  # fmt: skip
+    env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode != 0  # the stand-in refused the job: nothing ran
+    args = (tmp_path / "sbatch.args").read_text().splitlines()
+    assert "--signal=TERM@180" in args  # the checkpoint-before-the-limit signal stays
+    assert ("--exclusive" in args) == (timing == "exclusive")
+
+
+def test_a_local_snakemake_without_a_timing_slot_is_warned_once(tmp_path):
+    warning = "hwsweep warning: timing: exclusive, but this snakemake offers no timing_slot"
+    bare = snakemake(tmp_path, copy.deepcopy(SMALL), "-n", "--cores", "2")
+    assert bare.returncode == 0 and bare.stderr.count(warning) == 1, bare.stderr[-2000:]
+    for args in (["--resources", "timing_slot=1"], ["--profile", str(REPO / "profiles/local")]):
+        proc = snakemake(tmp_path, copy.deepcopy(SMALL), "-n", *args, "--cores", "2")
+        assert proc.returncode == 0 and warning not in proc.stderr, (args, proc.stderr[-2000:])
+    shared = snakemake(tmp_path, copy.deepcopy(SMALL) | {"timing": "shared"}, "-n", "--cores", "2")
+    assert shared.returncode == 0 and warning not in shared.stderr

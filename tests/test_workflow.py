@@ -65,6 +65,16 @@ def test_end_to_end_local_run_and_report(tmp_path, small_config):
     assert set(equivalence.hardware) == {"cpu2", "cpu1bf"} and (equivalence.margin > 0).all()
     speedup = pd.read_csv(tmp_path / "results/speedup.csv").set_index("hardware")
     assert speedup.loc["cpu2", "device_ratio"] == 2 and speedup.loc["cpu2", "n_pairs"] == 2
+    # MFU and throughput per device from the records to runs.csv and the speedup table; startup in parts.
+    assert ((runs.mfu > 0) & (runs.mfu < 1) & (runs.tflops_per_device > 0)).all()
+    assert speedup.loc["cpu2", "mfu"] == pytest.approx(runs[runs.hardware == "cpu2"].mfu.mean())
+    parts = runs[[f"startup_{p}_seconds" for p in ("imports", "process_group", "data", "model", "first_step")]]
+    assert (parts.sum(axis=1) - runs.startup_seconds).abs().max() < 0.05
+    page = (tmp_path / "results/tiny/tables/speedup.html").read_text()
+    assert "<th>MFU</th>" in page
+    # Without the local profile's timing slot the runs overlapped: whatever the records say is in the table.
+    flagged = runs[runs.contended.fillna("") != ""].hardware
+    assert all(f"⚠ {hw}: " in page for hw in set(flagged)) and (len(flagged) > 0) == ("⚠ " in page.split("</th>")[-1])
     plan = pd.read_csv(tmp_path / "results/plan.tsv", sep="\t").set_index("hardware")
     assert plan.loc["cpu1bf", "precision"] == "bf16-mixed" and "allowed" in plan.loc["cpu1bf", "warnings"]
 

@@ -87,6 +87,22 @@ def placed(hardware):
         PLACED.add(hardware)
 
 
+def warn_unslotted_timing():
+    """timing: exclusive keeps timed runs apart through the timing_slot resource: a local snakemake that offers
+    none (no local profile, no --resources) runs them side by side. Said once; the records count the overlap.
+    """
+    if EXECUTOR.get("warned_timing") or executor() != placement.LOCAL:
+        return
+    EXECUTOR["warned_timing"] = True
+    if MATRIX.timing == "exclusive" and "timing_slot" not in workflow.global_resources:
+        print(
+            "hwsweep warning: timing: exclusive, but this snakemake offers no timing_slot, so training runs may "
+            "overlap and their speedups be flagged as contended; use --profile profiles/local or --resources "
+            "timing_slot=1",
+            file=sys.stderr,
+        )
+
+
 SETTLED = set()
 
 
@@ -100,6 +116,7 @@ def settled(suite, runs):
         return
     for hardware in dict.fromkeys(r.hardware for r in todo):
         placed(hardware)  # nothing is moved for a run that cannot start here
+    warn_unslotted_timing()
     SETTLED.update(r.run_dir for r in todo)
     specs = [MATRIX.spec(r.suite, r.variant, r.hardware, r.seed) for r in todo]
     evaluated = MATRIX.evaluation.kind != "none"
@@ -151,6 +168,17 @@ def train_per_node_launch(wildcards):
 def train_timing_slot(wildcards):
     """1 with timing: exclusive: the local profile offers one slot, so timed runs never overlap."""
     return 1 if MATRIX.timing == "exclusive" else 0
+
+
+def train_slurm_extra(wildcards):
+    """sbatch options of a train job. SIGTERM 180 s before the time limit, to every process of the job:
+    torchrun forwards it, the trainer checkpoints and exits 75, the retry resumes (TERM, not USR2: torchrun's
+    agent would die on USR2). With timing: exclusive, whole nodes: no other job shares a timed run's cores,
+    memory bandwidth or GPUs. A profile's set-resources slurm_extra for train replaces both.
+    """
+    return "--signal=TERM@180" + (
+        " --exclusive" if MATRIX.timing == "exclusive" else ""
+    )
 
 
 def train_partition(wildcards):

@@ -70,6 +70,7 @@ rule train:
         tasks_per_gpu=0,
         mpi=train_mpi,
         timing_slot=train_timing_slot,
+        slurm_extra=train_slurm_extra,
     params:
         per_node=train_per_node_launch,
         python=PYTHON,

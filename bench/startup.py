@@ -1,0 +1,116 @@
+"""What hwsweep adds to a train process's startup: the bare floor (`import torch` + gloo
+init_process_group under torchrun), and the floor of any DDP training script (the same + a DDP-wrapped
+Linear + one AdamW step: torch's lazy costs, e.g. torch.optim imports torch._dynamo on the first step),
+against the recorded startup of a real run of the built-in trainer (config/config.yaml's recipe, a few
+steps), at world sizes 1 and 2, alternating, in one run. Goal: startup <= the bare floor + 3 s.
+
+    .venv/bin/python bench/startup.py [--repeats 3] [--world-sizes 1 2]
+
+Every figure is rank 0's seconds from its process start (the kernel's clock), as the record's startup.
+"""
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from hwsweep import io  # noqa: E402
+from hwsweep.config import resolve  # noqa: E402
+from hwsweep.spec import TRAIN_RECORD  # noqa: E402
+from hwsweep.startup import PARTS  # noqa: E402
+
+BIN = Path(sys.executable).parent
+AGE = """
+from pathlib import Path
+import os
+def age():
+    ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+    return float(Path("/proc/uptime").read_text().split()[0]) - ticks / os.sysconf("SC_CLK_TCK")
+"""
+BARE = AGE + """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+if {step}:
+    model = torch.nn.Linear(8, 8)
+    net = torch.nn.parallel.DistributedDataParallel(model) if dist.get_world_size() > 1 else model
+    optimizer = torch.optim.AdamW(model.parameters())
+    net(torch.ones(4, 8)).sum().backward()
+    optimizer.step()
+dist.barrier()
+if dist.get_rank() == 0:
+    print("AGE", age())
+dist.destroy_process_group()
+"""
+
+
+def torchrun(n: int, *program: str) -> subprocess.CompletedProcess:
+    cmd = [str(BIN / "torchrun"), "--standalone", "--nnodes", "1", "--nproc_per_node", str(n), *program]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    if proc.returncode:
+        sys.exit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def bare(folder: Path, n: int, step: bool) -> float:
+    script = folder / f"bare_{int(step)}.py"
+    script.write_text(BARE.format(step=step))
+    out = torchrun(n, str(script)).stdout
+    return float(next(line.split()[1] for line in out.splitlines() if line.startswith("AGE")))
+
+
+def hwsweep_run(folder: Path, n: int, steps: int) -> dict:
+    raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    raw = copy.deepcopy(raw) | {"suites": {"bench": {}}, "seeds": [0], "baseline": "cpu1",
+                                "hardware": {f"cpu{n}": {"accelerator": "cpu", "devices_per_node": n}}}  # fmt: skip
+    raw["baseline"] = f"cpu{n}"
+    raw["recipe"]["schedule"] = {"steps": steps, "warmup_steps": 1}
+    spec = resolve(raw, config_dir=REPO / "config").spec("bench", "default", f"cpu{n}", 0).to_dict()
+    run_dir = folder / f"run{n}"
+    if run_dir.exists():
+        subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+    spec["run_dir"] = str(run_dir)
+    io.write_json(folder / "spec.json", spec)
+    torchrun(n, "-m", "hwsweep.train", str(folder / "spec.json"), "--threads", str(n))
+    record = json.loads((run_dir / TRAIN_RECORD).read_text())
+    return record["startup_parts"] | {"startup": record["startup_seconds"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--world-sizes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args()
+    import torch
+
+    print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {len(os.sched_getaffinity(0))} CPU(s) "
+          f"allowed, {args.repeats} repeats (medians)")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for n in args.world_sizes:
+            samples = {"bare": [], "bare_step": [], "runs": []}
+            for _ in range(args.repeats):  # alternating: a slow moment of the machine hits all three
+                samples["bare"].append(bare(folder, n, step=False))
+                samples["bare_step"].append(bare(folder, n, step=True))
+                samples["runs"].append(hwsweep_run(folder, n, args.steps))
+            floor, floor_step = statistics.median(samples["bare"]), statistics.median(samples["bare_step"])
+            med = {k: statistics.median(r[k] for r in samples["runs"]) for k in (*PARTS, "startup")}
+            parts = ", ".join(f"{k} {med[k]:.2f}" for k in PARTS)
+            print(f"world size {n}: bare import torch + init_process_group {floor:.2f} s; + DDP and one AdamW step "
+                  f"{floor_step:.2f} s; hwsweep startup {med['startup']:.2f} s ({parts}); excess over the bare floor "
+                  f"{med['startup'] - floor:+.2f} s (goal <= +3 s), over the bare training step "
+                  f"{med['startup'] - floor_step:+.2f} s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

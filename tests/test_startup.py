@@ -1,0 +1,110 @@
+"""Startup in parts that add up, a train process that imports no analysis libraries, and CPU ranks pinned to
+disjoint cores where the machine allows (real torchrun, gloo)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hwsweep import host, io
+from hwsweep.config import resolve
+from hwsweep.spec import TRAIN_RECORD
+from hwsweep.startup import PARTS, StartupClock, total
+from conftest import BIN
+
+STEPS = 12
+
+
+def _train(tmp_path, small_config, prefix: list[str] = ()) -> dict:
+    """One world-size-2 run of the built-in trainer (1 thread per process), optionally under `prefix` (taskset)."""
+    small_config["recipe"]["schedule"] = {"steps": STEPS, "warmup_steps": 2}
+    small_config["seeds"] = [3]
+    spec = resolve(small_config).spec("tiny", "default", "cpu2", 3).to_dict()
+    spec["run_dir"] = str(tmp_path / "run")
+    path = tmp_path / "spec.json"
+    io.write_json(path, spec)
+    cmd = [*prefix, str(BIN / "torchrun"), "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
+           "-m", "hwsweep.train", str(path), "--threads", "2"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads((tmp_path / "run" / TRAIN_RECORD).read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning two ranks needs 2 allowed CPUs")
+def test_startup_parts_add_up_and_two_cpu_ranks_get_disjoint_cores(tmp_path, small_config):
+    record = _train(tmp_path, small_config)
+    (segment,) = record["segments"]
+    parts = segment["startup_parts"]
+    assert set(parts) == set(PARTS) and all(v >= 0 for v in parts.values())
+    assert parts["imports"] > 0.1 and parts["process_group"] > 0 and parts["first_step"] > 0  # each really measured
+    # The parts come from perf_counter marks, the startup from the kernel's process start (10 ms ticks).
+    assert sum(parts.values()) == pytest.approx(segment["startup_seconds"], abs=0.05)
+    assert record["startup_parts"] == parts and record["startup_seconds"] == segment["startup_seconds"]
+    # The first step is startup: the training time is the other steps'.
+    assert len(record["step_seconds"]) == STEPS - 1
+    assert record["train_seconds"] == pytest.approx(sum(record["step_seconds"]))
+    assert record["startup_seconds"] + record["train_seconds"] <= record["wall_seconds"] + 0.05
+
+    affinity = record["provenance"]["contention"]["affinity"]
+    assert affinity["pinned"], affinity
+    first, second = affinity["cpus_per_rank"]
+    assert len(first) == len(second) == 1 and set(first).isdisjoint(second)
+
+
+@pytest.mark.slow
+def test_ranks_are_not_pinned_when_they_would_share_a_core(tmp_path, small_config):
+    cpu = min(os.sched_getaffinity(0))
+    record = _train(tmp_path, small_config, ["taskset", "-c", str(cpu)])
+    affinity = record["provenance"]["contention"]["affinity"]
+    assert not affinity["pinned"]
+    assert "1 CPU(s) allowed < 2 process(es) x 1 CPU(s) each" in affinity["reason"]
+    assert affinity["cpus_per_rank"] == [[cpu], [cpu]]
+
+
+def test_pin_cores_takes_the_rank_s_block_of_the_allowed_cpus(monkeypatch):
+    chosen = []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {2, 5, 7, 9, 11, 12})
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: chosen.append(list(cpus)))
+    assert host.pin_cores("cpu", 1, 3, 2) == {"pinned": True, "cpus": [7, 9], "reason": chosen and
+                                              "6 of 6 allowed CPU(s), 2 per process"}  # fmt: skip
+    assert chosen == [[7, 9]]
+    assert not host.pin_cores("cpu", 0, 4, 2)["pinned"] and chosen == [[7, 9]]  # 6 < 4 x 2: left alone
+    assert not host.pin_cores("cuda", 0, 1, 1)["pinned"]
+
+
+def test_startup_clock_parts_add_up_and_an_unmarked_part_is_zero():
+    clock = StartupClock()
+    clock.mark("process_group")
+    clock.mark("model")  # no loader: data is 0, its time is the model's
+    clock.mark("model")  # a second mark changes nothing
+    parts = clock.parts()
+    assert parts["data"] == 0 and parts["first_step"] == 0 and parts["imports"] == clock.imports
+    clock.mark("first_step")
+    assert clock.parts()["model"] == parts["model"] and clock.parts()["first_step"] >= 0
+    with pytest.raises(ValueError, match="unknown startup part"):
+        clock.mark("imports")
+    segments = [{"startup_parts": dict.fromkeys(PARTS, 1.0)}, {"startup_parts": dict.fromkeys(PARTS, 0.5)}]
+    assert total(segments) == dict.fromkeys(PARTS, 1.5)
+    assert total(segments + [{"start_step": 3}]) is None  # a segment not broken down: no parts
+
+
+def test_a_train_process_imports_no_analysis_libraries():
+    """pandas, scipy and matplotlib cost a second of startup each; the launch and train path never needs them."""
+    code = ("import sys, hwsweep.launch, hwsweep.tether, hwsweep.train; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'scipy', 'matplotlib'}))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
+    # The check itself sees such an import (it is not vacuous).
+    seen = subprocess.run([sys.executable, "-c", code.replace("import sys,", "import sys, pandas,")],
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    assert "pandas" in seen.stdout
+
+
+def test_contention_rule():
+    assert host.contended(None) == "" and host.contended({"other_runs": 0, "load_1m": 2.0, "cpus_allowed": 2}) == ""
+    assert "1 other hwsweep run" in host.contended({"other_runs": 1, "load_1m": 0.1, "cpus_allowed": 2})
+    assert "load 3.5 on 2" in host.contended({"other_runs": 0, "load_1m": 3.5, "cpus_allowed": 2})
+
