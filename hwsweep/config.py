@@ -439,7 +439,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         estimate=estimate,
         keep_checkpoints=raw.get("keep_checkpoints", True),
         guard=guard,
-        timing=raw.get("timing", "exclusive"),
+        timing=raw.get("timing", "auto"),
         warnings=warnings,
         trainer=trainer,
         evaluation=evaluation,

@@ -49,7 +49,7 @@ class Matrix:
     estimate: dict = field(default_factory=dict)  # the config's estimate section, defaults filled
     keep_checkpoints: bool = True
     guard: GuardConfig = GuardConfig()
-    timing: str = "exclusive"
+    timing: str = "auto"  # auto | exclusive | shared
     warnings: tuple[str, ...] = ()
     trainer: Trainer = Trainer(kind="builtin")
     evaluation: Evaluation = Evaluation(kind="builtin")

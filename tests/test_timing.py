@@ -65,9 +65,10 @@ def test_the_local_profile_runs_timed_trainings_one_at_a_time_by_default(tmp_pat
     assert s1 >= e0 and c0["other_runs"] == c1["other_runs"] == 0
 
 
-@pytest.mark.parametrize("timing", ["exclusive", "shared"])
+@pytest.mark.parametrize("timing", ["exclusive", "shared", "auto"])
 def test_the_slurm_profile_asks_for_exclusive_nodes_for_timed_runs(tmp_path, timing):
-    """What sbatch is given for a train job (a stand-in sbatch records it and refuses the job)."""
+    """What sbatch is given for a train job (a stand-in sbatch records it and refuses the job); auto, the
+    default, does not take whole nodes on a cluster."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > '{tmp_path}/sbatch.args'\nexit 1\n")
@@ -90,7 +91,7 @@ def test_the_slurm_profile_asks_for_exclusive_nodes_for_timed_runs(tmp_path, tim
 
 
 def test_a_local_snakemake_without_a_timing_slot_is_warned_once(tmp_path):
-    warning = "hwsweep warning: timing: exclusive, but this snakemake offers no timing_slot"
+    warning = "hwsweep warning: timing: auto, but this snakemake offers no timing_slot"
     bare = snakemake(tmp_path, copy.deepcopy(SMALL), "-n", "--cores", "2")
     assert bare.returncode == 0 and bare.stderr.count(warning) == 1, bare.stderr[-2000:]
     for args in (["--resources", "timing_slot=1"], ["--profile", str(REPO / "profiles/local")]):

@@ -88,16 +88,17 @@ def placed(hardware):
 
 
 def warn_unslotted_timing():
-    """timing: exclusive keeps timed runs apart through the timing_slot resource: a local snakemake that offers
-    none (no local profile, no --resources) runs them side by side. Said once; the records count the overlap.
+    """timing: exclusive (and auto, locally) keeps timed runs apart through the timing_slot resource: a local
+    snakemake that offers none (no local profile, no --resources) runs them side by side. Said once; the records
+    count the overlap.
     """
     if EXECUTOR.get("warned_timing") or executor() != placement.LOCAL:
         return
     EXECUTOR["warned_timing"] = True
-    if MATRIX.timing == "exclusive" and "timing_slot" not in workflow.global_resources:
+    if MATRIX.timing != "shared" and "timing_slot" not in workflow.global_resources:
         print(
-            "hwsweep warning: timing: exclusive, but this snakemake offers no timing_slot, so training runs may "
-            "overlap and their speedups be flagged as contended; use --profile profiles/local or --resources "
+            f"hwsweep warning: timing: {MATRIX.timing}, but this snakemake offers no timing_slot, so training runs "
+            "may overlap and their speedups be flagged as contended; use --profile profiles/local or --resources "
             "timing_slot=1",
             file=sys.stderr,
         )
@@ -166,8 +167,10 @@ def train_per_node_launch(wildcards):
 
 
 def train_timing_slot(wildcards):
-    """1 with timing: exclusive: the local profile offers one slot, so timed runs never overlap."""
-    return 1 if MATRIX.timing == "exclusive" else 0
+    """1 unless timing: shared: the local profile offers one slot, so timed runs never overlap (a SLURM
+    run has no limit on the slot: there timing: exclusive asks for whole nodes instead).
+    """
+    return 0 if MATRIX.timing == "shared" else 1
 
 
 def train_slurm_extra(wildcards):
