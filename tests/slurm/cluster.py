@@ -158,6 +158,7 @@ def up(timeout: float = 60) -> dict:
 
 
 def controller_up() -> bool:
+    """Whether the slurmctld this module started is running."""
     return _alive(_pid(ROOT / "slurmctld.pid"))
 
 
