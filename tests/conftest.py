@@ -1,5 +1,6 @@
 import copy
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,9 +46,9 @@ def write_config(folder: Path, cfg: dict) -> Path:
     return path
 
 
-def snakemake(workdir: Path, cfg: dict | None, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def snakemake_command(workdir: Path, cfg: dict | None, *args: str) -> tuple[list[str], dict]:
     """The real snakemake CLI on the repo's Snakefile, in `workdir`, with `cfg` as the only config
-    (written to workdir/config.yaml; None: the config.yaml already there)."""
+    (written to workdir/config.yaml; None: the config.yaml already there): the command and its environment."""
     path = workdir / "config.yaml" if cfg is None else write_config(workdir, cfg)
     cmd = [
         str(BIN / "snakemake"),
@@ -57,5 +58,43 @@ def snakemake(workdir: Path, cfg: dict | None, *args: str, timeout: int = 900) -
         "--replace-workflow-config",
         *args,
     ]  # fmt: skip
-    env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return cmd, os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def snakemake(workdir: Path, cfg: dict | None, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """snakemake_command run to its end, its output captured."""
+    cmd, env = snakemake_command(workdir, cfg, *args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def two_suite_config() -> dict:
+    """SMALL at one seed and 10 steps with a second suite (a deeper model): a whole sweep in four short runs."""
+    cfg = copy.deepcopy(SMALL)
+    cfg["seeds"] = [0]
+    cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
+    cfg["suites"]["other"] = {"overrides": {"model": {"depth": 2}}}
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def finished_two_suites(tmp_path_factory) -> tuple[Path, Path]:
+    """two_suite_config's sweep, run once to its end (`all`) for every test that starts from it: the
+    folder it ran in and an untouched copy of it."""
+    top = tmp_path_factory.mktemp("two-suites")
+    folder = top / "sweep"
+    folder.mkdir()
+    proc = snakemake(folder, two_suite_config(), "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    shutil.copytree(folder, top / "pristine", symlinks=True)
+    return folder, top / "pristine"
+
+
+@pytest.fixture
+def two_suites(finished_two_suites) -> tuple[Path, dict]:
+    """The finished two-suite sweep as it was when it finished, for this test to change, and its config.
+    Restored in the folder it ran in, times kept: snakemake's records name that folder (the config's
+    folder is a job parameter), so there nothing in it is out of date."""
+    folder, pristine = finished_two_suites
+    shutil.rmtree(folder)
+    shutil.copytree(pristine, folder, symlinks=True)
+    return folder, two_suite_config()

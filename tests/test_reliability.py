@@ -13,7 +13,7 @@ import yaml
 
 from hwsweep import io
 from hwsweep.config import resolve
-from conftest import BIN, snakemake
+from conftest import BIN, snakemake, snakemake_command
 
 pytestmark = pytest.mark.slow
 
@@ -50,12 +50,7 @@ def test_sigkill_then_snakemake_rerun_is_bitwise_equal_to_an_uninterrupted_run(t
     cut.mkdir()
     target = f"{run}/eval.json"
 
-    from conftest import REPO, write_config
-
-    path = write_config(cut, cfg)
-    cmd = [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(cut), "--configfile",
-           str(path), "--replace-workflow-config", "--cores", "2", target]  # fmt: skip
-    env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    cmd, env = snakemake_command(cut, cfg, "--cores", "2", target)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ckpts = cut / run / "checkpoints"
     deadline = time.monotonic() + 180
@@ -146,21 +141,21 @@ def test_one_failing_cell_does_not_stop_the_sweep(tmp_path, small_config):
     assert proc.returncode == 0 and "status.csv" in report.read_text()
 
 
-def _states(tmp_path, cfg) -> dict:
-    assert snakemake(tmp_path, cfg, "--cores", "1", "-f", "status").returncode == 0
-    return pd.read_csv(tmp_path / "results/partial/status.csv").set_index("hardware").state.to_dict()
+def _states(folder, cfg) -> dict:
+    assert snakemake(folder, cfg, "--cores", "1", "-f", "status").returncode == 0
+    status = pd.read_csv(folder / "results/partial/status.csv")
+    return {(r.suite, r.hardware): r.state for r in status.itertuples()}
 
 
-def test_damaged_spec_and_records_are_settled_by_plain_all(tmp_path, small_config):
-    small_config["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
-    small_config["seeds"] = [0]
-    assert snakemake(tmp_path, small_config, "--cores", "2").returncode == 0
-    run = tmp_path / "results/tiny/default/cpu1/seed0"
+def test_damaged_spec_and_records_are_settled_by_plain_all(two_suites):
+    folder, cfg = two_suites  # suites tiny and other on cpu1 and cpu2, every run finished
+    run = folder / "results/tiny/default/cpu1/seed0"
     record, evaluation, spec = run / "train.json", run / "eval.json", run / "spec.json"
     good = record.read_text()
+    untouched = {("tiny", "cpu2"): "done", ("other", "cpu1"): "done", ("other", "cpu2"): "done"}
 
     spec.write_text("garbage")  # the record is good: nothing is retrained, the spec is rewritten
-    proc = snakemake(tmp_path, small_config, "--cores", "2")
+    proc = snakemake(folder, cfg, "--cores", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "spec.json is damaged; rewritten from the config" in proc.stderr, proc.stderr[-3000:]
     assert "Nothing to be done" in proc.stderr + proc.stdout and record.read_text() == good
@@ -169,23 +164,23 @@ def test_damaged_spec_and_records_are_settled_by_plain_all(tmp_path, small_confi
     data = json.loads(evaluation.read_text())
     data["metrics"] |= {"token_accuracy": 1.7, "exact_accuracy": -3}  # hand-edited
     evaluation.write_text(json.dumps(data))
-    assert _states(tmp_path, small_config) == {"cpu1": "corrupt", "cpu2": "done"}
+    assert _states(folder, cfg) == {("tiny", "cpu1"): "corrupt"} | untouched
     assert evaluation.exists()  # status only reports
-    proc = snakemake(tmp_path, small_config, "--cores", "2")
+    proc = snakemake(folder, cfg, "--cores", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"{run.relative_to(tmp_path)}/eval.json: metric token_accuracy is 1.7" in proc.stderr
+    assert f"{run.relative_to(folder)}/eval.json: metric token_accuracy is 1.7" in proc.stderr
     assert json.loads((run / "eval.json.corrupt").read_text())["metrics"]["token_accuracy"] == 1.7
     assert 0 <= json.loads(evaluation.read_text())["metrics"]["token_accuracy"] <= 1
-    assert _states(tmp_path, small_config) == {"cpu1": "done", "cpu2": "done"}
+    assert _states(folder, cfg) == {("tiny", "cpu1"): "done"} | untouched
 
     record.write_text(good[:100])  # a full disk, an external copy cut short
-    assert _states(tmp_path, small_config) == {"cpu1": "corrupt", "cpu2": "done"}
-    proc = snakemake(tmp_path, small_config, "--cores", "2")
+    assert _states(folder, cfg) == {("tiny", "cpu1"): "corrupt"} | untouched
+    proc = snakemake(folder, cfg, "--cores", "2")
     assert proc.returncode == 0 and "train.json -> train.json.corrupt" in proc.stderr, proc.stderr[-3000:]
     assert json.loads(record.read_text())["status"] == "complete" and (run / "train.json.corrupt").exists()
-    assert _states(tmp_path, small_config) == {"cpu1": "done", "cpu2": "done"}
-    runs = pd.read_csv(tmp_path / "results/runs.csv")
-    assert len(runs) == 2 and runs.token_accuracy.between(0, 1).all()
+    assert _states(folder, cfg) == {("tiny", "cpu1"): "done"} | untouched
+    runs = pd.read_csv(folder / "results/runs.csv")
+    assert len(runs) == 4 and runs.token_accuracy.between(0, 1).all()
 
 
 def test_sigusr2_also_checkpoints_and_exits_with_the_preempted_code(tmp_path, small_config):

@@ -2,6 +2,7 @@
 opened in headless Chromium (Debian's package, installed by the test setup when missing and root)."""
 
 import copy
+import json
 import os
 import re
 import time
@@ -16,7 +17,7 @@ from conftest import REPO, snakemake
 
 # Debian's chromium writes nothing to the console for a clean report; the snakemake template's own
 # libraries log nothing either. Any error is ours.
-SETTLE = 0.4  # seconds for React to render a view after a click
+SETTLE = 0.4  # seconds at most for React to render a menu after a click
 
 
 def failing_sweep_config() -> dict:
@@ -66,11 +67,20 @@ def _chromium() -> str:
 
 
 def _click(b: Browser, text: str) -> None:
-    """Click the report menu's link whose text is `text` (as a reader would)."""
+    """Click the report menu's link whose text is `text` (as a reader would); on once the menu changed."""
+    before = b.evaluate("document.querySelector('#app nav').innerText")
     found = b.evaluate(f"""(() => {{ const a = Array.from(document.querySelectorAll('#app nav a'))
         .find(a => a.innerText.trim() === {text!r}); if (!a) return false; a.click(); return true; }})()""")
     assert found, f"no menu entry {text!r} in: {b.evaluate('document.querySelector(`#app nav`).innerText')}"
-    time.sleep(SETTLE)
+    b.until(f"document.querySelector('#app nav').innerText !== {json.dumps(before)}", timeout=SETTLE)
+
+
+def _until_shown(b: Browser, path: str) -> None:
+    """Wait until the content pane shows the report's item `path` (its image decoded, or its page's iframe)."""
+    b.until(f"""(() => {{ const uri = results[{path!r}].data_uri;
+        const pane = document.querySelector('#app > div').children[2];
+        const img = pane.querySelector('img'); const frame = pane.querySelector('iframe');
+        return (img && img.src === uri && img.naturalWidth > 0) || (frame && frame.src === uri); }})()""")
 
 
 def _shown(b: Browser) -> dict:
@@ -144,7 +154,7 @@ def test_report_in_a_browser(built, tmp_path):
                         continue
                     b.evaluate(f"document.querySelectorAll('#app nav table tbody tr')[{i}]"
                                ".querySelector('a[iconname=eye]').click()")  # fmt: skip
-                    time.sleep(SETTLE)
+                    _until_shown(b, path)
                     shown = _shown(b)
                     if entry["mime_type"].startswith("image/"):
                         assert shown["img"] == entry["data_uri"] and shown["width"] > 100, (path, shown["img"][:60])

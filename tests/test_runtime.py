@@ -63,7 +63,9 @@ def test_strict_runtime_script_is_bitwise_equal_at_world_sizes_1_and_2(tmp_path)
 
 
 def test_sigterm_checkpoints_at_an_agreed_step_and_the_rerun_resumes_bitwise(tmp_path):
-    cmd = example_spec(tmp_path, "cpu2", "cut", steps=1500)
+    # The signal follows the first checkpoint (step 10) within some 20 steps; 600 leave seconds to spare.
+    steps = 600
+    cmd = example_spec(tmp_path, "cpu2", "cut", steps=steps)
     proc = launch(cmd)
     ckpts = tmp_path / "cut" / "checkpoints"
     deadline = time.monotonic() + 120
@@ -74,10 +76,10 @@ def test_sigterm_checkpoints_at_an_agreed_step_and_the_rerun_resumes_bitwise(tmp
     assert f"exiting {EXIT_PREEMPTED}" in out and proc.returncode == EXIT_PREEMPTED, out[-3000:]
     assert not (tmp_path / "cut" / "train.json").exists()
     cut_at = max(int(p.stem[4:]) for p in ckpts.glob("step*.pt"))
-    assert 0 < cut_at < 1500
+    assert 0 < cut_at < steps
 
     cut, wc = finished(tmp_path, cmd, "cut")  # the rerun resumes on its own
-    whole, ww = finished(tmp_path, example_spec(tmp_path, "cpu2", "whole", steps=1500), "whole")
+    whole, ww = finished(tmp_path, example_spec(tmp_path, "cpu2", "whole", steps=steps), "whole")
     assert cut["restarts"] == 1 and cut["resumed_from_step"] == cut_at and whole["restarts"] == 0
     assert cut["curves"]["loss"] == whole["curves"]["loss"] and cut["metrics"] == whole["metrics"]
     assert same_weights(wc, ww)

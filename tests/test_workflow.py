@@ -92,13 +92,10 @@ def test_end_to_end_local_run_and_report(tmp_path, small_config):
     assert len(re.findall(r"data:image/png;base64", html)) >= 4 or html.count(".png") >= 4
 
 
-def test_changing_one_suite_reruns_only_that_suite(tmp_path, small_config):
-    small_config["seeds"] = [0]
-    small_config["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
-    small_config["suites"]["other"] = {"overrides": {"model": {"depth": 2}}}
-    assert snakemake(tmp_path, small_config, "--cores", "2").returncode == 0
-    small_config["suites"]["other"]["overrides"]["optimizer"] = {"lr": 0.001}
-    proc = snakemake(tmp_path, small_config, "-n", "--cores", "2")
+def test_changing_one_suite_reruns_only_that_suite(two_suites):
+    folder, cfg = two_suites  # suites tiny and other, every run finished
+    cfg["suites"]["other"]["overrides"]["optimizer"] = {"lr": 0.001}
+    proc = snakemake(folder, cfg, "-n", "--cores", "2")
     trains = re.findall(r"rule train:.*?wildcards: suite=(\w+)", proc.stdout, flags=re.S)
     assert trains and set(trains) == {"other"}, proc.stdout[-3000:]
 

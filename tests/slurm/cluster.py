@@ -157,6 +157,11 @@ def up(timeout: float = 60) -> dict:
     raise RuntimeError(f"SLURM nodes did not come up: {out!r}; see {ROOT}/log")
 
 
+def controller_up() -> bool:
+    """Whether the slurmctld this module started is running."""
+    return _alive(_pid(ROOT / "slurmctld.pid"))
+
+
 def down() -> None:
     """Stop every daemon this module started, by PID (munged last: the others talk to it)."""
     files = [ROOT / "slurmctld.pid", *(ROOT / f"slurmd-{n}.pid" for n in NODES), MUNGE_PID]
