@@ -69,6 +69,13 @@ class RunRecord(Typed):
     # The trainer seeded every rank from the run's seed itself (hwsweep.runtime does, whatever flags the
     # script takes); None: judged from the trainer's flags (a command without a seed flag repeats one run).
     seeded: bool | None = None
+    # Memory per device: the plan's estimate (plan.est_memory_gb; None where it has none, e.g. a user's model) and
+    # the measured peak, max over ranks. peak_memory_source says what was measured: cuda_max_memory_allocated
+    # (comparable to the estimate, which adds the CUDA context) or host_rss (the process's resident set, the
+    # interpreter and torch included: not comparable to the estimate).
+    planned_memory_gb: float | None = None
+    peak_memory_gb: float | None = None
+    peak_memory_source: str | None = None
 
     def curve(self, name: str) -> Curve:
         return Curve.from_dict(self.curves[name], f"curves.{name}")
@@ -129,6 +136,10 @@ def run_row(train: RunRecord, evaluation: EvalRecord | None, metric_names: list[
     row["devices"] = ";".join(sorted(set(prov.get("devices", []))))
     # Other hwsweep runs on the node while this one trained: its timing measures contention too.
     row["contended_by"] = (prov.get("contention") or {}).get("other_runs")
+    # Planned vs measured memory per device (peak_memory_source: what the peak is).
+    row["planned_memory_gb"] = train.planned_memory_gb
+    row["peak_memory_gb"] = train.peak_memory_gb
+    row["peak_memory_source"] = train.peak_memory_source
     row["checks"] = "; ".join(train.checks + (evaluation.checks if evaluation else []))
     return row
 

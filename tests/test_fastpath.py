@@ -1,0 +1,126 @@
+"""The fast path of issue 12: tables indexed on the device, recipe.compile, the AdamW kernel, and the
+planned vs measured peak memory of every run."""
+
+import json
+import os
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+from hwsweep import data, io
+from hwsweep.config import ConfigError, resolve
+from hwsweep.runtime import Loader, table_placement
+from conftest import BIN
+
+GLOBAL_BATCH, MICRO_BATCH, STEPS = 12, 3, 9  # 60 samples: the order wraps into a second epoch
+
+
+def fake_run(rank: int, world_size: int, start: int):
+    """What the Loader reads of a Run (no process group needed: it only cuts the global order)."""
+    plan = SimpleNamespace(global_batch=GLOBAL_BATCH, micro_batch=MICRO_BATCH, steps=STEPS)
+    return SimpleNamespace(seed=5, rank=rank, world_size=world_size, start=start, device=torch.device("cpu"),
+                           plan=plan, recipe=SimpleNamespace(num_workers=0))  # fmt: skip
+
+
+def table():
+    g = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(50, 4, generator=g), torch.randint(0, 9, (50, 6), generator=g))
+
+
+def micro_batches(loader, n):
+    return [loader.next() for _ in range(n)]
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+@pytest.mark.parametrize("start", [0, 4])
+def test_device_tables_give_the_host_paths_micro_batches_bitwise(world_size, start):
+    dataset = table()
+    per_rank = (STEPS - start) * GLOBAL_BATCH // (world_size * MICRO_BATCH)
+    for rank in range(world_size):
+        run = fake_run(rank, world_size, start)
+        on_device = Loader(run, dataset, {})
+        on_host = Loader(run, dataset, {}, budget_bytes=0)  # nothing fits: the DataLoader path
+        assert (on_device.placement, on_host.placement) == ("device", "host")
+        fast, slow = micro_batches(on_device, per_rank), micro_batches(on_host, per_rank)
+        sampler = data.GlobalBatchSampler(data.GlobalOrder(50, GLOBAL_BATCH, 5), rank, world_size, MICRO_BATCH,
+                                          start, STEPS)  # fmt: skip
+        expected = [tuple(t[idx] for t in dataset.tensors) for _, _, idx in sampler]
+        assert len(expected) == per_rank
+        for a, b, e in zip(fast, slow, expected, strict=True):
+            assert all(torch.equal(x, y) and torch.equal(x, z) for x, y, z in zip(a, b, e, strict=True))
+        with pytest.raises(StopIteration):
+            on_device.next()
+        peeked = Loader(run, dataset, {}).peek()
+        assert all(torch.equal(x, y) for x, y in zip(peeked, expected[0]))
+
+
+def test_a_table_over_the_budget_or_with_workers_goes_to_the_host_path():
+    dataset = table()
+    size = sum(t.nbytes for t in dataset.tensors)
+    assert table_placement(dataset, 0, size) == "device"
+    assert table_placement(dataset, 0, size - 1) == "host"
+    assert table_placement(dataset, 2, float("inf")) == "host"  # workers: the DataLoader's business
+    assert table_placement([1, 2, 3], 0, float("inf")) == "host"  # not a table
+
+
+# -- the settings in the config ----------------------------------------------------------------------
+def test_optimizer_kernel_resolves_and_a_bad_value_names_the_field(small_config):
+    recipe = resolve(small_config).cells[0].recipe
+    assert recipe.optimizer.kernel == "auto" and recipe.compile is False
+    assert recipe.optimizer.resolved_kernel("cpu") == "foreach"
+    assert recipe.optimizer.resolved_kernel("cuda") == "fused"
+    small_config["recipe"]["optimizer"] = {"kernel": "fast"}
+    with pytest.raises(ConfigError) as e:
+        resolve(small_config)
+    assert "recipe.optimizer.kernel" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_strict_suite_mixing_cpu_and_cuda_with_kernel_auto_is_warned(small_config):
+    small_config["recipe"] |= {"reproducibility": "strict"}
+    small_config["hardware"]["gpu1"] = {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": "H100-80GB"}
+    warned = [w for w in resolve(small_config).warnings if "recipe.optimizer.kernel" in w]
+    assert len(warned) == 1 and "fused" in warned[0] and "foreach" in warned[0]
+    small_config["recipe"]["optimizer"] = {"kernel": "foreach"}  # one kernel everywhere: nothing to say
+    assert not [w for w in resolve(small_config).warnings if "recipe.optimizer.kernel" in w]
+    small_config["recipe"] |= {"reproducibility": "deterministic"}
+    small_config["recipe"]["optimizer"] = {"kernel": "auto"}  # no strict parity claimed
+    assert not [w for w in resolve(small_config).warnings if "recipe.optimizer.kernel" in w]
+
+
+# -- real runs -------------------------------------------------------------------------------------------
+def train(tmp_path, cfg, name: str, hardware: str = "cpu1") -> dict:
+    spec = resolve(cfg).spec("tiny", "default", hardware, 0).to_dict() | {"run_dir": str(tmp_path / name)}
+    io.write_json(tmp_path / f"{name}.json", spec)
+    n = spec["plan"]["devices_per_node"]
+    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(n), "-m", "hwsweep.train",
+           str(tmp_path / f"{name}.json")]  # fmt: skip
+    proc = subprocess.run(cmd, env=os.environ | {"OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads((tmp_path / name / "train.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_cpu_record_has_placement_kernel_and_planned_vs_peak_memory(tmp_path, small_config):
+    small_config["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
+    rec = train(tmp_path, small_config, "eager")
+    assert rec["data_order"]["placement"] == "device"
+    assert rec["provenance"]["optimizer_kernel"] == "foreach" and rec["provenance"]["compile"] is False
+    assert rec["planned_memory_gb"] == rec["plan"]["est_memory_gb"] and rec["planned_memory_gb"] > 0
+    # Host RSS of a process that imported torch: more than 50 MB, less than the machine.
+    assert rec["peak_memory_source"] == "host_rss" and 0.05 < rec["peak_memory_gb"] < 1024
+
+
+@pytest.mark.slow
+def test_compile_trains_close_to_eager_and_says_so(tmp_path, small_config):
+    small_config["recipe"]["schedule"] = {"steps": 12, "warmup_steps": 2}
+    small_config["recipe"] |= {"reproducibility": "strict"}
+    eager = train(tmp_path, small_config, "eager", "cpu2")
+    small_config["recipe"] |= {"compile": True}
+    compiled = train(tmp_path, small_config, "compiled", "cpu2")
+    assert compiled["provenance"]["compile"] is True and compiled["spec"]["recipe"]["compile"] is True
+    a, b = eager["curves"]["loss"]["values"], compiled["curves"]["loss"]["values"]
+    assert len(a) == len(b) == 12 and b[-1] < b[0]
+    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-3
