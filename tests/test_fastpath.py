@@ -8,12 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import yaml
 from torch.utils.data import TensorDataset
 
 from hwsweep import data, io
+from hwsweep.command import arguments, plan_values
 from hwsweep.config import ConfigError, resolve
+from hwsweep.records import RunRecord, run_row
 from hwsweep.runtime import Loader, table_placement
-from conftest import BIN
+from conftest import BIN, REPO
 
 GLOBAL_BATCH, MICRO_BATCH, STEPS = 12, 3, 9  # 60 samples: the order wraps into a second epoch
 
@@ -90,6 +93,20 @@ def test_strict_suite_mixing_cpu_and_cuda_with_kernel_auto_is_warned(small_confi
     assert not [w for w in resolve(small_config).warnings if "recipe.optimizer.kernel" in w]
 
 
+def test_a_command_gets_compile_as_a_plan_value(small_config):
+    train_py = str(REPO / "examples" / "plain_ddp" / "train.py")
+    small_config["trainer"] = {"command": ["python", train_py], "args": {"compile": "compile", "seed": "seed"}}
+    small_config["metrics"] = {"loss": {"goal": "min"}}
+    small_config["recipe"] = {k: v for k, v in small_config["recipe"].items() if k not in ("task", "model")}
+    for compiled in (False, True):
+        small_config["recipe"]["compile"] = compiled
+        matrix = resolve(small_config)
+        spec = matrix.spec("tiny", "default", "cpu1", 0)
+        assert plan_values(spec)["compile"] is compiled
+        flags = arguments(matrix.trainer.invocation, plan_values(spec), {})
+        assert f"--compile={'true' if compiled else 'false'}" in flags
+
+
 # -- real runs -------------------------------------------------------------------------------------------
 def train(tmp_path, cfg, name: str, hardware: str = "cpu1") -> dict:
     spec = resolve(cfg).spec("tiny", "default", hardware, 0).to_dict() | {"run_dir": str(tmp_path / name)}
@@ -111,6 +128,9 @@ def test_a_cpu_record_has_placement_kernel_and_planned_vs_peak_memory(tmp_path, 
     assert rec["planned_memory_gb"] == rec["plan"]["est_memory_gb"] and rec["planned_memory_gb"] > 0
     # Host RSS of a process that imported torch: more than 50 MB, less than the machine.
     assert rec["peak_memory_source"] == "host_rss" and 0.05 < rec["peak_memory_gb"] < 1024
+    row = run_row(RunRecord.from_dict(rec), None, [])
+    assert (row["planned_memory_gb"], row["peak_memory_gb"]) == (rec["planned_memory_gb"], rec["peak_memory_gb"])
+    assert row["peak_memory_source"] == "host_rss"
 
 
 @pytest.mark.slow
@@ -124,3 +144,20 @@ def test_compile_trains_close_to_eager_and_says_so(tmp_path, small_config):
     a, b = eager["curves"]["loss"]["values"], compiled["curves"]["loss"]["values"]
     assert len(a) == len(b) == 12 and b[-1] < b[0]
     assert max(abs(x - y) for x, y in zip(a, b)) < 1e-3
+
+
+@pytest.mark.slow
+def test_a_command_trainers_record_has_its_largest_processs_peak(tmp_path):
+    example = REPO / "examples" / "plain_ddp"
+    cfg = yaml.safe_load((example / "config.yaml").read_text())
+    cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
+    cfg["recipe"]["args"] = {"hidden": 16, "eval_every": 10}
+    spec = resolve(cfg, config_dir=example).spec("mlp", "hidden-32", "cpu1", 0).to_dict()
+    spec["run_dir"] = str(tmp_path / "run")
+    io.write_json(tmp_path / "spec.json", spec)
+    cmd = [str(BIN / "python"), "-m", "hwsweep.launch", str(tmp_path / "spec.json"), "--threads", "1"]
+    proc = subprocess.run(cmd, env=os.environ | {"OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    rec = json.loads((tmp_path / "run" / "train.json").read_text())
+    assert rec["trainer"] == "command" and rec["planned_memory_gb"] is None  # a user's model: no estimate
+    assert rec["peak_memory_source"] == "host_rss" and 0.05 < rec["peak_memory_gb"] < 1024  # torch was imported
