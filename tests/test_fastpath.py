@@ -161,3 +161,40 @@ def test_a_command_trainers_record_has_its_largest_processs_peak(tmp_path):
     rec = json.loads((tmp_path / "run" / "train.json").read_text())
     assert rec["trainer"] == "command" and rec["planned_memory_gb"] is None  # a user's model: no estimate
     assert rec["peak_memory_source"] == "host_rss" and 0.05 < rec["peak_memory_gb"] < 1024  # torch was imported
+
+
+def test_one_process_trains_without_ddp_bitwise_as_ddp_did(monkeypatch):
+    """World size 1 skips DDP (its all-reduce of one rank is a copy): the same gradients, bit for bit."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from hwsweep.device import select
+    from hwsweep.reduce import StandardReduction, make_reduction
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29517")
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        weights = []
+        for reduction in ("local", "ddp"):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 3))
+            r = make_reduction("deterministic", model, 2, select("cpu", 0))
+            if reduction == "ddp":  # what world size 1 ran before
+                r.model = DistributedDataParallel(model)
+            assert isinstance(r, StandardReduction)
+            assert isinstance(r.model, DistributedDataParallel) == (reduction == "ddp")
+            opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+            scaler = torch.amp.GradScaler("cpu", enabled=False)
+            g = torch.Generator().manual_seed(1)
+            for _ in range(5):
+                for last in (False, True):
+                    with r.micro_step(last):
+                        x = torch.randn(16, 8, generator=g)
+                        r.backward(torch.nn.functional.cross_entropy(r.model(x), (x[:, 0] > 0).long()), scaler)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            weights.append([p.detach().clone() for p in model.parameters()])
+        assert all(torch.equal(a, b) for a, b in zip(*weights, strict=True))
+    finally:
+        dist.destroy_process_group()
