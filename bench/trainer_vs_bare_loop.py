@@ -5,7 +5,8 @@ and bare runs alternate; the figure is the median of the per-repeat ratios (goal
     .venv/bin/python bench/trainer_vs_bare_loop.py                               # CPU: scaled sizes, fp32, eager
     .venv/bin/python bench/trainer_vs_bare_loop.py --device cuda --compile       # GPU: issue 12's sizes and precisions
 
-The bare loop is what a user would write for speed: the data table on the device, indexed with the same
+The bare loop runs in a fresh process too (this script with --bare), so neither side inherits the other's
+allocator, caches or compiled graphs. It is what a user would write for speed: the data table on the device, indexed with the same
 global order, no DDP, no records, no checkpoints, the loss read once per step (`.item()`, which also waits
 for the device), the recipe's AdamW kernel (fused on CUDA). With --compile each configuration is measured a
 second time with the trainer at recipe.compile: true against a torch.compile'd bare loop.
@@ -32,6 +33,7 @@ import yaml
 from hwsweep import data, families, io
 from hwsweep import device as devices
 from hwsweep.config import resolve
+from hwsweep.spec import RunSpec
 from hwsweep.train import lr_factor
 
 REPO = Path(__file__).resolve().parent.parent
@@ -91,21 +93,30 @@ def bare_loop(spec, device: torch.device) -> float:
         loss.item()  # once per step: waits for the device
         times.append(time.perf_counter() - t0)
     steady = times[int(len(times) * SKIP) :]
-    del model, opt, x, y
-    torch._dynamo.reset()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
     return plan.global_batch * len(steady) / sum(steady)
 
 
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    if proc.returncode:
+        sys.exit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def bare_process(spec, folder: Path, device: str) -> float:
+    folder.mkdir(parents=True, exist_ok=True)
+    io.write_json(folder / "bare.json", spec.to_dict())
+    proc = _run([sys.executable, __file__, "--bare", str(folder / "bare.json"), "--device", device])
+    return float(proc.stdout.split()[-1])
+
+
 def hwsweep_trainer(spec, folder: Path) -> float:
+    folder.mkdir(parents=True, exist_ok=True)
     io.write_json(folder / "spec.json", spec.to_dict() | {"run_dir": str(folder)})
     torchrun = Path(sys.executable).parent / "torchrun"
     cmd = [str(torchrun), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train", str(folder / "spec.json"),
            "--threads", "1"]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
-    if proc.returncode:
-        sys.exit(f"the trainer failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    _run(cmd)
     return json.loads((folder / "train.json").read_text())["samples_per_second"]
 
 
@@ -116,9 +127,13 @@ def main():
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
     parser.add_argument("--compile", action="store_true", help="also measure recipe.compile against a compiled loop")
     parser.add_argument("--gpu-type", default="H100-80GB", help="the catalog type of the GPU (--device cuda)")
+    parser.add_argument("--bare", metavar="SPEC", help=argparse.SUPPRESS)  # one bare run: prints its samples/s
     args = parser.parse_args()
     torch.set_num_threads(1)  # as the trainer's one process with --threads 1
     device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
+    if args.bare:
+        print(bare_loop(RunSpec.load(args.bare), device))
+        return
     where = torch.cuda.get_device_name(device) if args.device == "cuda" else "cpu, 1 thread per side"
     print(f"{where}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
     results = []
@@ -136,7 +151,7 @@ def main():
                           f"{p.steps} steps{scaled}", flush=True)  # fmt: skip
                     ratios, best = [], [0.0, 0.0]
                     for i in range(args.repeats):
-                        bare = bare_loop(spec, device)
+                        bare = bare_process(spec, Path(tmp) / f"bare-{size}-{precision}-{compiled}-{i}", args.device)
                         ours = hwsweep_trainer(spec, Path(tmp) / f"{size}-{precision}-{compiled}-{i}")
                         ratios.append(ours / bare)
                         best = [max(best[0], ours), max(best[1], bare)]
