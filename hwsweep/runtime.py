@@ -112,6 +112,7 @@ class Run:
         self.checkpoint.register(scaler=self.scaler, run=self)
         self.flops_per_step = None
         self.optimizer_kernel = None  # the AdamW kernel run.adamw resolved; None: the script built its own
+        self.peak_memory = None  # (GB, source) per device, max over ranks: read by run.finish() on every rank
         self.module = None  # the model as built (unwrapped): what checkpoints and evaluations see
         self.start = None
         self.step = None  # optimizer steps done once the current loop iteration ends
@@ -357,15 +358,15 @@ class Run:
         self._write({})  # values logged after the last step
         self._judge(self._guard.finish())
         final = {k: _number(v) for k, v in (self._final | metrics).items()}
+        self.peak_memory = self._peak_memory_gb()  # a collective: before rank 0 alone writes the record
         if self.master and final:  # a line without a step: the run's value, not a point of a curve
             io.append_line(self.spec.path(METRICS_FILE), json.dumps(final))
         names = [None] * self.world_size
         dist.all_gather_object(names, f"{host.node_name()}:{self._device.name}")
-        peak = self._peak_memory_gb()
         problem = [None]
         if self.master:
             try:
-                record = self._record(final, names, peak)
+                record = self._record(final, names)
             except RuntimeError as e:  # said once, by rank 0; every rank fails with it below
                 problem = [str(e)]
             else:
@@ -377,7 +378,7 @@ class Run:
         if problem[0]:
             raise SystemExit(f"hwsweep: {problem[0]}")
 
-    def _record(self, final: dict, device_names: list[str], peak: tuple[float, str]) -> RunRecord:
+    def _record(self, final: dict, device_names: list[str]) -> RunRecord:
         declared = self.spec.metrics_of("train")
         lines = self.history["lines"]
         found = [o for line in lines + [final] for o in observations(line, declared)]
@@ -412,7 +413,8 @@ class Run:
             samples_per_second_per_device=steady["samples_per_second_per_device"],
             tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=list(self.history["checks"]),
             seeded=True,  # init() seeded every rank from the run's seed
-            planned_memory_gb=self.plan.est_memory_gb, peak_memory_gb=peak[0], peak_memory_source=peak[1],
+            planned_memory_gb=self.plan.est_memory_gb, peak_memory_gb=self.peak_memory[0],
+            peak_memory_source=self.peak_memory[1],
         )  # fmt: skip
 
     def _peak_memory_gb(self) -> tuple[float, str]:
