@@ -2,14 +2,15 @@
 precision, world size 1, steady-state samples/s (the first 10% of steps left out on both sides). Trainer
 and bare runs alternate; the figure is the median of the per-repeat ratios (goal >= 0.97, issue 12).
 
-    .venv/bin/python bench/trainer_vs_bare_loop.py                               # CPU: scaled sizes, fp32, eager
-    .venv/bin/python bench/trainer_vs_bare_loop.py --device cuda --compile       # GPU: issue 12's sizes and precisions
+    .venv/bin/python bench/trainer_vs_bare_loop.py                          # CPU: scaled sizes, fp32, eager
+    .venv/bin/python bench/trainer_vs_bare_loop.py --device cuda --compile  # GPU: issue 12's sizes, precisions
 
 The bare loop runs in a fresh process too (this script with --bare), so neither side inherits the other's
-allocator, caches or compiled graphs. It is what a user would write for speed: the data table on the device, indexed with the same
-global order, no DDP, no records, no checkpoints, the loss read once per step (`.item()`, which also waits
-for the device), the recipe's AdamW kernel (fused on CUDA). With --compile each configuration is measured a
-second time with the trainer at recipe.compile: true against a torch.compile'd bare loop.
+allocator, caches or compiled graphs. It is what a user would write for speed: the data table on the device,
+indexed with the same global order, no DDP, no records, no checkpoints, the loss read once per step
+(`.item()`, which also waits for the device), the recipe's AdamW kernel (fused on CUDA). With --compile each
+configuration is measured a second time with the trainer at recipe.compile: true against a torch.compile'd
+bare loop. Run here on a CPU, eager and compiled; --device cuda is written for an H100 but not yet run.
 
 Sizes (issue 12): tiny = the default recipe at width 64; medium = width 512, depth 6, length 64, global
 batch 512; large = width 1024, depth 12, length 128, global batch 512. On CUDA: fp32 for tiny and medium,

@@ -146,7 +146,7 @@ class Run:
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         """Move `model` to the device and wrap it for the plan's gradient reduction (DDP, or
-        strict ordered reduction); with recipe.compile, torch.compile the wrapped model (around DDP, so
+        strict ordered reduction); with recipe.compile, torch.compile the wrapped model (around DDP if any, so
         TorchDynamo splits the graph at DDP's buckets and no_sync still holds). Call it before building
         the optimizer; `run.module` stays the model as built."""
         self.module = model.to(self.device)
