@@ -4,12 +4,18 @@ probe's measurement), for one model size and precision on one device. Goal: with
 
     .venv/bin/python bench/memory_plan.py --width 512 --depth 6 --length 64 --global-batch 512 --precision fp32
 
-Without a GPU it prints the plan only. The planned figure includes the CUDA context the plan reserves
-(footprint.CUDA_CONTEXT_BYTES), which max_memory_allocated does not see: both ratios are printed.
+Without a GPU it prints the plan only and says that the measurement needs one (a CPU run's record has the
+host RSS, which is not comparable to the plan). The planned figure includes the CUDA context the plan reserves
+(footprint.CUDA_CONTEXT_BYTES), which max_memory_allocated does not see: both ratios are printed. With
+--trainer it also runs hwsweep.train for a few steps and prints the record's planned_memory_gb and
+peak_memory_gb (what every run records).
 """
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -27,6 +33,7 @@ def main() -> None:
     parser.add_argument("--precision", choices=["fp32", "bf16-mixed", "fp16-mixed"], required=True)
     parser.add_argument("--micro-batch", default="auto", help="a number, or auto (the plan's choice)")
     parser.add_argument("--gpu-type", default="H100-80GB", help="the catalog type of the GPU")
+    parser.add_argument("--trainer", action="store_true", help="also a 5-step hwsweep.train run: its record's peak")
     args = parser.parse_args()
     # Plan from the estimate alone: an empty probe cache, whatever this machine has cached.
     os.environ["HWSWEEP_MEMORY_CACHE"] = str(Path(tempfile.mkdtemp()) / "memory.json")
@@ -54,7 +61,7 @@ def main() -> None:
           f"{args.precision}: micro-batch {plan.micro_batch} x {plan.accumulation}, "
           f"planned {planned / GB:.2f} GB ({(planned - CUDA_CONTEXT_BYTES) / GB:.2f} GB without the context)")  # fmt: skip
     if not torch.cuda.is_available():
-        print("no CUDA device: nothing measured")
+        print("no CUDA device: planned vs measured peak needs a GPU (max_memory_allocated); nothing measured")
         return
     device = torch.device("cuda", 0)
     peak, _ = probe.step_peak_bytes(recipe, plan.micro_batch, args.precision, device)
@@ -64,6 +71,26 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, CUDA {torch.version.cuda}: "
           f"max_memory_allocated {peak / GB:.2f} GB; planned / measured {planned / peak:.3f}, "
           f"without the context {(planned - CUDA_CONTEXT_BYTES) / peak:.3f}")  # fmt: skip
+    if args.trainer:
+        trained = trainer_record(matrix.spec("bench", "default", "gpu", 0))
+        print(f"hwsweep.train record: planned_memory_gb {trained['planned_memory_gb']:.2f}, peak_memory_gb "
+              f"{trained['peak_memory_gb']:.2f} ({trained['peak_memory_source']}); planned / measured "
+              f"{trained['planned_memory_gb'] / trained['peak_memory_gb']:.3f}")  # fmt: skip
+
+
+def trainer_record(spec) -> dict:
+    """The RunRecord of a 5-step run of the reference trainer on this GPU."""
+    from hwsweep import io
+
+    folder = Path(tempfile.mkdtemp())
+    d = spec.to_dict() | {"run_dir": str(folder)}
+    d["plan"]["steps"] = d["recipe"]["schedule"]["steps"] = 5
+    d["plan"]["warmup_steps"] = d["recipe"]["schedule"]["warmup_steps"] = 1
+    io.write_json(folder / "spec.json", d)
+    torchrun = Path(sys.executable).parent / "torchrun"
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train", str(folder / "spec.json")]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return json.loads((folder / "train.json").read_text())
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ PLAN_VALUES = {
     "reproducibility": "comparable | deterministic | strict",
     "deterministic": "true unless reproducibility is comparable",
     "num_workers": "data-loader worker processes (locked across hardware)",
+    "compile": "true | false: recipe.compile (torch.compile the model)",
     "device": "cpu | cuda",
     "run_dir": "the run's directory, absolute: write checkpoints and outputs here",
 }
@@ -108,6 +109,7 @@ def plan_values(spec) -> dict:
         "reproducibility": plan.reproducibility,
         "deterministic": plan.reproducibility != "comparable",
         "num_workers": spec.recipe.num_workers,
+        "compile": spec.recipe.compile,
         "device": plan.accelerator,
         "run_dir": str(Path(spec.run_dir).resolve()),
     }

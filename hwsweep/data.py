@@ -17,30 +17,33 @@ EVAL_TABLE_SEED = 2_000_029
 
 
 class GlobalOrder:
-    """Sample indices of global batch `step` for a given seed, independent of world size."""
+    """Sample indices of global batch `step` for a given seed, independent of world size. With a
+    `device`, each epoch's permutation (drawn on the host, so the same everywhere) is copied there
+    once and the batches are cut from it on the device: no host-to-device copy per batch."""
 
-    def __init__(self, table_size: int, global_batch: int, seed: int):
+    def __init__(self, table_size: int, global_batch: int, seed: int, device: torch.device | None = None):
         self.table_size = table_size
         self.global_batch = global_batch
         self.seed = seed
+        self.device = device
         self._epoch = -1
         self._perm = None
 
     def _permutation(self, epoch: int) -> torch.Tensor:
         if epoch != self._epoch:
             g = torch.Generator().manual_seed(self.seed * 1_000_033 + epoch)
-            self._perm = torch.randperm(self.table_size, generator=g)
+            self._perm = torch.randperm(self.table_size, generator=g).to(self.device)
             self._epoch = epoch
         return self._perm
 
     def batch(self, step: int) -> torch.Tensor:
-        start = step * self.global_batch
-        out = []
-        while len(out) < self.global_batch:
-            epoch, offset = divmod(start + len(out), self.table_size)
-            take = min(self.global_batch - len(out), self.table_size - offset)
-            out.extend(self._permutation(epoch)[offset : offset + take].tolist())
-        return torch.tensor(out)
+        start, taken, parts = step * self.global_batch, 0, []
+        while taken < self.global_batch:
+            epoch, offset = divmod(start + taken, self.table_size)
+            take = min(self.global_batch - taken, self.table_size - offset)
+            parts.append(self._permutation(epoch)[offset : offset + take])
+            taken += take
+        return torch.cat(parts)  # a copy: the caller may keep it after the permutation moves on
 
     def epochs(self, steps: int) -> float:
         return steps * self.global_batch / self.table_size

@@ -57,3 +57,12 @@ def autocast(device: Device, precision: str):
 def grad_scaler(device: Device, precision: str) -> torch.amp.GradScaler:
     # Only fp16 needs loss scaling; a disabled scaler is a no-op pass-through.
     return torch.amp.GradScaler(device.accelerator, enabled=precision == "fp16-mixed")
+
+
+ADAMW_KERNEL = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for_loop": {"foreach": False, "fused": False}}
+
+
+def adamw(parameters, opt, lr: float, accelerator: str) -> torch.optim.AdamW:
+    """AdamW with the recipe's settings (`opt`: recipe.optimizer) in its kernel resolved for `accelerator`."""
+    return torch.optim.AdamW(parameters, lr=lr, betas=(opt.beta1, opt.beta2), weight_decay=opt.weight_decay,
+                             **ADAMW_KERNEL[opt.resolved_kernel(accelerator)])  # fmt: skip

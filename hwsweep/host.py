@@ -42,6 +42,16 @@ def recorded_env() -> dict:
     return {k: os.environ[k] for k in RECORDED_ENV if k in os.environ}
 
 
+def peak_rss_bytes(children: bool = False) -> int:
+    """Peak resident set in bytes of this process, or of the largest child (and its children) waited for:
+    host memory, the interpreter and libraries included. Linux counts in KiB, macOS in bytes."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
 LAUNCHER = "hwsweep.launch"  # every run, built-in or a user's command, is started through it
 
 

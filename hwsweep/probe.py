@@ -84,7 +84,7 @@ def step_peak_bytes(recipe, micro_batch: int, precision: str, device) -> tuple[i
     import torch
     from torch.nn import functional as F
 
-    from hwsweep.device import AUTOCAST_DTYPE
+    from hwsweep.device import AUTOCAST_DTYPE, adamw
     from hwsweep.estimate import model_and_batch
 
     torch.cuda.empty_cache()
@@ -93,9 +93,7 @@ def step_peak_bytes(recipe, micro_batch: int, precision: str, device) -> tuple[i
     try:
         model, (x, y) = model_and_batch(recipe.task, recipe.model, micro_batch, device)
         parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-        opt = recipe.optimizer
-        optimizer = torch.optim.AdamW(model.parameters(), lr=opt.lr, betas=(opt.beta1, opt.beta2),
-                                      weight_decay=opt.weight_decay)  # fmt: skip
+        optimizer = adamw(model.parameters(), recipe.optimizer, recipe.optimizer.lr, "cuda")  # the trainer's kernel
         scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16-mixed")
         dtype = AUTOCAST_DTYPE[precision]
         for _ in range(2):  # the second step has the optimizer state allocated, as every later one does

@@ -147,6 +147,14 @@ class Optimizer:
     beta1: float
     beta2: float
     grad_clip: float
+    kernel: str  # auto | fused | foreach | for_loop
+
+    def resolved_kernel(self, accelerator: str) -> str:
+        """The AdamW implementation on this accelerator: auto is fused on CUDA and torch's own default, the
+        for-loop, elsewhere (so CPU runs keep the numbers they had before the setting existed)."""
+        if self.kernel != "auto":
+            return self.kernel
+        return "fused" if accelerator == "cuda" else "for_loop"
 
 
 @dataclass(frozen=True)
@@ -170,6 +178,7 @@ class Recipe(Typed):
     lr_scaling: str
     precision: str
     tf32: bool
+    compile: bool  # torch.compile the model (run.wrap)
     reproducibility: str
     checkpoint_every: int
     log_every: int

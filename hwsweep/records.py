@@ -63,6 +63,13 @@ class RunRecord(Typed):
     checkpoint: str | None = None  # the final checkpoint's file name in the run directory
     step_seconds: list = field(default_factory=list)
     checks: list = field(default_factory=list)  # where the run did not follow its plan (flagged, not fatal)
+    # Memory per device: the plan's estimate (plan.est_memory_gb; None where it has none, e.g. a user's model) and
+    # the measured peak, max over ranks. peak_memory_source says what was measured: cuda_max_memory_allocated
+    # (comparable to the estimate, which adds the CUDA context) or host_rss (the process's resident set, the
+    # interpreter and torch included: not comparable to the estimate).
+    planned_memory_gb: float | None = None
+    peak_memory_gb: float | None = None
+    peak_memory_source: str | None = None
     # Throughput per device in the steady state; FLOPs from torch's counter on a real micro-batch
     # (runtime-API trainers that count them); mfu against the catalog's peak (None: no peak known).
     samples_per_second_per_device: float | None = None
@@ -128,6 +135,10 @@ def run_row(train: RunRecord, evaluation: EvalRecord | None, metric_names: list[
     row |= {k: getattr(train, k) for k in SPEED_COLUMNS}
     row["eval_seconds"] = evaluation.eval_seconds if evaluation else 0.0
     row["restarts"] = train.restarts
+    # Planned vs measured memory per device (peak_memory_source: what the peak is).
+    row["planned_memory_gb"] = train.planned_memory_gb
+    row["peak_memory_gb"] = train.peak_memory_gb
+    row["peak_memory_source"] = train.peak_memory_source
     order = train.data_order
     row["data_order"] = f"{order['sampler']}/size{order.get('dataset_size')}/workers{order.get('num_workers')}"
     row["trainer"] = train.trainer

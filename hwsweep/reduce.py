@@ -42,16 +42,19 @@ def global_mean(local_values: list[torch.Tensor]) -> float:
 
 
 class StandardReduction:
-    """torch DDP: bucketed all-reduce overlapped with the final micro-step's backward."""
+    """torch DDP: bucketed all-reduce overlapped with the final micro-step's backward. A single process
+    has nothing to reduce: the model goes unwrapped, which skips DDP's bucket copies and its all-reduce
+    of one rank (dividing by one and summing one rank change no bit, so the gradients are the same)."""
 
     def __init__(self, model: torch.nn.Module, accumulation: int, device_ids):
         self.module = model
-        self.model = DistributedDataParallel(model, device_ids=device_ids)
+        alone = dist.get_world_size() == 1
+        self.model = model if alone else DistributedDataParallel(model, device_ids=device_ids)
         self.accumulation = accumulation
 
     def micro_step(self, last: bool):
         # Skip the all-reduce on every micro-step but the last: gradients accumulate locally.
-        return contextlib.nullcontext() if last else self.model.no_sync()
+        return contextlib.nullcontext() if last or self.model is self.module else self.model.no_sync()
 
     def backward(self, loss: torch.Tensor, scaler) -> None:
         scaler.scale(loss / self.accumulation).backward()

@@ -297,6 +297,9 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         segments=segments, restarts=len(segments) - 1, resumed_from_step=first_step if resuming else None,
         provenance=_provenance(spec, trainer.invocation) | {"contention": contention},
         checks=_plan_checks(spec, seen) + ([f"divergence: {verdict}"] if verdict else []),
+        # The script's own GPU memory is not visible from here: its largest process's host memory is.
+        planned_memory_gb=spec.plan.est_memory_gb, peak_memory_gb=host.peak_rss_bytes(children=True) / 2**30,
+        peak_memory_source="host_rss",
     )  # fmt: skip
     io.write_json(spec.path(TRAIN_RECORD), record.to_dict())
     for check in record.checks:

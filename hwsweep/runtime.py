@@ -2,8 +2,8 @@
 
     run = runtime.init()                            # the plan, from HWSWEEP_SPEC (or a spec.json path)
     loader = run.loader(dataset)                    # any map-style dataset: global batch k = same samples
-    model = run.wrap(Net())                         # on run.device; DDP, or strict ordered reduction
-    optimizer = torch.optim.AdamW(model.parameters(), lr=run.plan.lr)
+    model = run.wrap(Net())                         # on run.device; DDP or strict ordered reduction; compiled
+    optimizer = run.adamw(model.parameters())       # the recipe's AdamW and kernel (or any optimizer of yours)
     run.resume(model=model, optimizer=optimizer)    # newest checkpoint of this run, if any
     for step in run.steps():                        # from the resumed step; checkpoints, preemption
         for x, y in run.accumulate(loader):         # this step's micro-batches (no_sync but the last)
@@ -51,6 +51,7 @@ from hwsweep.startup import StartupClock, process_age
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after writing a checkpoint; rerun to resume
 STEADY_STATE_SKIP = 0.1  # leave the first 10% of steps out of throughput (allocator, caches)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)  # SIGUSR1 is NCCL's
+DEVICE_TABLE_FRACTION = 0.25  # a TensorDataset up to this share of a GPU's memory is kept on the GPU
 
 
 def init(spec: str | os.PathLike | None = None, node_threads: int | None = None) -> "Run":
@@ -107,6 +108,8 @@ class Run:
         self.checkpoint = CheckpointManager(spec.path(CHECKPOINT_DIR), fingerprint(spec))
         self.checkpoint.register(scaler=self.scaler, run=self)
         self.flops_per_step = None
+        self.optimizer_kernel = None  # the AdamW kernel run.adamw resolved; None: the script built its own
+        self.peak_memory = None  # (GB, source) per device, max over ranks: read by run.finish() on every rank
         self.module = None  # the model as built (unwrapped): what checkpoints and evaluations see
         self.start = None
         self.step = None  # optimizer steps done once the current loop iteration ends
@@ -133,17 +136,26 @@ class Run:
             raise TypeError(f"run.loader: {sorted(fixed & set(kwargs))[0]} is fixed by the plan "
                             "(num_workers: recipe.num_workers, the same on every hardware)")  # fmt: skip
         workers = self.recipe.num_workers
-        self._data_order = {"sampler": "global-order", "dataset_size": len(dataset), "num_workers": workers}
         loader = Loader(self, dataset, kwargs)
+        self._data_order = {"sampler": "global-order", "dataset_size": len(dataset), "num_workers": workers,
+                            "placement": loader.placement}  # fmt: skip
         self.clock.mark("data")
         return loader
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         """Move `model` to the device and wrap it for the plan's gradient reduction (DDP, or
-        strict ordered reduction). Call it before building the optimizer."""
+        strict ordered reduction); with recipe.compile, torch.compile the wrapped model (around DDP if any, so
+        TorchDynamo splits the graph at DDP's buckets and no_sync still holds). Call it before building
+        the optimizer; `run.module` stays the model as built."""
         self.module = model.to(self.device)
         self._reduction = make_reduction(self.recipe.reproducibility, self.module, self.plan.accumulation, self._device)
-        return self._reduction.model
+        return torch.compile(self._reduction.model) if self.recipe.compile else self._reduction.model
+
+    def adamw(self, parameters) -> torch.optim.AdamW:
+        """AdamW with the recipe's settings at the plan's lr, in the recipe's kernel resolved for this
+        device (recipe.optimizer.kernel: auto is fused on CUDA, the for-loop elsewhere); recorded in provenance."""
+        self.optimizer_kernel = self.recipe.optimizer.resolved_kernel(self.device.type)
+        return devices.adamw(parameters, self.recipe.optimizer, self.plan.lr, self.device.type)
 
     def autocast(self):
         """The plan's precision for the forward pass (a no-op in fp32)."""
@@ -152,7 +164,7 @@ class Run:
     def resume(self, **states) -> int:
         """Register what a checkpoint holds (model=, optimizer=, scheduler=, anything with a
         state_dict) and restore the newest checkpoint of this run. Returns the step resumed (0: fresh)."""
-        states = {k: getattr(v, "module", v) if k == "model" else v for k, v in states.items()}
+        states = {k: _unwrapped(v) if k == "model" else v for k, v in states.items()}
         self.checkpoint.register(**states)
         self.start = self.checkpoint.load()
         if self.master and not self.start:  # a fresh start: an earlier attempt's lines are not this run's
@@ -352,6 +364,7 @@ class Run:
         self._write({})  # values logged after the last step
         self._judge(self._guard.finish())
         final = {k: _number(v) for k, v in (self._final | metrics).items()}
+        self.peak_memory = self._peak_memory_gb()  # a collective: before rank 0 alone writes the record
         if self.master and final:  # a line without a step: the run's value, not a point of a curve
             io.append_line(self.spec.path(METRICS_FILE), json.dumps(final))
         gathered = [None] * self.world_size
@@ -410,12 +423,34 @@ class Run:
             samples_per_second=steady["samples_per_second"],
             data_order=self._data_order, segments=segments, restarts=len(segments) - 1,
             resumed_from_step=segments[-1]["start_step"] or None,
-            provenance=repro.provenance(device_names) | {"contention": self._contention_seen(cpus_per_rank)},
+            provenance=repro.provenance(device_names) | {"contention": self._contention_seen(cpus_per_rank),
+                                                         "compile": self.recipe.compile,
+                                                         "optimizer_kernel": self.optimizer_kernel},
             checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds, flops_per_step=self.flops_per_step,
             samples_per_second_per_device=steady["samples_per_second_per_device"],
             tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=list(self.history["checks"]),
             seeded=True,  # init() seeded every rank from the run's seed
+            planned_memory_gb=self.plan.est_memory_gb, peak_memory_gb=self.peak_memory[0],
+            peak_memory_source=self.peak_memory[1],
         )  # fmt: skip
+
+    def _peak_memory_gb(self) -> tuple[float, str]:
+        """(peak GB, its source), the maximum over ranks: on CUDA what the allocator handed out (what the plan
+        estimates, less the CUDA context); elsewhere the process's peak resident set, which holds the Python
+        process and torch itself: not comparable to the plan's estimate."""
+        if self.device.type == "cuda":
+            peak, source = torch.cuda.max_memory_allocated(self.device), "cuda_max_memory_allocated"
+        else:
+            peak, source = host.peak_rss_bytes(), "host_rss"
+        most = torch.tensor([float(peak)], device=self.device)
+        dist.all_reduce(most, op=dist.ReduceOp.MAX)
+        return most.item() / 2**30, source
+
+
+def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The model as built, under torch.compile's and DDP's wrappers: what a checkpoint holds."""
+    model = getattr(model, "_orig_mod", model)
+    return getattr(model, "module", model)
 
 
 def _number(value):
@@ -424,30 +459,61 @@ def _number(value):
     return None if value is None else float(value)
 
 
+def table_budget_bytes(device: torch.device) -> float:
+    """How many bytes of tables the loader keeps on `device`: DEVICE_TABLE_FRACTION of a GPU's memory
+    (the rest is the model's, its activations' and the optimizer's); on a CPU the tables already are
+    in host memory, so any size."""
+    if device.type == "cuda":
+        return DEVICE_TABLE_FRACTION * torch.cuda.get_device_properties(device).total_memory
+    return math.inf
+
+
+def table_placement(dataset, num_workers: int, budget_bytes: float) -> str:
+    """"device": a TensorDataset without workers whose tables fit the budget is indexed on the device;
+    "host": anything else goes through a DataLoader and each micro-batch is copied to the device."""
+    if not isinstance(dataset, TensorDataset) or num_workers:
+        return "host"
+    return "device" if sum(t.nbytes for t in dataset.tensors) <= budget_bytes else "host"
+
+
 class Loader:
     """Micro-batches of a map-style dataset in the plan's global order, from the resumed step on.
 
     Random draws inside the dataset (augmentations) use RNGs seeded per (seed, step, micro-batch
     place in the global batch), so they are the same at any world size and any num_workers, and
-    after a resume. A TensorDataset is indexed as a whole micro-batch (it draws nothing)."""
+    after a resume. A TensorDataset is indexed as a whole micro-batch (it draws nothing); when it fits
+    (table_placement) its tables are copied to the device once and indexed there, without a DataLoader:
+    the same micro-batches, bitwise, with no copy per micro-batch."""
 
-    def __init__(self, run: Run, dataset, kwargs: dict):
+    def __init__(self, run: Run, dataset, kwargs: dict, budget_bytes: float | None = None):
         self.run, self.dataset = run, dataset
         self._seeded = _Seeded(dataset, run.seed, kwargs.pop("collate_fn", default_collate))
         self.kwargs = kwargs
         self._it = None
+        budget = table_budget_bytes(run.device) if budget_bytes is None else budget_bytes
+        self.placement = table_placement(dataset, run.recipe.num_workers, budget)
+        self._tables = tuple(t.to(run.device) for t in dataset.tensors) if self.placement == "device" else None
 
     def _sampler(self) -> data.GlobalBatchSampler:
         run = self.run
-        order = data.GlobalOrder(len(self.dataset), run.plan.global_batch, run.seed)
+        on = run.device if self._tables is not None else None
+        order = data.GlobalOrder(len(self.dataset), run.plan.global_batch, run.seed, device=on)
         return data.GlobalBatchSampler(order, run.rank, run.world_size, run.plan.micro_batch, run.start or 0,
                                        run.plan.steps)  # fmt: skip
 
     def peek(self):
         """The next micro-batch, without taking it (e.g. to count FLOPs on a real one)."""
-        return _to(self._seeded.__getitems__(next(iter(self._sampler()))), self.run.device)
+        key = next(iter(self._sampler()))
+        if self._tables is not None:
+            return tuple(t[key[2]] for t in self._tables)
+        return _to(self._seeded.__getitems__(key), self.run.device)
 
     def next(self):
+        if self._tables is not None:
+            if self._it is None:
+                self._it = iter(self._sampler())
+            _, _, indices = next(self._it)
+            return tuple(t[indices] for t in self._tables)
         if self._it is None:
             loader = DataLoader(
                 self._seeded, batch_sampler=self._sampler(), collate_fn=_identity,

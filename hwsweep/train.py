@@ -41,12 +41,9 @@ def main(argv=None) -> int:
     train, held_out = fam.tables(recipe)
     loader = run.loader(TensorDataset(*train))
     model = fam.build(recipe)
-    run.count_flops(model, loader.peek())
+    run.count_flops(model, loader.peek())  # on the eager model, before run.wrap compiles it (recipe.compile)
     net = run.wrap(model)
-    opt = recipe.optimizer
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=plan.lr, betas=(opt.beta1, opt.beta2), weight_decay=opt.weight_decay
-    )
+    optimizer = run.adamw(model.parameters())  # recipe.optimizer, in its kernel (recipe.optimizer.kernel)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
     run.resume(model=model, optimizer=optimizer, scheduler=scheduler)
 
@@ -55,7 +52,7 @@ def main(argv=None) -> int:
             with run.autocast():
                 loss = net(*batch)
             run.backward(loss)
-        run.optimizer_step(optimizer, scheduler, grad_clip=opt.grad_clip)
+        run.optimizer_step(optimizer, scheduler, grad_clip=recipe.optimizer.grad_clip)
         done = step + 1
         if recipe.eval_every and run.master and (done % recipe.eval_every == 0 or done == plan.steps):
             subset = tuple(t[: recipe.eval_subset] for t in held_out)
