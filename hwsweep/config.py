@@ -472,7 +472,6 @@ def _cross_hardware_warnings(cells, hardware, baseline) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-
 # What the comparison is locked on, and the plan values that carry it to a script.
 LOCKED_BY = {
     "the seed": ("seed",),
