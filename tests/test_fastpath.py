@@ -152,38 +152,45 @@ def test_a_command_trainers_record_has_its_largest_processs_peak(tmp_path):
     assert rec["peak_memory_source"] == "host_rss" and 0.05 < rec["peak_memory_gb"] < 1024  # torch was imported
 
 
-def test_one_process_trains_without_ddp_bitwise_as_ddp_did(monkeypatch):
-    """World size 1 skips DDP (its all-reduce of one rank is a copy): the same gradients, bit for bit."""
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
+ONE_PROCESS = """
+import sys
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
-    from hwsweep.device import select
-    from hwsweep.reduce import StandardReduction, make_reduction
+from hwsweep.device import select
+from hwsweep.reduce import StandardReduction, make_reduction
 
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", "29517")
-    dist.init_process_group("gloo", rank=0, world_size=1)
-    try:
-        weights = []
-        for reduction in ("local", "ddp"):
-            torch.manual_seed(0)
-            model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 3))
-            r = make_reduction("deterministic", model, 2, select("cpu", 0))
-            if reduction == "ddp":  # what world size 1 ran before
-                r.model = DistributedDataParallel(model)
-            assert isinstance(r, StandardReduction)
-            assert isinstance(r.model, DistributedDataParallel) == (reduction == "ddp")
-            opt = torch.optim.AdamW(model.parameters(), lr=0.01)
-            scaler = torch.amp.GradScaler("cpu", enabled=False)
-            g = torch.Generator().manual_seed(1)
-            for _ in range(5):
-                for last in (False, True):
-                    with r.micro_step(last):
-                        x = torch.randn(16, 8, generator=g)
-                        r.backward(torch.nn.functional.cross_entropy(r.model(x), (x[:, 0] > 0).long()), scaler)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-            weights.append([p.detach().clone() for p in model.parameters()])
-        assert all(torch.equal(a, b) for a, b in zip(*weights, strict=True))
-    finally:
-        dist.destroy_process_group()
+dist.init_process_group("gloo", init_method=f"file://{sys.argv[1]}", rank=0, world_size=1)
+weights = []
+for reduction in ("local", "ddp"):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 3))
+    r = make_reduction("deterministic", model, 2, select("cpu", 0))
+    if reduction == "ddp":  # what world size 1 ran before
+        r.model = DistributedDataParallel(model)
+    assert isinstance(r, StandardReduction)
+    assert isinstance(r.model, DistributedDataParallel) == (reduction == "ddp")
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        for last in (False, True):
+            with r.micro_step(last):
+                x = torch.randn(16, 8, generator=g)
+                r.backward(torch.nn.functional.cross_entropy(r.model(x), (x[:, 0] > 0).long()), scaler)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    weights.append([p.detach().clone() for p in model.parameters()])
+dist.destroy_process_group()
+print("bitwise" if all(torch.equal(a, b) for a, b in zip(*weights, strict=True)) else "different")
+"""
+
+
+def test_one_process_trains_without_ddp_bitwise_as_ddp_did(tmp_path):
+    """World size 1 skips DDP (its all-reduce of one rank is a copy): the same gradients, bit for bit. In a
+    process of its own (a file store, no port), so no process group outlives the test in pytest's process."""
+    proc = subprocess.run([str(BIN / "python"), "-c", ONE_PROCESS, str(tmp_path / "store")], capture_output=True,
+                          text=True, timeout=120, env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-1] == "bitwise"
