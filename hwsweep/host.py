@@ -55,18 +55,28 @@ def peak_rss_bytes(children: bool = False) -> int:
 LAUNCHER = "hwsweep.launch"  # every run, built-in or a user's command, is started through it
 
 
-def launched_specs() -> set[str]:
-    """Absolute spec.json paths of the runs whose launcher runs on this node now (Linux /proc)."""
-    out = set()
+def _launchers():
+    """(pid, argv) of every hwsweep launcher process on this node now (Linux /proc)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             argv = [a.decode(errors="replace") for a in open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")]
-            cwd = os.readlink(f"/proc/{entry}/cwd")
         except OSError:
-            continue
-        if LAUNCHER in argv and argv.index(LAUNCHER) + 1 < len(argv):
+            continue  # gone meanwhile, or not ours to read
+        if LAUNCHER in argv:
+            yield int(entry), argv
+
+
+def launched_specs() -> set[str]:
+    """Absolute spec.json paths of the runs whose launcher runs on this node now (Linux /proc)."""
+    out = set()
+    for pid, argv in _launchers():
+        if argv.index(LAUNCHER) + 1 < len(argv):
+            try:
+                cwd = os.readlink(f"/proc/{pid}/cwd")
+            except OSError:
+                continue
             out.add(os.path.normpath(os.path.join(cwd, argv[argv.index(LAUNCHER) + 1])))
     return out
 
@@ -81,16 +91,7 @@ def other_runs() -> int:
             pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             break
-    count = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in mine:
-            continue
-        try:
-            argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        count += any(a.decode(errors="replace") == LAUNCHER for a in argv)
-    return count
+    return sum(1 for pid, _ in _launchers() if pid not in mine)
 
 
 def contention() -> dict:
