@@ -121,8 +121,8 @@ def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: 
 CONTENTION_ADVICE = ("⚠ marks timings measured under contention (other hwsweep runs on the node, or a 1-minute "
                      f"load above {LOAD_FACTOR:g} × the CPUs the run may use: hwsweep.host.contended): such a "
                      "speedup measures the competing work as much as the hardware. Rerun those runs with "
-                     "`timing: exclusive` (the default; the local profile's one timing_slot, exclusive nodes under "
-                     "SLURM) and nothing else running on the machine; see README, Timings.")
+                     "`timing: exclusive` (the local profile's one timing_slot, as the default auto does locally; "
+                     "exclusive nodes under SLURM) and nothing else running on the machine; see README, Timings.")
 
 
 def flagged(contention) -> bool:
