@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from hwsweep import diagnose, stats
+from hwsweep.analysis import diagnose, stats
 
 HARDWARE = {"g1": 1, "g2": 2, "g4": 4, "g8": 8}
 

@@ -1,5 +1,5 @@
 """What the command contract adds to a run: the same user script under the same torchrun, started
-by hand and through `python -m hwsweep.launch` (argument vector built from the plan, output
+by hand and through `python -m hwsweep.run.launch` (argument vector built from the plan, output
 streamed and parsed, RunRecord written), alternating, in one run (goal <= 0.2 s per run).
 
     .venv/bin/python bench/command_overhead.py [--repeats 7]
@@ -18,9 +18,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from hwsweep import command  # noqa: E402
-from hwsweep.config import resolve  # noqa: E402
-from hwsweep.launch import torchrun_command  # noqa: E402
+from hwsweep.contracts import command  # noqa: E402
+from hwsweep.plan.config import resolve  # noqa: E402
+from hwsweep.run.launch import torchrun_command  # noqa: E402
 
 # A stand-in for a user's script that prints 200 log lines: the parse cost is part of the overhead.
 SCRIPT = """
@@ -58,14 +58,14 @@ def main():
         (tmp / "spec.json").write_text(json.dumps(spec.to_dict()))
         inv = spec.trainer.invocation
         by_hand = torchrun_command(spec, {}) + command.torchrun_target(inv, command.command_argv(spec, inv))
-        through = [sys.executable, "-m", "hwsweep.launch", str(tmp / "spec.json")]
+        through = [sys.executable, "-m", "hwsweep.run.launch", str(tmp / "spec.json")]
         hand, ours = [], []
         for _ in range(args.repeats):
             hand.append(timed(by_hand, tmp))
             ours.append(timed(through, tmp))
         assert (tmp / "run" / "train.json").exists()
     h, o = statistics.median(hand), statistics.median(ours)
-    print(f"by hand {h:.3f} s, through hwsweep.launch {o:.3f} s (medians of {args.repeats}): "
+    print(f"by hand {h:.3f} s, through hwsweep.run.launch {o:.3f} s (medians of {args.repeats}): "
           f"overhead {o - h:+.3f} s per run (goal <= 0.2 s), ratio {o / h:.3f}")
 
 

@@ -16,8 +16,8 @@ import time
 import torch
 import yaml
 
-from hwsweep import families
-from hwsweep.config import resolve
+from hwsweep.models import families
+from hwsweep.plan.config import resolve
 
 
 def lr_at(step: int, recipe) -> float:

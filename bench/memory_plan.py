@@ -7,7 +7,7 @@ probe's measurement), for one model size and precision on one device. Goal: with
 Without a GPU it prints the plan only and says that the measurement needs one (a CPU run's record has the
 host RSS, which is not comparable to the plan). The planned figure includes the CUDA context the plan reserves
 (footprint.CUDA_CONTEXT_BYTES), which max_memory_allocated does not see: both ratios are printed. With
---trainer it also runs hwsweep.train for a few steps and prints the record's planned_memory_gb and
+--trainer it also runs hwsweep.run.train for a few steps and prints the record's planned_memory_gb and
 peak_memory_gb (what every run records).
 """
 
@@ -33,17 +33,17 @@ def main() -> None:
     parser.add_argument("--precision", choices=["fp32", "bf16-mixed", "fp16-mixed"], required=True)
     parser.add_argument("--micro-batch", default="auto", help="a number, or auto (the plan's choice)")
     parser.add_argument("--gpu-type", default="H100-80GB", help="the catalog type of the GPU")
-    parser.add_argument("--trainer", action="store_true", help="also a 5-step hwsweep.train run: its record's peak")
+    parser.add_argument("--trainer", action="store_true", help="also a 5-step hwsweep.run.train run: its record's peak")
     args = parser.parse_args()
     # Plan from the estimate alone: an empty probe cache, whatever this machine has cached.
     os.environ["HWSWEEP_MEMORY_CACHE"] = str(Path(tempfile.mkdtemp()) / "memory.json")
 
     import torch
 
-    from hwsweep import probe
-    from hwsweep.config import resolve
-    from hwsweep.footprint import CUDA_CONTEXT_BYTES
-    from hwsweep.plan import GB
+    from hwsweep.contracts.hardware import GB
+    from hwsweep.models.footprint import CUDA_CONTEXT_BYTES
+    from hwsweep.plan.config import resolve
+    from hwsweep.run import probe
 
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
     cfg["recipe"]["task"]["length"] = args.length
@@ -73,14 +73,14 @@ def main() -> None:
           f"without the context {(planned - CUDA_CONTEXT_BYTES) / peak:.3f}")  # fmt: skip
     if args.trainer:
         trained = trainer_record(matrix.spec("bench", "default", "gpu", 0))
-        print(f"hwsweep.train record: planned_memory_gb {trained['planned_memory_gb']:.2f}, peak_memory_gb "
+        print(f"hwsweep.run.train record: planned_memory_gb {trained['planned_memory_gb']:.2f}, peak_memory_gb "
               f"{trained['peak_memory_gb']:.2f} ({trained['peak_memory_source']}); planned / measured "
               f"{trained['planned_memory_gb'] / trained['peak_memory_gb']:.3f}")  # fmt: skip
 
 
 def trainer_record(spec) -> dict:
     """The RunRecord of a 5-step run of the reference trainer on this GPU."""
-    from hwsweep import io
+    from hwsweep.contracts import io
 
     folder = Path(tempfile.mkdtemp())
     d = spec.to_dict() | {"run_dir": str(folder)}
@@ -88,7 +88,7 @@ def trainer_record(spec) -> dict:
     d["plan"]["warmup_steps"] = d["recipe"]["schedule"]["warmup_steps"] = 1
     io.write_json(folder / "spec.json", d)
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train", str(folder / "spec.json")]
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.run.train", str(folder / "spec.json")]
     subprocess.run(cmd, check=True, capture_output=True)
     return json.loads((folder / "train.json").read_text())
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from hwsweep import io
-from hwsweep.config import resolve
+from hwsweep.contracts import io
+from hwsweep.plan.config import resolve
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,7 +35,7 @@ def run(level: str, n: int, steps: int, folder: Path, global_batch: int = 32) ->
     spec = resolve(cfg).spec("parity", "default", f"cpu{n}", 0).to_dict() | {"run_dir": str(folder)}
     io.write_json(folder / "spec.json", spec)
     torchrun = Path(sys.executable).parent / "torchrun"
-    subprocess.run([str(torchrun), "--standalone", "--nproc_per_node", str(n), "-m", "hwsweep.train",
+    subprocess.run([str(torchrun), "--standalone", "--nproc_per_node", str(n), "-m", "hwsweep.run.train",
                     str(folder / "spec.json"), "--threads", "2"],
                    check=True, capture_output=True, env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
     return json.loads((folder / "train.json").read_text())["curves"]["loss"]["values"]

@@ -24,10 +24,10 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from hwsweep import io  # noqa: E402
-from hwsweep.config import resolve  # noqa: E402
-from hwsweep.spec import TRAIN_RECORD  # noqa: E402
-from hwsweep.startup import PARTS  # noqa: E402
+from hwsweep.contracts import io  # noqa: E402
+from hwsweep.contracts.records import PARTS  # noqa: E402
+from hwsweep.contracts.spec import TRAIN_RECORD  # noqa: E402
+from hwsweep.plan.config import resolve  # noqa: E402
 
 BIN = Path(sys.executable).parent
 AGE = """
@@ -80,7 +80,7 @@ def hwsweep_run(folder: Path, n: int, steps: int) -> dict:
         subprocess.run(["rm", "-rf", str(run_dir)], check=True)
     spec["run_dir"] = str(run_dir)
     io.write_json(folder / "spec.json", spec)
-    torchrun(n, "-m", "hwsweep.train", str(folder / "spec.json"), "--threads", str(n))
+    torchrun(n, "-m", "hwsweep.run.train", str(folder / "spec.json"), "--threads", str(n))
     record = json.loads((run_dir / TRAIN_RECORD).read_text())
     return record["startup_parts"] | {"startup": record["startup_seconds"]}
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from hwsweep import io
-from hwsweep.config import resolve
+from hwsweep.contracts import io
+from hwsweep.plan.config import resolve
 
 REPO = Path(__file__).resolve().parent.parent
 SKIP = 0.1
@@ -36,7 +36,7 @@ def spec(level: str, folder: Path) -> Path:
 
 def step_seconds(level: str, folder: Path) -> float:
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "hwsweep.train", str(spec(level, folder)),
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "hwsweep.run.train", str(spec(level, folder)),
            "--threads", "2"]  # fmt: skip
     subprocess.run(cmd, check=True, capture_output=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
     times = json.loads((folder / "train.json").read_text())["step_seconds"]

@@ -1,4 +1,4 @@
-"""Throughput of hwsweep.train against a bare hand-written torch loop: same model, same batches, same
+"""Throughput of hwsweep.run.train against a bare hand-written torch loop: same model, same batches, same
 precision, world size 1, steady-state samples/s (the first 10% of steps left out on both sides). Trainer
 and bare runs alternate; the figure is the median of the per-repeat ratios (goal >= 0.97, issue 12).
 
@@ -31,11 +31,13 @@ from pathlib import Path
 import torch
 import yaml
 
-from hwsweep import data, families, io
-from hwsweep import device as devices
-from hwsweep.config import resolve
-from hwsweep.spec import RunSpec
-from hwsweep.train import lr_factor
+from hwsweep.contracts import io
+from hwsweep.contracts.spec import RunSpec
+from hwsweep.models import families
+from hwsweep.plan.config import resolve
+from hwsweep.run import data
+from hwsweep.run import device as devices
+from hwsweep.run.train import lr_factor
 
 REPO = Path(__file__).resolve().parent.parent
 SKIP = 0.1  # the trainer's steady-state rule: leave the first 10% of steps out
@@ -115,7 +117,7 @@ def hwsweep_trainer(spec, folder: Path) -> float:
     folder.mkdir(parents=True, exist_ok=True)
     io.write_json(folder / "spec.json", spec.to_dict() | {"run_dir": str(folder)})
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train", str(folder / "spec.json"),
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.run.train", str(folder / "spec.json"),
            "--threads", "1"]  # fmt: skip
     _run(cmd)
     return json.loads((folder / "train.json").read_text())["samples_per_second"]

@@ -8,19 +8,11 @@ import os
 import sys
 from pathlib import Path
 
-from hwsweep import placement, profile, resources
-from hwsweep.config import ConfigError, load_file, resolve
-from hwsweep.plantable import format_table, plan_rows
-from hwsweep.typed import SpecError
-
-DEFAULT_CONFIG = Path("config/config.yaml")
-
-
-def _load(path: Path) -> dict:
-    try:
-        return load_file(path)
-    except ConfigError as e:
-        sys.exit(f"hwsweep config error: {e}")
+from hwsweep.cluster import profile, resources
+from hwsweep.contracts.typed import SpecError
+from hwsweep.plan import placement
+from hwsweep.plan.config import DEFAULT_CONFIG, ConfigError, load_or_exit, resolve
+from hwsweep.plan.table import format_table, plan_rows
 
 
 def _executor(args) -> str | None:
@@ -41,12 +33,12 @@ def _print_plan(raw: dict, fmt: str, config_dir: Path, executor: str | None = pl
         return 1
     sep = "\t" if fmt == "tsv" else None
     if estimate:  # measured runs are read from results/ under the current directory, as snakemake writes them
-        from hwsweep.estimate import RUN_COLUMNS, estimate_rows, run_specs
+        from hwsweep.plan.estimate import RUN_COLUMNS, estimate_rows, run_specs
 
         rows = estimate_rows(run_specs(matrix), matrix.estimate)
         sys.stdout.write(format_table(rows, sep=sep, columns=RUN_COLUMNS))
     else:
-        from hwsweep.estimate import measured_cells, run_specs
+        from hwsweep.plan.estimate import measured_cells, run_specs
 
         sys.stdout.write(format_table(plan_rows(matrix), sep=sep))
         # results/ under the current directory, as for --estimate; a TSV table stays machine-readable
@@ -62,7 +54,7 @@ def detect_hardware() -> tuple[dict, list[str]]:
     """This machine as a hardware entry (CUDA_VISIBLE_DEVICES is honoured by torch itself)."""
     import torch
 
-    from hwsweep import catalog
+    from hwsweep.contracts import catalog
 
     if torch.cuda.is_available():
         props = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
@@ -98,7 +90,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if hasattr(args, "handler"):
         return args.handler(args)
-    raw = _load(args.configfile)
+    raw = load_or_exit(args.configfile)
     if args.command == "plan":
         executor = _executor(args)
         if executor is None:
@@ -118,7 +110,8 @@ def _probe_memory(raw: dict, config_dir: Path) -> None:
     next (and every later plan for this device type) uses instead of the estimate."""
     import torch
 
-    from hwsweep import probe
+    from hwsweep.contracts import memory
+    from hwsweep.run import probe
 
     try:
         matrix = resolve(raw, config_dir=config_dir)
@@ -126,7 +119,7 @@ def _probe_memory(raw: dict, config_dir: Path) -> None:
         return  # _print_plan names the problem
     for line in probe.probe_matrix(matrix, "detected", torch.device("cuda", 0)):
         print(line)
-    print(f"memory probe cache: {probe.cache_path()}")
+    print(f"memory probe cache: {memory.cache_path()}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ import os
 import stat
 from pathlib import Path
 
-# `sinfo` (hwsweep.slurm.SINFO) on tests/slurm/cluster.py with h100-2 drained and a job holding
+# `sinfo` (hwsweep.cluster.slurm.SINFO) on tests/slurm/cluster.py with h100-2 drained and a job holding
 # every GPU of h100-1.
 CLUSTER = """\
 cpu-1|cpu*|idle|0/8/0/8|16000|0|(null)|gpu:0|none|

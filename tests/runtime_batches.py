@@ -6,7 +6,7 @@ import sys
 
 import torch
 
-from hwsweep import runtime
+from hwsweep.run import runtime
 
 
 class Augmented(torch.utils.data.Dataset):

@@ -1,6 +1,6 @@
 """Peak FLOP/s of the catalog, the denominator of MFU."""
 
-from hwsweep.catalog import catalog, peak_flops
+from hwsweep.contracts.catalog import catalog, peak_flops
 
 
 def test_peak_follows_the_arithmetic_the_plan_runs():

@@ -4,7 +4,7 @@ import random
 
 import torch
 
-from hwsweep.checkpoint import CheckpointManager, step_file
+from hwsweep.run.checkpoint import CheckpointManager, step_file
 
 
 def _manager(folder, fp="run-a", keep=2):

@@ -9,10 +9,11 @@ import textwrap
 
 import pytest
 
-from hwsweep import command, runner
-from hwsweep.config import ConfigError, resolve
-from hwsweep.metrics import Metric, TextParser, parse_jsonl_line, summarise
-from hwsweep.records import RunRecord, read
+from hwsweep.contracts import command
+from hwsweep.contracts.metrics import Metric, TextParser, parse_jsonl_line, summarise
+from hwsweep.contracts.records import RunRecord, read
+from hwsweep.plan.config import ConfigError, resolve
+from hwsweep.run import runner
 
 STEP = r"\b(?:step|iter|iteration|global_step)\b\s*[:=#]?\s*(\d+)"
 
@@ -74,13 +75,13 @@ def test_plan_values_become_flags_in_each_style(tmp_path):
 
 
 def test_torchrun_starts_every_command_tethered_to_its_agent(tmp_path):
-    from hwsweep import launch
+    from hwsweep.run import launch
 
     inv = matrix(script(tmp_path, "")).trainer.invocation
     spec = matrix(tmp_path).spec("s", "default", "cpu2", 0)
     argv = command.command_argv(spec, inv)
     assert argv[0] == sys.executable and argv[1] == "script.py"
-    assert launch.tethered(argv) == ["-m", "hwsweep.tether", *argv]
+    assert launch.tethered(argv) == ["-m", "hwsweep.run.tether", *argv]
 
 
 # -- metrics ------------------------------------------------------------------------------
@@ -256,7 +257,7 @@ def test_preemption_resumes_with_the_declared_arguments_and_keeps_earlier_steps(
     m = matrix(script(tmp_path, body), trainer=trainer)
     spec = m.spec("s", "default", "cpu1", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    cmd = [sys.executable, "-m", "hwsweep.launch", str(tmp_path / "spec.json")]
+    cmd = [sys.executable, "-m", "hwsweep.run.launch", str(tmp_path / "spec.json")]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     for line in proc.stdout:
         if "waiting" in line:

@@ -5,9 +5,9 @@ import subprocess
 
 import pytest
 import yaml
-
-from hwsweep.config import ConfigError, resolve
 from conftest import REPO, snakemake
+
+from hwsweep.plan.config import ConfigError, resolve
 
 
 def test_default_config_expands_to_suites_variants_seeds_hardware():
@@ -167,8 +167,8 @@ def test_sweeping_a_key_with_digits(small_config):
 
 # -- what this machine or profile can place, and config files that cannot be read ---------------------
 
-from hwsweep import placement  # noqa: E402
-from hwsweep.plan import Hardware  # noqa: E402
+from hwsweep.contracts.hardware import Hardware  # noqa: E402
+from hwsweep.plan import placement  # noqa: E402
 
 
 def _hw(**kw):

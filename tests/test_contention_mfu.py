@@ -6,9 +6,9 @@ import math
 import pandas as pd
 import pytest
 
-from hwsweep import headline, stats, tables
-from hwsweep.records import SPEED_COLUMNS, STARTUP_COLUMNS, RunRecord, run_row
-from hwsweep.startup import PARTS
+from hwsweep.analysis import stats
+from hwsweep.contracts.records import PARTS, SPEED_COLUMNS, STARTUP_COLUMNS, RunRecord, run_row
+from hwsweep.report import headline, tables
 
 SETTINGS = stats.Settings(metrics=("acc",), margins={"acc": 0.01}, primary=("acc",))
 
@@ -91,7 +91,7 @@ def test_a_record_without_contention_reads_as_clean():
 
 
 def test_time_breakdown_stacks_the_startup_parts_and_shows_a_command_s_startup_whole(tmp_path):
-    from hwsweep import plots
+    from hwsweep.report import plots
 
     summary = stats.seed_summary(_runs().assign(**{c: 0.4 for c in STARTUP_COLUMNS}), SETTINGS)
     summary.loc[summary.hardware == "cpu2", STARTUP_COLUMNS] = math.nan  # cpu2: a command, not broken down

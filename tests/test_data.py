@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import torch
 
-from hwsweep.data import GlobalOrder, micro_batches
 from hwsweep.models.transformer import tables
+from hwsweep.run.data import GlobalOrder, micro_batches
 
 
 def test_global_batch_is_split_contiguously_and_in_order():

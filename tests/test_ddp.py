@@ -6,11 +6,11 @@ import subprocess
 
 import pytest
 import torch
-
-from hwsweep import io
-from hwsweep.config import resolve
-from hwsweep.spec import FINAL_CHECKPOINT, TRAIN_RECORD
 from conftest import BIN
+
+from hwsweep.contracts import io
+from hwsweep.contracts.spec import FINAL_CHECKPOINT, TRAIN_RECORD
+from hwsweep.plan.config import resolve
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def train(tmp_path, matrix, hardware: str, threads: int = 2, global_batch: int |
     io.write_json(path, spec)
     n = spec["plan"]["devices_per_node"]
     cmd = [str(BIN / "torchrun"), "--standalone", "--nnodes", "1", "--nproc_per_node", str(n),
-           "-m", "hwsweep.train", str(path), "--threads", str(threads)]  # fmt: skip
+           "-m", "hwsweep.run.train", str(path), "--threads", str(threads)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ | {"OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     record = json.loads((tmp_path / hardware / TRAIN_RECORD).read_text())

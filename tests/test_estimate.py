@@ -10,13 +10,15 @@ from contextlib import redirect_stdout
 
 import pandas as pd
 import pytest
-
-from hwsweep import catalog, cli, estimate, flops, io
-from hwsweep.config import resolve
-from hwsweep.models import transformer
-from hwsweep.plantable import format_table
-from hwsweep.spec import canonical_json
 from conftest import BIN, snakemake, write_config
+
+from hwsweep import cli
+from hwsweep.contracts import catalog, io
+from hwsweep.contracts.spec import canonical_json
+from hwsweep.models import flops, transformer
+from hwsweep.plan import estimate
+from hwsweep.plan.config import resolve
+from hwsweep.plan.table import format_table
 
 
 def test_flops_on_meta_equal_flops_of_a_real_cpu_step(small_config):
@@ -107,7 +109,7 @@ def _train(root, matrix, run) -> dict:
     spec = matrix.spec(run.suite, run.variant, run.hardware, run.seed)
     path = root / run.run_dir / "spec.json"
     io.write_text(path, canonical_json(spec))
-    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train", str(path)]
+    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.run.train", str(path)]
     env = os.environ | {"OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=root)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

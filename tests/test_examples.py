@@ -7,7 +7,6 @@ import shutil
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import REPO, snakemake
 
 pytestmark = pytest.mark.slow
@@ -55,7 +54,7 @@ def test_plain_ddp_script_sweeps_unmodified(tmp_path):
     assert record["curves"]["val_acc"]["steps"] == [30, 60]
     assert record["provenance"]["script"]["sha256"]
     log = (folder / "logs/mlp/hidden-32/cpu2/seed1/train.log").read_text()
-    assert "--nproc_per_node 2 -m hwsweep.tether " in log  # every worker tethered to torchrun's agent
+    assert "--nproc_per_node 2 -m hwsweep.run.tether " in log  # every worker tethered to torchrun's agent
     assert " train.py --batch_size=16" in log and "--grad_accum=2" in log and "--seed=1" in log
 
 

@@ -1,10 +1,10 @@
-"""The model-family contract (hwsweep/families.py), checked for every registered family."""
+"""The model-family contract (hwsweep/models/families.py), checked for every registered family."""
 
 import pytest
 import torch
 
-from hwsweep.config import resolve
-from hwsweep.families import FAMILIES, family, torch_side
+from hwsweep.models.families import FAMILIES, family, torch_side
+from hwsweep.plan.config import resolve
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))

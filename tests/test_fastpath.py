@@ -9,14 +9,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
+from conftest import BIN, REPO
 from torch.utils.data import TensorDataset
 
-from hwsweep import data, io
-from hwsweep.command import arguments, plan_values
-from hwsweep.config import ConfigError, resolve
-from hwsweep.records import RunRecord, run_row
-from hwsweep.runtime import Loader, table_placement
-from conftest import BIN, REPO
+from hwsweep.contracts import io
+from hwsweep.contracts.command import arguments, plan_values
+from hwsweep.contracts.records import RunRecord, run_row
+from hwsweep.plan.config import ConfigError, resolve
+from hwsweep.run import data
+from hwsweep.run.runtime import Loader, table_placement
 
 GLOBAL_BATCH, MICRO_BATCH, STEPS = 12, 3, 9  # 60 samples: the order wraps into a second epoch
 
@@ -101,7 +102,7 @@ def train(tmp_path, cfg, name: str, hardware: str = "cpu1") -> dict:
     spec = resolve(cfg).spec("tiny", "default", hardware, 0).to_dict() | {"run_dir": str(tmp_path / name)}
     io.write_json(tmp_path / f"{name}.json", spec)
     n = spec["plan"]["devices_per_node"]
-    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(n), "-m", "hwsweep.train",
+    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(n), "-m", "hwsweep.run.train",
            str(tmp_path / f"{name}.json")]  # fmt: skip
     proc = subprocess.run(cmd, env=os.environ | {"OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -144,7 +145,7 @@ def test_a_command_trainers_record_has_its_largest_processs_peak(tmp_path):
     spec = resolve(cfg, config_dir=example).spec("mlp", "hidden-32", "cpu1", 0).to_dict()
     spec["run_dir"] = str(tmp_path / "run")
     io.write_json(tmp_path / "spec.json", spec)
-    cmd = [str(BIN / "python"), "-m", "hwsweep.launch", str(tmp_path / "spec.json"), "--threads", "1"]
+    cmd = [str(BIN / "python"), "-m", "hwsweep.run.launch", str(tmp_path / "spec.json"), "--threads", "1"]
     proc = subprocess.run(cmd, env=os.environ | {"OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     rec = json.loads((tmp_path / "run" / "train.json").read_text())
@@ -158,8 +159,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from hwsweep.device import select
-from hwsweep.reduce import StandardReduction, make_reduction
+from hwsweep.run.device import select
+from hwsweep.run.reduce import StandardReduction, make_reduction
 
 dist.init_process_group("gloo", init_method=f"file://{sys.argv[1]}", rank=0, world_size=1)
 weights = []

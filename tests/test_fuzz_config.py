@@ -10,15 +10,16 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import BIN, SMALL, snakemake
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hwsweep import placement, validation
-from hwsweep.config import RESERVED_SUITES, ConfigError, load_file, resolve
-from hwsweep.records import RunRecord
-from hwsweep.spec import canonical_json
-from hwsweep.typed import SpecError
-from conftest import BIN, SMALL, snakemake
+from hwsweep.analysis import validation
+from hwsweep.contracts.records import RunRecord
+from hwsweep.contracts.spec import canonical_json
+from hwsweep.contracts.typed import SpecError
+from hwsweep.plan import placement
+from hwsweep.plan.config import RESERVED_SUITES, ConfigError, load_file, resolve
 
 NASTY = ["a b", "a;b", "a/b", "..", "../x", "$(id)", "`id`", "a|b", "a&b", "a>b", "x\ny", "é", "名前", "", "-x",
          "a" * 65, "a'b", 'a"b', "a*b", "~root", "a\\b", " lead"]  # fmt: skip
@@ -261,7 +262,7 @@ def test_a_config_the_planner_accepts_runs(data):
     with tempfile.TemporaryDirectory() as folder:
         spec = type(spec).from_dict(spec.to_dict() | {"run_dir": str(Path(folder, "run"))})
         Path(folder, "spec.json").write_text(canonical_json(spec))
-        proc = subprocess.run([str(BIN / "python"), "-m", "hwsweep.launch", "spec.json", "--threads", "2"], cwd=folder,
+        proc = subprocess.run([str(BIN / "python"), "-m", "hwsweep.run.launch", "spec.json", "--threads", "2"], cwd=folder,
                               capture_output=True, text=True, timeout=300, env=os.environ | NO_GPU)  # fmt: skip
         assert proc.returncode == 0, f"{json.dumps(cfg)}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
         validation.check(RunRecord, spec.path("train.json"), spec)  # a complete, plausible record

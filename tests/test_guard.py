@@ -1,4 +1,4 @@
-"""The divergence guard (hwsweep.guard) on real loss series, and wired into the runner of a user's command."""
+"""The divergence guard (hwsweep.contracts.guard) on real loss series, and wired into the runner of a user's command."""
 
 import json
 import math
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from hwsweep import guard, runner
-from hwsweep.config import ConfigError, resolve
-from hwsweep.guard import Guard, GuardConfig
-from hwsweep.records import RunRecord, read
+from hwsweep.contracts import guard
+from hwsweep.contracts.guard import Guard, GuardConfig
+from hwsweep.contracts.records import RunRecord, read
+from hwsweep.plan.config import ConfigError, resolve
+from hwsweep.run import runner
 
 SERIES = json.loads((Path(__file__).parent / "data/loss_series.json").read_text())
 

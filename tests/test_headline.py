@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from hwsweep import headline, landing, tables
+from hwsweep.report import headline, landing, tables
 
 MARGINS = {"token_accuracy": (0.005, 100.0), "exact_accuracy": (0.005, 100.0), "final_loss": (0.01, 1.0)}
 

@@ -11,12 +11,11 @@ import pytest
 import torch
 import yaml
 
-from hwsweep import families, flops, footprint, passk, puzzles
-from hwsweep.config import ConfigError, resolve
-from hwsweep.models import deep_transformer, hrm, puzzle_tasks
+from hwsweep.contracts.recipe import Recipe
+from hwsweep.contracts.typed import SpecError
+from hwsweep.models import deep_transformer, families, flops, footprint, hrm, passk, puzzle_tasks, puzzles
 from hwsweep.models.blocks import sequence_loss
-from hwsweep.recipe import Recipe
-from hwsweep.typed import SpecError
+from hwsweep.plan.config import ConfigError, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 HRM = {"name": "hrm", "width": 16, "heads": 2, "mlp_ratio": 2, "h_layers": 1, "l_layers": 1, "h_cycles": 2,

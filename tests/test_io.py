@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hwsweep import io
+from hwsweep.contracts import io
 
 
 def test_failed_write_leaves_previous_content_and_no_temp_files(tmp_path):

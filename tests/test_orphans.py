@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import BIN, REPO, SMALL, write_config
 
 pytestmark = pytest.mark.slow
@@ -63,9 +62,9 @@ def _start(tmp_path, command=False):
     env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 240
-    worker, progress = ("script.py", "step 3:") if command else ("hwsweep.train", "train:")
+    worker, progress = ("script.py", "step 3:") if command else ("hwsweep.run.train", "train:")
     while time.monotonic() < deadline:  # training runs: both workers are up and the log shows steps
-        workers = [p for p, c in run_processes(tmp_path) if worker in c and "hwsweep.tether" not in c]
+        workers = [p for p, c in run_processes(tmp_path) if worker in c and "hwsweep.run.tether" not in c]
         log = tmp_path / "logs/tiny/default/cpu2/seed0/train.log"
         if len(workers) == 2 and log.exists() and progress in log.read_text():
             return proc
@@ -101,7 +100,7 @@ def test_killing_the_workflow_leaves_no_process_of_a_users_command(tmp_path, how
 
 def _kill_and_check(tmp_path, proc, how):
     before = run_processes(tmp_path)
-    assert any("hwsweep.launch" in c for _, c in before) and any("torchrun" in c for _, c in before), before
+    assert any("hwsweep.run.launch" in c for _, c in before) and any("torchrun" in c for _, c in before), before
     KILLS[how](proc.pid)
     try:
         proc.wait(timeout=120)
@@ -117,8 +116,8 @@ def _kill_and_check(tmp_path, proc, how):
 
 def test_a_rendezvous_that_cannot_complete_fails_in_bounded_time(tmp_path, monkeypatch):
     """Node 0 of two waits for a node that never starts: torchrun gives up after RENDEZVOUS_TIMEOUT."""
-    from hwsweep import launch
-    from hwsweep.config import resolve
+    from hwsweep.plan.config import resolve
+    from hwsweep.run import launch
 
     cfg = copy.deepcopy(SMALL)
     cfg["hardware"] = {"two": {"accelerator": "cpu", "nodes": 2, "devices_per_node": 1}}

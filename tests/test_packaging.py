@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from conftest import BIN, REPO
 
 SOURCE_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".snakemake",
@@ -54,7 +53,7 @@ def test_a_wheel_installed_into_a_clean_venv_plans_from_any_directory(tmp_path):
 
     elsewhere = tmp_path / "elsewhere"  # no repository files next to it
     elsewhere.mkdir()
-    where = _run([str(python), "-c", "import hwsweep.config as c; print(c.__file__, c.SCHEMA_PATH.is_file())"],
+    where = _run([str(python), "-c", "import hwsweep.plan.config as c; print(c.__file__, c.SCHEMA_PATH.is_file())"],
                  cwd=elsewhere)  # fmt: skip
     assert where.stdout.startswith(str(tmp_path / "venv/lib")) and where.stdout.split()[1] == "True", where
     plan = _run([str(tmp_path / "venv/bin/hwsweep"), "plan", "--configfile", str(REPO / "config/config.yaml")],

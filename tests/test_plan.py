@@ -6,13 +6,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
-
-from hwsweep import footprint
-from hwsweep.config import ConfigError, resolve
-from hwsweep.models.transformer import SequenceTransformer
-from hwsweep.plan import GB, Advisor, Hardware, make_plan
-from hwsweep.plantable import format_table, plan_rows
 from conftest import BIN
+
+from hwsweep.contracts.hardware import GB, Hardware
+from hwsweep.models import footprint
+from hwsweep.models.transformer import SequenceTransformer
+from hwsweep.plan.batch import Advisor, make_plan
+from hwsweep.plan.config import ConfigError, resolve
+from hwsweep.plan.table import format_table, plan_rows
 
 
 def gpu_config(small_config, **recipe):

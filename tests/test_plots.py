@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hwsweep import plots, stats
-from hwsweep.metrics import Metric
+from hwsweep.analysis import stats
+from hwsweep.contracts.metrics import Metric
+from hwsweep.report import plots
 
 HARDWARE = {"cpu1": (1, "cpu", 40.0), "cpu2": (2, "cpu", 22.0), "cpu4": (4, "cpu", 13.0),
             "gpu1": (1, "H100-80GB", 2.0), "gpu2": (2, "H100-80GB", 1.1)}  # fmt: skip

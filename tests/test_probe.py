@@ -5,9 +5,11 @@ import json
 
 import pytest
 
-from hwsweep import footprint, probe
-from hwsweep.config import resolve
-from hwsweep.plan import GB
+from hwsweep.contracts import memory
+from hwsweep.contracts.hardware import GB
+from hwsweep.models import footprint
+from hwsweep.plan.config import resolve
+from hwsweep.run import probe
 
 GPU = {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": "H100-80GB"}
 
@@ -15,7 +17,7 @@ GPU = {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": "H100-80GB"}
 @pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch):
     path = tmp_path / "memory.json"
-    monkeypatch.setenv(probe.CACHE_ENV, str(path))
+    monkeypatch.setenv(memory.CACHE_ENV, str(path))
     return path
 
 
@@ -43,9 +45,9 @@ def test_probe_measures_largest_first_until_one_fits_and_caches_every_peak(small
     peaks = {64: None, 32: 50 * GB, 16: 30 * GB, 8: 10 * GB}
     found = probe.probe(recipe, "H100-80GB", "bf16-mixed", 64, 40 * GB, fake_device(peaks, calls))
     assert calls == [64, 32, 16] and found == {64: None, 32: 50 * GB, 16: 30 * GB}
-    assert probe.measured(recipe, "H100-80GB", "bf16-mixed")["peak_bytes"] == found
-    assert probe.measured(recipe, "H100-80GB", "fp32") is None  # per precision
-    assert probe.measured(recipe, "A100-80GB", "bf16-mixed") is None  # per device type
+    assert memory.measured(recipe, "H100-80GB", "bf16-mixed")["peak_bytes"] == found
+    assert memory.measured(recipe, "H100-80GB", "fp32") is None  # per precision
+    assert memory.measured(recipe, "A100-80GB", "bf16-mixed") is None  # per device type
     calls.clear()  # a second probe reads the cache and measures nothing
     assert probe.probe(recipe, "H100-80GB", "bf16-mixed", 64, 40 * GB, fake_device(peaks, calls)) == found
     assert calls == []
@@ -57,7 +59,7 @@ def test_plans_use_measured_peaks_on_the_device_type_only(small_config):
     recipe = m.cells[0].recipe
     before = m.spec("tiny", "default", "h100", 0).plan
     assert (before.micro_batch, before.memory_source) == (64, "estimate")  # the tiny model fits whole
-    probe.store(recipe, "H100-80GB", "bf16-mixed", {64: None, 32: 70 * GB, 16: 20 * GB}, 1000)
+    memory.store(recipe, "H100-80GB", "bf16-mixed", {64: None, 32: 70 * GB, 16: 20 * GB}, 1000)
     after = matrix(small_config).spec("tiny", "default", "h100", 0).plan
     assert (after.micro_batch, after.accumulation, after.memory_source) == (16, 4, "measured")
     assert after.est_memory_gb == pytest.approx((20 * GB + footprint.CUDA_CONTEXT_BYTES) / GB, abs=1e-4)
@@ -67,7 +69,7 @@ def test_plans_use_measured_peaks_on_the_device_type_only(small_config):
 
 def test_strict_plans_add_the_kept_gradients_to_a_measured_peak(small_config):
     m = matrix(small_config, reproducibility="strict", micro_batch=16)
-    probe.store(m.cells[0].recipe, "H100-80GB", "bf16-mixed", {16: 5 * GB}, 2 * GB)
+    memory.store(m.cells[0].recipe, "H100-80GB", "bf16-mixed", {16: 5 * GB}, 2 * GB)
     plan = matrix(small_config, reproducibility="strict", micro_batch=16).spec("tiny", "default", "h100", 0).plan
     assert plan.memory_source == "measured"
     assert plan.est_memory_gb == pytest.approx((5 * GB + 4 * 2 * GB + footprint.CUDA_CONTEXT_BYTES) / GB, abs=1e-4)

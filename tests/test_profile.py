@@ -7,10 +7,10 @@ import time
 
 import pytest
 import yaml
-
 from conftest import REPO
 from fake_slurm import fake_sinfo
-from hwsweep import profile
+
+from hwsweep.cluster import profile
 
 
 @pytest.fixture

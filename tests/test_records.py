@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from hwsweep.metrics import Metric
-from hwsweep.records import EvalRecord, RecordError, read
+from hwsweep.contracts.metrics import Metric
+from hwsweep.contracts.records import EvalRecord, RecordError, read
 
 ACCURACY = Metric.from_dict({"name": "acc", "goal": "max", "margin": 0.01, "primary": True, "stage": "eval",
                              "pattern": None, "key": None, "reduce": "last", "bounds": [0, 1]})  # fmt: skip
@@ -50,8 +50,8 @@ def test_damaged_or_implausible_records_are_named(tmp_path, text, message):
 
 
 def test_status_works_before_any_run_has_finished(tmp_path, monkeypatch, small_config):
-    from hwsweep.config import resolve
-    from hwsweep.status import write_status
+    from hwsweep.analysis.status import write_status
+    from hwsweep.plan.config import resolve
 
     monkeypatch.chdir(tmp_path)
     status = write_status(resolve(small_config))

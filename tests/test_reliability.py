@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-
-from hwsweep import io
-from hwsweep.config import resolve
 from conftest import BIN, snakemake, snakemake_command
+
+from hwsweep.contracts import io
+from hwsweep.plan.config import resolve
 
 pytestmark = pytest.mark.slow
 
@@ -32,9 +32,9 @@ RUN = "results/tiny/default/cpu2/seed0"
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     """The reference: the same run, never interrupted."""
-    from conftest import SMALL
-
     import copy
+
+    from conftest import SMALL
 
     whole = tmp_path_factory.mktemp("whole")
     assert snakemake(whole, _strict_cfg(copy.deepcopy(SMALL)), "--cores", "2", f"{RUN}/eval.json").returncode == 0
@@ -60,7 +60,7 @@ def test_sigkill_then_snakemake_rerun_is_bitwise_equal_to_an_uninterrupted_run(t
         if steps and max(steps) >= 20 * checkpoints_before_kill:
             break
         time.sleep(0.05)
-    subprocess.run(["pkill", "-KILL", "-f", f"hwsweep.train {run}/spec.json"], check=False)
+    subprocess.run(["pkill", "-KILL", "-f", f"hwsweep.run.train {run}/spec.json"], check=False)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0, "the killed job must fail the first snakemake run"
     assert not (cut / run / "train.json").exists() and list(ckpts.glob("step*.pt"))
@@ -82,7 +82,7 @@ def test_nan_loss_fails_at_once_with_the_step_and_no_record(tmp_path, small_conf
     spec["run_dir"] = str(tmp_path / "run")
     spec["plan"]["lr"] = 1e30  # any finite start, then the weights blow up
     io.write_json(tmp_path / "spec.json", spec)
-    proc = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train",
+    proc = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.run.train",
                            str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
@@ -99,7 +99,7 @@ def test_the_built_in_trainer_guards_a_blown_up_loss(tmp_path, small_config, act
     spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict()
     spec["run_dir"] = str(tmp_path / "run")
     io.write_json(tmp_path / "spec.json", spec)
-    proc = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train",
+    proc = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.run.train",
                            str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=300)  # fmt: skip
     record = tmp_path / "run" / "train.json"
     if action == "fail":
@@ -184,7 +184,7 @@ def test_damaged_spec_and_records_are_settled_by_plain_all(two_suites):
 
 
 def test_sigusr2_also_checkpoints_and_exits_with_the_preempted_code(tmp_path, small_config):
-    from hwsweep.train import EXIT_PREEMPTED
+    from hwsweep.run.train import EXIT_PREEMPTED
 
     cfg = _strict_cfg(small_config)
     cfg["recipe"]["schedule"]["steps"] = 3000
@@ -193,7 +193,7 @@ def test_sigusr2_also_checkpoints_and_exits_with_the_preempted_code(tmp_path, sm
     # Run the workers without torchrun's agent, as SLURM's --signal reaches every process of the step.
     env = os.environ | {"OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(29000 + os.getpid() % 1000),
                         "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}  # fmt: skip
-    procs = [subprocess.Popen([str(BIN / "python"), "-m", "hwsweep.train", str(tmp_path / "spec.json")],
+    procs = [subprocess.Popen([str(BIN / "python"), "-m", "hwsweep.run.train", str(tmp_path / "spec.json")],
                               env=env | {"RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(2)]  # fmt: skip
     ckpts = tmp_path / "run" / "checkpoints"

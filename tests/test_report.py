@@ -11,7 +11,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from browser import Browser, ensure_installed
 from conftest import REPO, snakemake
 

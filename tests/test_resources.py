@@ -6,11 +6,11 @@ import time
 
 import pytest
 import yaml
-
 from conftest import REPO
 from fake_slurm import CLUSTER, fake_sinfo
-from hwsweep import resources, slurm
-from hwsweep.config import resolve
+
+from hwsweep.cluster import resources, slurm
+from hwsweep.plan.config import resolve
 
 DEFAULT = yaml.safe_load((REPO / "config/config.yaml").read_text())
 

@@ -8,11 +8,11 @@ import time
 
 import pytest
 import torch
-
-from hwsweep import io
-from hwsweep.config import resolve
-from hwsweep.train import EXIT_PREEMPTED
 from conftest import BIN
+
+from hwsweep.contracts import io
+from hwsweep.plan.config import resolve
+from hwsweep.run.train import EXIT_PREEMPTED
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ def _spec(tmp_path, small_config, name):
     small_config["recipe"]["schedule"] = {"steps": 400, "warmup_steps": 5}
     spec = resolve(small_config).spec("tiny", "default", "cpu2", 0).to_dict() | {"run_dir": str(tmp_path / name)}
     io.write_json(tmp_path / f"{name}.json", spec)
-    return [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", "hwsweep.train",
+    return [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", "hwsweep.run.train",
             str(tmp_path / f"{name}.json")]  # fmt: skip
 
 

@@ -10,11 +10,11 @@ import time
 import pytest
 import torch
 import yaml
-
-from hwsweep import io
-from hwsweep.config import resolve
-from hwsweep.runtime import EXIT_PREEMPTED
 from conftest import BIN, REPO
+
+from hwsweep.contracts import io
+from hwsweep.plan.config import resolve
+from hwsweep.run.runtime import EXIT_PREEMPTED
 
 pytestmark = pytest.mark.slow
 EXAMPLE = REPO / "examples" / "runtime_api"
@@ -22,7 +22,7 @@ ENV = os.environ | {"OMP_NUM_THREADS": "1"}
 
 
 def example_spec(tmp_path, hardware: str, name: str, steps: int = 60) -> list[str]:
-    """The command that runs the example on `hardware` as hwsweep's train job does (hwsweep.launch:
+    """The command that runs the example on `hardware` as hwsweep's train job does (hwsweep.run.launch:
     torchrun under the command runner), its spec written beside."""
     cfg = yaml.safe_load((EXAMPLE / "config.yaml").read_text())
     cfg["recipe"] |= {"checkpoint_every": 10, "schedule": {"steps": steps, "warmup_steps": 5}}
@@ -30,7 +30,7 @@ def example_spec(tmp_path, hardware: str, name: str, steps: int = 60) -> list[st
     spec = resolve(cfg, config_dir=EXAMPLE).spec("mlp", "default", hardware, 3).to_dict()
     spec["run_dir"] = str(tmp_path / name)
     io.write_json(tmp_path / f"{name}.json", spec)
-    return [str(BIN / "python"), "-m", "hwsweep.launch", str(tmp_path / f"{name}.json"), "--threads", "2"]
+    return [str(BIN / "python"), "-m", "hwsweep.run.launch", str(tmp_path / f"{name}.json"), "--threads", "2"]
 
 
 def launch(cmd):
@@ -122,7 +122,7 @@ def test_periodic_evaluation_adds_curves_and_leaves_training_alone(tmp_path, sma
         spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict()
         spec["run_dir"] = str(tmp_path / f"e{every}")
         io.write_json(tmp_path / f"e{every}.json", spec)
-        cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.train",
+        cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.run.train",
                str(tmp_path / f"e{every}.json")]  # fmt: skip
         proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import BIN, REPO, snakemake_command, write_config
 
 sys.path.insert(0, str(Path(__file__).parent / "slurm"))

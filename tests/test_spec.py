@@ -4,11 +4,11 @@ import json
 
 import pytest
 import yaml
-
-from hwsweep.config import resolve
-from hwsweep.spec import RunSpec
-from hwsweep.typed import SpecError
 from conftest import REPO
+
+from hwsweep.contracts.spec import RunSpec
+from hwsweep.contracts.typed import SpecError
+from hwsweep.plan.config import resolve
 
 
 def _spec():

@@ -7,12 +7,13 @@ import subprocess
 import sys
 
 import pytest
-
-from hwsweep import host, io
-from hwsweep.config import resolve
-from hwsweep.spec import TRAIN_RECORD
-from hwsweep.startup import PARTS, StartupClock, total
 from conftest import BIN
+
+from hwsweep.contracts import host, io
+from hwsweep.contracts.records import PARTS
+from hwsweep.contracts.spec import TRAIN_RECORD
+from hwsweep.plan.config import resolve
+from hwsweep.run.startup import StartupClock, total
 
 STEPS = 12
 
@@ -26,7 +27,7 @@ def _train(tmp_path, small_config, prefix: list[str] = ()) -> dict:
     path = tmp_path / "spec.json"
     io.write_json(path, spec)
     cmd = [*prefix, str(BIN / "torchrun"), "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
-           "-m", "hwsweep.train", str(path), "--threads", "2"]  # fmt: skip
+           "-m", "hwsweep.run.train", str(path), "--threads", "2"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=os.environ | {"OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads((tmp_path / "run" / TRAIN_RECORD).read_text())
@@ -93,7 +94,7 @@ def test_startup_clock_parts_add_up_and_an_unmarked_part_is_zero():
 
 def test_a_train_process_imports_no_analysis_libraries():
     """pandas, scipy and matplotlib cost a second of startup each; the launch and train path never needs them."""
-    code = ("import sys, hwsweep.launch, hwsweep.tether, hwsweep.train; "
+    code = ("import sys, hwsweep.run.launch, hwsweep.run.tether, hwsweep.run.train; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'scipy', 'matplotlib'}))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from hwsweep import catalog, diagnose, stats
+from hwsweep.analysis import diagnose, stats
+from hwsweep.contracts import catalog
 
 MARGINS = {"token_accuracy": 0.005, "exact_accuracy": 0.005, "final_loss": 0.01}
 SETTINGS = stats.Settings(metrics=tuple(MARGINS), margins=MARGINS, primary=("token_accuracy", "final_loss"),

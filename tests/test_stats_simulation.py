@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from hwsweep import stats
+from hwsweep.analysis import stats
 
 TRIALS = 40_000
 ALPHA = 0.05

@@ -8,7 +8,6 @@ import subprocess
 
 import pytest
 import yaml
-
 from conftest import BIN, REPO, SMALL, snakemake
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Records validation (hwsweep.validation) and setting damaged files aside (hwsweep.quarantine): one
+"""Records validation (hwsweep.analysis.validation) and setting damaged files aside (hwsweep.analysis.quarantine): one
 judgement of what is done, for status and for the workflow."""
 
 import copy
@@ -7,10 +7,11 @@ import os
 
 import pytest
 
-from hwsweep import io, quarantine, validation
-from hwsweep.config import resolve
-from hwsweep.records import EvalRecord, RunRecord
-from hwsweep.spec import canonical_json
+from hwsweep.analysis import quarantine, validation
+from hwsweep.contracts import io
+from hwsweep.contracts.records import EvalRecord, RunRecord
+from hwsweep.contracts.spec import canonical_json
+from hwsweep.plan.config import resolve
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import sys
 
 import pandas as pd
 import pytest
-
 from conftest import REPO, snakemake
-from hwsweep.families import SEQUENCE_METRICS
+
+from hwsweep.models.families import SEQUENCE_METRICS
 
 pytestmark = pytest.mark.slow
 
@@ -120,7 +120,7 @@ def test_jobs_see_exactly_the_replaced_config_and_refuse_a_changed_spec(tmp_path
     assert proc.returncode == 0 and f"{run}/spec.json is not the config's spec" in proc.stderr, proc.stderr[-3000:]
     assert "would rewrite from the config" in proc.stderr  # a real run rewrites it before scheduling the job
     # A spec changed after scheduling is refused by the job itself.
-    launch = [sys.executable, "-m", "hwsweep.launch", f"{run}/spec.json", "--spec-sha256", scheduled]
+    launch = [sys.executable, "-m", "hwsweep.run.launch", f"{run}/spec.json", "--spec-sha256", scheduled]
     proc = subprocess.run(launch, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "is not the spec this run was scheduled with" in proc.stderr
     assert not (tmp_path / run / "train.json").exists()

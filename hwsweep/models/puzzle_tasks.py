@@ -15,9 +15,8 @@ from functools import lru_cache
 
 import torch
 
-from hwsweep import flops, passk, puzzles
-from hwsweep.data import EVAL_TABLE_SEED, TRAIN_TABLE_SEED
-from hwsweep.families import MILESTONES
+from hwsweep.models import flops, passk, puzzles
+from hwsweep.models.families import EVAL_TABLE_SEED, MILESTONES, TRAIN_TABLE_SEED
 
 VIEW_SEED = 3_000_017  # the transforms of view v of puzzle p: fixed, shared by training and evaluation
 EVAL_BATCH = 256

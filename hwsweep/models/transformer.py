@@ -11,7 +11,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from hwsweep.data import EVAL_TABLE_SEED, TRAIN_TABLE_SEED
+from hwsweep.models.families import EVAL_TABLE_SEED, TRAIN_TABLE_SEED
+
 EVAL_BATCH = 500
 
 
@@ -95,4 +96,4 @@ class SequenceTransformer(nn.Module):
         """Mean token cross-entropy of the micro-batch, in fp32 whatever the autocast precision."""
         return F.cross_entropy(self.logits(tokens).float().flatten(0, 1), targets.flatten())
 
-    loss = forward  # hwsweep.flops counts model.loss(inputs, targets)
+    loss = forward  # hwsweep.models.flops counts model.loss(inputs, targets)

@@ -1,7 +1,7 @@
 import json
 
-from hwsweep.aggregate import prices_of
-from hwsweep.stats import Settings
+from hwsweep.analysis.aggregate import prices_of
+from hwsweep.analysis.stats import Settings
 
 # Shares (bounds [0, 1]) are written in percentage points in every table and figure.
 SCALES = Settings.of(MATRIX.statistics, MATRIX.metrics).scales

@@ -3,10 +3,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from hwsweep import placement, quarantine
-from hwsweep import spec as layout
-from hwsweep.config import ConfigError, resolve_or_exit
-from hwsweep.matrix import Run
+from hwsweep.analysis import quarantine
+from hwsweep.contracts import spec as layout
+from hwsweep.plan import placement
+from hwsweep.plan.config import ConfigError, resolve_or_exit
+from hwsweep.plan.matrix import Run
 
 # A command's relative workdir is taken from the folder of the config file that was given last.
 CONFIG_DIR = Path(
@@ -110,7 +111,7 @@ SETTLED = set()
 def settled(suite, runs):
     """Once per run, while the DAG of a real run is built: a damaged spec.json rewritten from the config,
     a damaged or implausible record moved aside so this run redoes it, and (for a whole suite) its tables
-    dropped unless every run is done (hwsweep.quarantine). Never in jobs or for --report.
+    dropped unless every run is done (hwsweep.analysis.quarantine). Never in jobs or for --report.
     """
     todo = [r for r in runs if r.run_dir not in SETTLED]
     if not todo or executor() is None:
@@ -262,6 +263,6 @@ def all_targets():
 
 
 def plan_table(wildcards):
-    from hwsweep.plantable import format_table, plan_rows
+    from hwsweep.plan.table import format_table, plan_rows
 
     return format_table(plan_rows(MATRIX), sep="\t")

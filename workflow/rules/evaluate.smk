@@ -11,4 +11,4 @@ rule evaluate:
     params:
         python=PYTHON,
     shell:
-        "{params.python} -m hwsweep.evaluate {input.spec:q} --threads {threads} > {log:q} 2>&1"
+        "{params.python} -m hwsweep.run.evaluate {input.spec:q} --threads {threads} > {log:q} 2>&1"

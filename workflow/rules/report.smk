@@ -1,7 +1,7 @@
 # Bookkeeping of the report only (functions, no rules): which targets exist while a report is
 # built, and the landing page. Paths and run inputs come from common.smk.
-from hwsweep import landing
-from hwsweep.stats import amount
+from hwsweep.analysis.stats import amount
+from hwsweep.report import landing
 
 # `snakemake --report report.html` (not --report-after-run, which runs first): the report shows
 # what exists; a suite without tables (a failed or unfinished run) is left out of the DAG and

@@ -76,5 +76,5 @@ rule train:
         python=PYTHON,
         spec_sha256=run_spec_sha256,
     shell:
-        "{resources.mpi} {params.per_node} {params.python} -m hwsweep.launch {input.spec:q}"
+        "{resources.mpi} {params.per_node} {params.python} -m hwsweep.run.launch {input.spec:q}"
         " --threads {threads} --spec-sha256 {params.spec_sha256} > {log:q} 2>&1"

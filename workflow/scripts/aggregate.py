@@ -4,8 +4,8 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
-from hwsweep.aggregate import aggregate, prices_of  # noqa: E402
-from hwsweep.config import resolve  # noqa: E402
+from hwsweep.analysis.aggregate import aggregate, prices_of  # noqa: E402
+from hwsweep.plan.config import resolve  # noqa: E402
 
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821
 aggregate(

@@ -6,7 +6,8 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
 import pandas as pd  # noqa: E402
 
-from hwsweep import io, tables  # noqa: E402
+from hwsweep.contracts import io  # noqa: E402
+from hwsweep.report import tables  # noqa: E402
 
 frames = {name: pd.concat(map(pd.read_csv, snakemake.input[name]), ignore_index=True)
           for name in ("runs", "comparison", "equivalence", "speedup")}  # fmt: skip

@@ -7,9 +7,9 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
 import pandas as pd  # noqa: E402
 
-from hwsweep import tables  # noqa: E402
-from hwsweep.estimate import write_estimate_vs_actual  # noqa: E402
-from hwsweep.io import write_text  # noqa: E402
+from hwsweep.contracts.io import write_text  # noqa: E402
+from hwsweep.plan.estimate import write_estimate_vs_actual  # noqa: E402
+from hwsweep.report import tables  # noqa: E402
 
 write_estimate_vs_actual(snakemake.input.train, snakemake.params.estimate, snakemake.output.csv)  # noqa: F821
 note = ("What hwsweep plan --estimate says for each finished run, from the suite's other runs (measured MFU) or "

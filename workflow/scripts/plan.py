@@ -5,11 +5,11 @@ import io as text_io
 
 import pandas as pd
 
-from hwsweep import tables
-from hwsweep.config import resolve
-from hwsweep.estimate import run_specs, write_estimate
-from hwsweep.io import write_text
-from hwsweep.plantable import format_table, plan_rows
+from hwsweep.contracts.io import write_text
+from hwsweep.plan.config import resolve
+from hwsweep.plan.estimate import run_specs, write_estimate
+from hwsweep.plan.table import format_table, plan_rows
+from hwsweep.report import tables
 
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821 - snakemake injects it
 tsv = format_table(plan_rows(matrix), sep="\t")

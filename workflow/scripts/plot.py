@@ -6,7 +6,7 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
 import pandas as pd  # noqa: E402
 
-from hwsweep import plots  # noqa: E402
+from hwsweep.report import plots  # noqa: E402
 
 baseline, confidence = snakemake.params.baseline, snakemake.params.confidence  # noqa: F821
 comparison = pd.read_csv(snakemake.input.comparison)

@@ -6,7 +6,7 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
 import pandas as pd  # noqa: E402
 
-from hwsweep import plots  # noqa: E402
+from hwsweep.report import plots  # noqa: E402
 
 plots.metric_by_hardware(
     pd.read_csv(snakemake.input.runs),

@@ -2,8 +2,8 @@
 
 import sys
 
-from hwsweep.config import resolve
-from hwsweep.status import write_status
+from hwsweep.analysis.status import write_status
+from hwsweep.plan.config import resolve
 
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821 - snakemake injects it
 counts = write_status(matrix).state.value_counts()

@@ -1,0 +1,35 @@
+"""One suite's records -> its tables: runs, curves, equivalence (with diagnosis), speedup, comparison."""
+
+from __future__ import annotations
+
+from hwsweep.analysis import diagnose, stats
+from hwsweep.contracts import catalog, io, records
+from hwsweep.contracts.metrics import Metric
+
+
+def prices_of(hardware: dict) -> dict:
+    """Hardware name -> price per device-hour (the entry's own, else the catalog's list price;
+    None where neither is known), from the resolved hardware entries."""
+    return {name: catalog.price_per_hour(hw.gpu_type, hw.price_per_hour) for name, hw in hardware.items()}
+
+
+def aggregate(train_paths, eval_paths, baseline: str, statistics: dict, metrics: list[Metric], out: dict,
+              prices: dict | None = None):  # fmt: skip
+    """Write the suite's tables to the paths in `out`; returns the comparison table. `prices`:
+    hardware name -> price per device-hour in catalog.CURRENCY; left out, each run's device
+    type's catalog list price."""
+    settings = stats.Settings.of(statistics, metrics)
+    runs, curves = records.load(train_paths, eval_paths, metrics)
+    if prices is None:
+        prices = {hw: catalog.price_per_hour(gpu) for hw, gpu in zip(runs.hardware, runs.gpu_type)}
+    summary = stats.seed_summary(runs, settings)
+    equivalence = stats.equivalence(runs, baseline, settings)
+    diagnosis = diagnose.diagnose(runs, equivalence, baseline)
+    equivalence = equivalence.merge(diagnosis[stats.CELL + ["diagnosis"]], on=stats.CELL, how="left")
+    speedup = stats.speedup(runs, baseline, settings, prices, catalog.CURRENCY)
+    comparison = stats.comparison(summary, equivalence, speedup, baseline, settings)
+    comparison = comparison.merge(diagnosis[stats.CELL + ["diagnosis"]], on=stats.CELL, how="left")
+    for name, frame in (("runs", runs), ("curves", curves), ("equivalence", equivalence), ("speedup", speedup),
+                        ("comparison", comparison)):  # fmt: skip
+        io.write_csv(frame, out[name])
+    return comparison

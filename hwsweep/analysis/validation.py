@@ -1,0 +1,144 @@
+"""Records validation: what a run's files say about it, decided in one place that `status` and the
+workflow both ask, so they never disagree about what is done.
+
+A record is checked against its schema (every key, each value's type), for plausibility (final metrics
+finite and inside their declared bounds, times not negative, finite losses, as many loss steps as the
+plan) and against the run it sits in (the same suite, variant, hardware and seed; the spec of the
+current config, else it is stale). Reading only: moving a damaged record aside is hwsweep.analysis.quarantine's job."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+
+from hwsweep.contracts.records import EvalRecord, RecordError, RunRecord, read
+from hwsweep.contracts.spec import EVAL_RECORD, LOG_DIR, TRAIN_RECORD, RunSpec
+
+DONE, TRAINED, STALE, CORRUPT, FAILED, MISSING = "done", "trained", "stale", "corrupt", "failed", "missing"
+NOT_NEGATIVE = ("train_seconds", "startup_seconds", "wall_seconds", "samples_per_second", "restarts", "eval_seconds")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: str  # done | trained | stale | corrupt | failed | missing
+    path: Path | None = None  # the damaged record (corrupt only); the records after it go with it
+    reason: str = ""
+
+
+def _is(value, hint) -> bool:
+    """Whether a JSON value has the declared field type (int is not a bool; a float field takes an int)."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    for option in options:
+        base = typing.get_origin(option) or option
+        if option is type(None) and value is None:
+            return True
+        if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if base is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if base in (bool, str, list, dict) and isinstance(value, base):
+            return True
+    return False
+
+
+def schema_problems(record) -> list[str]:
+    """Fields whose value is not of the declared type, or a number that cannot be right."""
+    hints = typing.get_type_hints(type(record))
+    out = []
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if not _is(value, hints[f.name]):
+            out.append(f"{f.name} is {value!r}, not {getattr(hints[f.name], '__name__', hints[f.name])}")
+        elif f.name in NOT_NEGATIVE and not (math.isfinite(value) and value >= 0):
+            out.append(f"{f.name} is {value!r}, not a finite number >= 0")
+    return out
+
+
+def _normal(data):
+    return json.loads(json.dumps(data))
+
+
+def _loss_curves(record: RunRecord, spec: RunSpec) -> list[str]:
+    keys = {m.name for m in spec.metrics if m.json_key == "loss" or m.name.endswith("loss")}
+    return [name for name in record.curves if name == "loss" or name in keys]
+
+
+def train_problems(record: RunRecord, spec: RunSpec) -> list[str]:
+    """Why train.json cannot be the record of this run (empty when it can)."""
+    out = schema_problems(record)
+    if out:
+        return out
+    mine = (spec.suite, spec.variant, spec.hardware_name, spec.seed)
+    if (record.suite, record.variant, record.hardware, record.seed) != mine:
+        return [f"it is the record of {record.suite}/{record.variant}/{record.hardware}/seed{record.seed}"]
+    if record.plan.get("steps") != spec.plan.steps:
+        out.append(f"plan.steps is {record.plan.get('steps')!r}, the plan says {spec.plan.steps}")
+    for name in record.curves:
+        try:
+            curve = record.curve(name)
+        except Exception as e:  # noqa: BLE001 - any malformed curve is a damaged record
+            out.append(f"curve {name} is malformed ({e})")
+            continue
+        if len(curve.steps) != len(curve.values) or not all(_is(v, float) for v in curve.values):
+            out.append(f"curve {name} is malformed (steps and values differ in length or are not numbers)")
+        elif curve.steps and max(curve.steps) > spec.plan.steps:
+            out.append(f"curve {name} reaches step {max(curve.steps)}, beyond the plan's {spec.plan.steps}")
+    for name in _loss_curves(record, spec):
+        values = record.curves[name].get("values", []) if isinstance(record.curves[name], dict) else []
+        bad = next((i for i, v in enumerate(values) if not (_is(v, float) and math.isfinite(v))), None)
+        if bad is not None:
+            out.append(f"curve {name} has {values[bad]!r} at its entry {bad + 1}, not a finite loss")
+        if record.trainer == "builtin" and len(values) != spec.plan.steps:
+            out.append(f"curve {name} has {len(values)} steps, the plan says {spec.plan.steps}")
+    return out
+
+
+def eval_problems(record: EvalRecord, spec: RunSpec) -> list[str]:
+    out = schema_problems(record)
+    if out:
+        return out
+    if (record.suite, record.variant, record.hardware, record.seed) != (spec.suite, spec.variant, spec.hardware_name,
+                                                                        spec.seed):  # fmt: skip
+        out.append(f"it is the record of {record.suite}/{record.variant}/{record.hardware}/seed{record.seed}")
+    return out
+
+
+def check(cls, path: Path, spec: RunSpec):
+    """The record at `path`, checked; RecordError naming the file and the first problem otherwise."""
+    record = read(cls, path, spec.metrics)  # keys, status, finite metrics inside their bounds
+    found = (train_problems if cls is RunRecord else eval_problems)(record, spec)
+    if found:
+        raise RecordError(f"{path}: {found[0]}")
+    return record
+
+
+def run_state(spec: RunSpec, evaluated: bool = True) -> Verdict:
+    """What the run's files say, in pipeline order: a damaged record makes the run corrupt (the records
+    after it are made from it); a record of another config makes it stale."""
+    folder = Path(spec.run_dir)
+    train_path, eval_path = folder / TRAIN_RECORD, folder / EVAL_RECORD
+    if not train_path.exists():
+        log = Path(LOG_DIR.format(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name,
+                                  seed=spec.seed)) / "train.log"  # fmt: skip
+        return Verdict(FAILED if log.exists() else MISSING)  # a started run without a record failed, or still runs
+    try:
+        record = read(RunRecord, train_path, spec.metrics)
+        if record.spec != _normal(spec.to_dict()) and not schema_problems(record):
+            return Verdict(STALE)
+        check(RunRecord, train_path, spec)
+    except RecordError as e:
+        return Verdict(CORRUPT, train_path, str(e))
+    if not evaluated:
+        return Verdict(DONE)
+    if not eval_path.exists():
+        return Verdict(TRAINED)
+    try:
+        check(EvalRecord, eval_path, spec)
+    except RecordError as e:
+        return Verdict(CORRUPT, eval_path, str(e))
+    return Verdict(DONE)

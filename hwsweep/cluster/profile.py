@@ -1,0 +1,140 @@
+"""`hwsweep profile install slurm`: put the slurm profile where snakemake finds it by name, with this site's values.
+
+`snakemake --profile slurm` looks for a folder `slurm` in the working directory, then in the user's
+snakemake config folder (platformdirs: $XDG_CONFIG_HOME/snakemake or ~/.config/snakemake on Linux),
+then in the site folder (/etc/xdg/snakemake). The template is profiles/slurm/config.yaml of this
+checkout; the installed copy gets the account and partition asked for by flags, and a summary of
+the partitions and GPU types `sinfo` reports, as comments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from hwsweep.cluster import slurm
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "profiles"
+SITE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # as the config schema's partition pattern
+
+
+class ProfileError(ValueError):
+    """One line naming the flag or path and the fix."""
+
+
+def user_profile_dir() -> Path:
+    """The folder snakemake searches for profiles by name after the working directory (the same
+    platformdirs call snakemake's get_profile_dir makes)."""
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("snakemake", "snakemake"))
+
+
+def template_path(kind: str, given: Path | None = None) -> Path:
+    candidates = [given] if given else [TEMPLATES / kind / "config.yaml", Path.cwd() / "profiles" / kind / "config.yaml"]
+    for path in candidates:
+        if path.is_file():
+            return path
+    flag = f"--template {given}" if given else f"profiles/{kind}/config.yaml"
+    raise ProfileError(f"{flag}: no such file; run this from a clone of hwsweep or pass --template PATH")
+
+
+def check_site_name(flag: str, value: str | None, known: list[str] | None = None) -> None:
+    if value is None:
+        return
+    if not SITE_NAME.match(value):
+        raise ProfileError(f"{flag} {value!r}: use only letters, digits, '_', '.' and '-' (a SLURM name)")
+    if known and value not in known:
+        raise ProfileError(f"{flag} {value!r}: not a partition of this cluster; use one of {', '.join(known)}")
+
+
+def site_summary(nodes: list[slurm.Node]) -> list[str]:
+    """Comment lines: each partition with its GPU types and counts per node, the default marked."""
+    lines = []
+    for name, members in slurm.partitions(nodes).items():
+        kinds = {f"{kind or 'gpu'} x{n.gpus[kind]}" for n in members for kind in n.gpus}
+        what = ", ".join(sorted(kinds)) + " per node" if kinds else "CPU only"
+        default = " (default)" if members[0].default_partition else ""
+        lines.append(f"#   {name}{default}: {len(members)} node(s), {what}")
+    return lines
+
+
+def render(template: str, source: Path, site: dict, summary: list[str]) -> str:
+    """The template with site values under default-resources and a header saying where it came from."""
+    header = [f"# Installed by `hwsweep profile install` from {source}.", "# Partitions when installed (sinfo):",
+              *(summary or ["#   (not read: no reachable SLURM controller)"]),
+              "# `hwsweep resources` shows what is free now, with ready-to-paste hardware entries."]  # fmt: skip
+    given = {key: (flag, value) for key, (flag, value) in site.items() if value}
+    values = [f"  {key}: {json.dumps(value)}  # from --{flag}" for key, (flag, value) in given.items()]
+    lines = [line for line in template.splitlines() if not any(re.match(rf"\s*# {key}:", line) for key in given)]
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("default-resources:")), None)
+    if at is None:
+        lines += (["default-resources:"] + values) if values else []
+    else:
+        lines[at:at] = values
+    return "\n".join(header + lines) + "\n"
+
+
+def free_backup(target: Path) -> Path:
+    n = 1
+    while (backup := target.with_name(f"{target.name}.bak{n if n > 1 else ''}")).exists():
+        n += 1
+    return backup
+
+
+def install(kind: str, name: str, account: str | None, partition: str | None, force: bool,
+            template: Path | None = None) -> list[str]:  # fmt: skip
+    """Write the profile; returns the lines to print. Raises ProfileError (one line) on bad input."""
+    check_site_name("--name", name)
+    check_site_name("--account", account)
+    source = template_path(kind, template)
+    try:
+        nodes, note = slurm.read_nodes(), None
+    except slurm.SchedulerError as e:
+        nodes, note = [], f"note: site values not detected: {e}"
+    known = list(slurm.partitions(nodes))
+    check_site_name("--partition", partition, known)
+    target = user_profile_dir() / name
+    out = [note] if note else []
+    if target.exists() and not force:
+        raise ProfileError(f"profile {name!r} already exists at {target}; pass --force to replace it "
+                           f"(the old one is kept as {free_backup(target).name}) or --name OTHER to install beside it")  # fmt: skip
+    if target.exists():
+        backup = free_backup(target)
+        target.rename(backup)
+        out.append(f"kept the previous profile as {backup}")
+    site = {"slurm_account": ("account", account), "slurm_partition": ("partition", partition)}
+    text = render(source.read_text(), source, site, site_summary(nodes))
+    target.mkdir(parents=True)
+    (target / "config.yaml").write_text(text)
+    if nodes and not partition and not any(n.default_partition for n in nodes):
+        out.append("note: this cluster has no default partition; rerun with --force --partition NAME for the small jobs")
+    if (Path.cwd() / name).exists():
+        out.append(f"note: ./{name} exists here; snakemake run from this folder would take it instead")
+    return out + [f"installed profile {name}: {target / 'config.yaml'}", f"run: snakemake --profile {name} all"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("profile", help="install a snakemake profile where `snakemake --profile NAME` finds it")
+    inner = p.add_subparsers(dest="action", required=True)
+    i = inner.add_parser("install", help="write profiles/KIND/config.yaml with this site's values into snakemake's profile folder")
+    i.add_argument("kind", choices=["slurm"])
+    i.add_argument("--name", help="profile name to install as (default: the kind)")
+    i.add_argument("--account", help="SLURM account to charge jobs to (slurm_account)")
+    i.add_argument("--partition", help="partition for the small jobs: evaluate, aggregate, plots (slurm_partition)")
+    i.add_argument("--force", action="store_true", help="replace an existing profile of that name (kept as NAME.bak)")
+    i.add_argument("--template", type=Path, help="profile file to install instead of profiles/KIND/config.yaml")
+    p.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        lines = install(args.kind, args.name or args.kind, args.account, args.partition, args.force, args.template)
+    except ProfileError as e:
+        print(f"hwsweep profile: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0

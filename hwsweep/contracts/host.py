@@ -1,0 +1,142 @@
+"""Facts about where a run happens, torch-free: the git commit of a checkout, the scheduler's
+node name, the environment variables worth recording."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+
+# Environment variables that change how a run behaves or where it ran; recorded with each run.
+RECORDED_ENV = (
+    "OMP_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NODELIST",
+    "SLURM_JOB_PARTITION",
+    "SLURM_NNODES",
+    "SLURM_NODEID",
+    "SLURM_CPUS_PER_TASK",
+    "SLURM_GPUS_ON_NODE",
+    "SLURMD_NODENAME",
+)
+
+
+def git(folder, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def node_name() -> str:
+    """The scheduler's name for this node where there is one (several may share a host)."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def recorded_env() -> dict:
+    return {k: os.environ[k] for k in RECORDED_ENV if k in os.environ}
+
+
+def peak_rss_bytes(children: bool = False) -> int:
+    """Peak resident set in bytes of this process, or of the largest child (and its children) waited for:
+    host memory, the interpreter and libraries included. Linux counts in KiB, macOS in bytes."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+LAUNCHER = "hwsweep.run.launch"  # every run, built-in or a user's command, is started through it
+
+
+def _launchers():
+    """(pid, argv) of every hwsweep launcher process on this node now (Linux /proc)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = [a.decode(errors="replace") for a in open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")]
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if LAUNCHER in argv:
+            yield int(entry), argv
+
+
+def launched_specs() -> set[str]:
+    """Absolute spec.json paths of the runs whose launcher runs on this node now (Linux /proc)."""
+    out = set()
+    for pid, argv in _launchers():
+        if argv.index(LAUNCHER) + 1 < len(argv):
+            try:
+                cwd = os.readlink(f"/proc/{pid}/cwd")
+            except OSError:
+                continue
+            out.add(os.path.normpath(os.path.join(cwd, argv[argv.index(LAUNCHER) + 1])))
+    return out
+
+
+def other_runs() -> int:
+    """hwsweep runs on this node besides the caller's own (Linux /proc): timings taken while
+    others run measure contention as much as the hardware."""
+    mine, pid = set(), os.getpid()
+    while pid > 1:  # this process and its ancestors: our own launcher is not "another run"
+        mine.add(pid)
+        try:
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return sum(1 for pid, _ in _launchers() if pid not in mine)
+
+
+def contention() -> dict:
+    """What else was running here: other hwsweep runs, the load, the CPUs this process may use."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"other_runs": other_runs(), "load_1m": load, "cpus_allowed": cpus}
+
+
+def pin_cores(accelerator: str, local_rank: int, local_world_size: int, threads: int) -> dict:
+    """Pin this CPU process to its own cores when every process of the node can get `threads` of the
+    allowed CPUs without sharing (its compute threads and its data-loader workers, which inherit the
+    affinity): rank r takes the r-th block of the allowed CPUs in order, so ranks never compete for a
+    core. Otherwise leave the affinity as it is and say why. Returns what the record keeps."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    out = {"pinned": False, "cpus": allowed, "reason": ""}
+    if accelerator != "cpu":
+        return out | {"reason": f"accelerator {accelerator}: only CPU processes are pinned"}
+    if not allowed:
+        return out | {"reason": "this platform cannot set CPU affinity"}
+    needed = local_world_size * threads
+    if len(allowed) < needed:
+        return out | {"reason": f"{len(allowed)} CPU(s) allowed < {local_world_size} process(es) x {threads} "
+                                f"CPU(s) each: cores would be shared"}  # fmt: skip
+    mine = allowed[local_rank * threads : (local_rank + 1) * threads]
+    os.sched_setaffinity(0, mine)
+    return {"pinned": True, "cpus": mine, "reason": f"{needed} of {len(allowed)} allowed CPU(s), {threads} per process"}
+
+
+# A 1-minute load above this multiple of the CPUs a run may use means other work shared its cores. The
+# load counts the run's own processes too (at most one per allowed CPU) and decays over about a minute,
+# hence the margin.
+LOAD_FACTOR = 1.5
+
+
+def contended(contention: dict | None) -> str:
+    """Why a run's timing measured contention as much as its hardware ('' when nothing says so): other
+    hwsweep runs on the node while it ran, or a 1-minute load above LOAD_FACTOR x its allowed CPUs. The one
+    rule runs.csv, the speedup tables and the report's flags use."""
+    if not contention:
+        return ""
+    why = []
+    if contention.get("other_runs"):
+        why.append(f"{contention['other_runs']} other hwsweep run(s) on the node")
+    load, cpus = contention.get("load_1m"), contention.get("cpus_allowed")
+    if load is not None and cpus and load > LOAD_FACTOR * cpus:
+        why.append(f"load {load:.3g} on {cpus} allowed CPU(s)")
+    return "; ".join(why)

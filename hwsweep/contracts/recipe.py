@@ -1,0 +1,188 @@
+"""The typed training recipe. Field names match config keys one to one; the defaults
+live in the config schema, so every field here is required once the config is resolved.
+recipe.task and recipe.model are one record per task name and model family, told apart by
+their `name`: a family takes exactly its own keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hwsweep.contracts.typed import Typed
+
+
+class Section:
+    def problem(self) -> str | None:
+        """What the schema cannot check (relations between keys), as 'key: what; fix', or None."""
+        return None
+
+
+# -- tasks: recipe.task, one record per task name --------------------------------------------
+@dataclass(frozen=True)
+class SortTask(Section):
+    name: Literal["sort"]
+    length: int
+    vocab_size: int
+    train_size: int
+    eval_size: int
+
+
+@dataclass(frozen=True)
+class SudokuTask(Section):
+    name: Literal["sudoku"]
+    size: int  # 4 or 9: cells per side
+    blanks: int  # cells to fill in
+    augmentation: int  # augmented copies (views) of each puzzle; 0 = none
+    eval_views: int  # augmented views voted at evaluation (at most augmentation)
+    train_size: int
+    eval_size: int
+
+    @property
+    def length(self) -> int:
+        return self.size * self.size
+
+    @property
+    def vocab_size(self) -> int:
+        return self.size + 1  # 0 is a blank
+
+    @property
+    def num_puzzle_ids(self) -> int:
+        return self.augmentation + 1  # one kind of puzzle, in augmentation + 1 views
+
+    def problem(self) -> str | None:
+        if self.blanks > self.length:
+            return f"blanks: {self.blanks} is more than the {self.length} cells; use at most {self.length}"
+        return None
+
+
+@dataclass(frozen=True)
+class ArcTask(Section):
+    name: Literal["arc"]
+    min_size: int  # grid sides drawn from min_size..max_size, on a max_size canvas
+    max_size: int
+    num_puzzles: int  # distinct rule instances, one puzzle identifier each
+    augmentation: int
+    eval_views: int
+    train_size: int
+    eval_size: int
+
+    @property
+    def length(self) -> int:
+        return self.max_size * self.max_size
+
+    @property
+    def vocab_size(self) -> int:
+        return 11  # padding and 10 colours
+
+    @property
+    def num_puzzle_ids(self) -> int:
+        return self.num_puzzles * (self.augmentation + 1)
+
+    def problem(self) -> str | None:
+        if self.min_size > self.max_size:
+            return f"min_size: {self.min_size} is above max_size {self.max_size}; lower it"
+        return None
+
+
+# -- models: recipe.model, one record per family (hwsweep/models/families.py) -------------------------
+@dataclass(frozen=True)
+class TransformerModel(Section):
+    name: Literal["transformer"]
+    width: int
+    depth: int
+    heads: int
+    mlp_ratio: int
+
+
+def _rope_problem(model) -> str | None:
+    if model.positions == "rope" and (model.width // model.heads) % 2:
+        return (f"positions: rope needs an even width per head, not {model.width // model.heads}; "
+                "change width or heads, or use positions: learned")  # fmt: skip
+    return None
+
+
+@dataclass(frozen=True)
+class HRMModel(Section):
+    name: Literal["hrm"]
+    width: int
+    heads: int
+    mlp_ratio: int
+    h_layers: int  # blocks of the high-level module H
+    l_layers: int  # blocks of the low-level module L
+    h_cycles: int  # H steps per segment
+    l_cycles: int  # L steps per H step
+    halt_max_steps: int  # segments of deep supervision (the most ACT may run)
+    halt_exploration_prob: float
+    act_mode: str  # act (Q-learned halting), fixed (always halt_max_steps), none (no deep supervision)
+    puzzle_emb_ndim: int  # width of the puzzle embedding; 0 = off
+    positions: str  # rope or learned
+
+    def problem(self) -> str | None:
+        return _rope_problem(self)
+
+
+@dataclass(frozen=True)
+class DeepTransformerModel(Section):
+    name: Literal["deep_transformer"]
+    width: int
+    heads: int
+    mlp_ratio: int
+    depth: int
+    puzzle_emb_ndim: int
+    positions: str
+
+    def problem(self) -> str | None:
+        return _rope_problem(self)
+
+
+Task = SortTask | SudokuTask | ArcTask
+Model = TransformerModel | HRMModel | DeepTransformerModel
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    name: str
+    lr: float
+    weight_decay: float
+    beta1: float
+    beta2: float
+    grad_clip: float
+    kernel: str  # auto | fused | foreach | for_loop
+
+    def resolved_kernel(self, accelerator: str) -> str:
+        """The AdamW implementation on this accelerator: auto is fused on CUDA and torch's own default, the
+        for-loop, elsewhere (so CPU runs keep the numbers they had before the setting existed)."""
+        if self.kernel != "auto":
+            return self.kernel
+        return "fused" if accelerator == "cuda" else "for_loop"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    steps: int
+    warmup_steps: int
+    decay: str
+    min_lr_ratio: float
+
+
+@dataclass(frozen=True)
+class Recipe(Typed):
+    task: Task | None  # the built-in trainer's task and model; None for a user's command
+    model: Model | None
+    optimizer: Optimizer
+    schedule: Schedule
+    global_batch: int
+    micro_batch: int | str
+    max_micro_batch: int | None
+    batch_policy: str
+    lr_scaling: str
+    precision: str
+    tf32: bool
+    compile: bool  # torch.compile the model (run.wrap)
+    reproducibility: str
+    checkpoint_every: int
+    log_every: int
+    num_workers: int
+    eval_every: int  # built-in trainer: periodic evaluation curves eval_<name>; 0 = off
+    eval_subset: int
+    args: dict  # a user script's own settings, passed as flags

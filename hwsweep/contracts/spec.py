@@ -1,0 +1,70 @@
+"""RunSpec: everything one run needs, fully resolved, and where its files go.
+
+The trainer and evaluator read a RunSpec and nothing else, so a run can be launched by
+hand (`torchrun ... -m hwsweep.run.train spec.json`) and a user's own trainer can honour the
+same two files (spec.json in, train.json out)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from hwsweep.contracts.command import Evaluation, Trainer
+from hwsweep.contracts.guard import GuardConfig
+from hwsweep.contracts.hardware import BatchPlan, Hardware
+from hwsweep.contracts.metrics import Metric
+from hwsweep.contracts.recipe import Recipe
+from hwsweep.contracts.typed import Typed
+
+# One place for the output layout; workflow/rules/common.smk builds its patterns from these.
+RUN_DIR = "results/{suite}/{variant}/{hardware}/seed{seed}"
+LOG_DIR = "logs/{suite}/{variant}/{hardware}/seed{seed}"
+SPEC_FILE = "spec.json"
+TRAIN_RECORD = "train.json"
+FINAL_CHECKPOINT = "final.pt"  # written by hwsweep.runtime (the built-in trainer, runtime-API scripts)
+EVAL_RECORD = "eval.json"
+METRICS_FILE = "metrics.jsonl"  # what the runtime logs per step (the JSON-lines metric contract)
+CHECKPOINT_DIR = "checkpoints"  # not a workflow output, so a failed job's checkpoints survive
+
+
+@dataclass(frozen=True)
+class RunSpec(Typed):
+    suite: str
+    variant: str
+    hardware_name: str
+    seed: int
+    recipe: Recipe
+    hardware: Hardware
+    plan: BatchPlan
+    run_dir: str
+    sweep_values: dict
+    trainer: Trainer
+    evaluation: Evaluation
+    metrics: list[Metric]
+    keep_checkpoints: bool
+    guard: GuardConfig = GuardConfig()  # the divergence guard, chance_loss resolved to a number or None
+
+    def metrics_of(self, stage: str) -> list[Metric]:
+        return [m for m in self.metrics if m.stage == stage]
+
+    @classmethod
+    def load(cls, path) -> "RunSpec":
+        return cls.from_dict(json.loads(Path(path).read_text()), "spec")
+
+    def path(self, name: str) -> Path:
+        return Path(self.run_dir) / name
+
+
+def canonical_json(spec: RunSpec) -> str:
+    """spec.json's exact text: one spec, one text, one hash."""
+    return json.dumps(spec.to_dict(), sort_keys=True) + "\n"
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_dir(suite: str, variant: str, hardware: str, seed: int) -> str:
+    return RUN_DIR.format(suite=suite, variant=variant, hardware=hardware, seed=seed)

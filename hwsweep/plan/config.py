@@ -1,0 +1,550 @@
+"""Validate a raw config (the dict snakemake loaded) and resolve it into a Matrix.
+
+Every problem becomes one ConfigError whose message is a single line naming the field and
+the fix, raised before any job is scheduled."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import itertools
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from hwsweep.contracts import catalog
+from hwsweep.contracts.command import PLAN_VALUES, PYTHON_NAMES, Evaluation, Invocation, Trainer, resolve_program
+from hwsweep.contracts.guard import GuardConfig
+from hwsweep.contracts.hardware import Hardware
+from hwsweep.contracts.metrics import Metric, check_pattern
+from hwsweep.contracts.recipe import Recipe
+from hwsweep.contracts.typed import SpecError
+from hwsweep.models import families
+from hwsweep.plan.batch import Advisor, PlanError, make_plan
+from hwsweep.plan.matrix import Cell, Matrix
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"  # beside the package: users read it
+
+
+class ConfigError(ValueError):
+    pass
+
+
+# JSON Schema counts 32.0 as an integer; a float where a count belongs would plan fine and crash
+# inside torchrun (or name a folder seed1.0), so integers must be ints.
+Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
+# Suite names taken by the workflow itself: results/partial/ is the status rule's folder (a suite of
+# that name collides with it); the rule names are kept free so a suite never reads like a workflow target.
+RESERVED_SUITES = ("partial", "all", "plan", "spec", "train", "evaluate", "combine", "status", "report")
+
+
+@lru_cache(maxsize=None)
+def load_schema(path: str = str(SCHEMA_PATH)) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def _path(parts) -> str:
+    return ".".join(str(p) for p in parts) or "config"
+
+
+def _fix(err: jsonschema.ValidationError) -> str:
+    v, s = err.validator, err.validator_value
+    if v == "pattern":
+        return "use only letters, digits, '_' and '-' (no spaces, '/', '..' or shell characters)"
+    if v == "type":
+        return f"give a value of type {s if isinstance(s, str) else ' or '.join(s)}"
+    if v == "enum":
+        return f"use one of {', '.join(map(str, s))}"
+    if v in ("minimum", "exclusiveMinimum"):
+        return f"use a value {'>=' if v == 'minimum' else '>'} {s}"
+    if v in ("maximum", "exclusiveMaximum"):
+        return f"use a value {'<=' if v == 'maximum' else '<'} {s}"
+    if v == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        return f"remove it{'; allowed keys: ' + ', '.join(allowed) if allowed else ''}"
+    if v == "required":
+        return "add it"
+    if v in ("minItems", "minProperties"):
+        return f"give at least {s} entr{'y' if s == 1 else 'ies'}"
+    if v in ("maxItems", "maxProperties", "maxLength"):
+        return f"give at most {s}"
+    if v == "uniqueItems":
+        return "remove the duplicate"
+    if v == "anyOf":
+        return "use a number, a boolean or a simple name"
+    return "see hwsweep/schemas/config.schema.yaml"
+
+
+def _message(err: jsonschema.ValidationError) -> str:
+    where = _path(err.absolute_path)
+    if "propertyNames" in err.relative_schema_path or "propertyNames" in err.schema_path:
+        return f"{where}: name {err.instance!r} is not allowed; {_fix(err)}"
+    if err.validator == "additionalProperties":
+        extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+        return f"{where}.{extra[0]}: unknown key; {_fix(err)}"
+    if err.validator == "required":
+        missing = [k for k in err.validator_value if k not in err.instance]
+        return f"{where}.{missing[0]}: missing; add it"
+    shown = repr(err.instance)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return f"{where}: {shown} is invalid; {_fix(err)}"
+
+
+def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    # For names and nested objects the innermost error says most (e.g. the pattern that failed).
+    while err.context:
+        err = jsonschema.exceptions.best_match(err.context)
+    return err
+
+
+def _deref(schema: dict, root: dict) -> dict:
+    """A subschema with its $ref (a local JSON pointer) resolved; its own keys win."""
+    if "$ref" not in schema:
+        return schema
+    target = root
+    for part in schema["$ref"].lstrip("#/").split("/"):
+        target = target[part]
+    return {**_deref(target, root), **{k: v for k, v in schema.items() if k != "$ref"}}
+
+
+def _fill_defaults(schema: dict, instance: dict, root: dict) -> dict:
+    """Fill schema defaults into `instance` (recursively through nested objects)."""
+    schema = _deref(schema, root)
+    out = dict(instance)
+    for key, sub in schema.get("properties", {}).items():
+        sub = _deref(sub, root)
+        if key not in out and "default" in sub:
+            out[key] = copy.deepcopy(sub["default"])
+        elif key not in out and "properties" in sub:
+            out[key] = {}  # a nested object left out entirely still gets its defaults
+        if isinstance(out.get(key), dict) and sub.get("type") == "object":
+            out[key] = _fill_defaults(sub, out[key], root)
+    for branch in schema.get("allOf", []):  # a model family's or task's own keys: if name is ..., then ...
+        if "if" in branch and Validator(branch["if"]).is_valid(out):
+            out = _fill_defaults(branch["then"], out, root)
+    return out
+
+
+def _merge(base: dict, override: dict) -> dict:
+    """Nested override; a section whose override names another kind (model.name, task.name)
+    is replaced, not merged: another family's keys do not carry over."""
+    out = copy.deepcopy(base)
+    for k, v in override.items():
+        nested = isinstance(v, dict) and isinstance(out.get(k), dict)
+        same_kind = nested and v.get("name", out[k].get("name")) == out[k].get("name")
+        out[k] = _merge(out[k], v) if same_kind else copy.deepcopy(v)
+    return out
+
+
+def _set_dotted(d: dict, dotted: str, value) -> dict:
+    out = copy.deepcopy(d)
+    node = out
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        node = node[p]
+    node[leaf] = value
+    return out
+
+
+def _leaf_keys(recipe: dict, prefix: str = "") -> set[str]:
+    """Dotted keys of a resolved recipe (its model family's and task's own keys included)."""
+    keys = set()
+    for k, v in recipe.items():
+        keys |= _leaf_keys(v, f"{prefix}{k}.") if isinstance(v, dict) and k != "args" else {f"{prefix}{k}"}
+    return keys
+
+
+def _sweep_axes(sweep: dict, where: str) -> list[list[dict]]:
+    """Each sweep entry as its list of choices {key: value}; an entry naming several keys,
+    'model.h_cycles,model.l_cycles': [[1, 1], [2, 2]], sweeps them together (no cross product)."""
+    axes = []
+    for entry, choices in sweep.items():
+        keys = entry.split(",")
+        for choice in choices:
+            if len(keys) > 1 and not (isinstance(choice, list) and len(choice) == len(keys)):
+                raise ConfigError(f"{where}.sweep.{entry}: {choice!r} is not a list of {len(keys)} values; "
+                                  f"give one value per key, e.g. {[1] * len(keys)}")  # fmt: skip
+            if len(keys) == 1 and isinstance(choice, list):
+                raise ConfigError(f"{where}.sweep.{entry}: {choice!r} is a list; give single values, or name "
+                                  "several keys separated by ',' to sweep them together")  # fmt: skip
+        axes.append([dict(zip(keys, c if len(keys) > 1 else [c])) for c in choices])
+    return axes
+
+
+def _variant_name(values: dict) -> str:
+    if not values:
+        return "default"
+    return "_".join(f"{k.rsplit('.', 1)[1] if '.' in k else k}-{str(v).lower()}" for k, v in values.items())
+
+
+def _check_recipe(recipe: dict, where: str, schema: dict, builtin: bool, sweep: dict | None = None) -> Recipe:
+    err = jsonschema.exceptions.best_match(
+        Validator(schema["$defs"]["recipe"] | {"$defs": schema["$defs"]}).iter_errors(recipe)
+    )
+    if err is not None:
+        err = _deepest(err)
+        key = _path(err.absolute_path)
+        if sweep and key in sweep:  # name the sweep entry the user wrote, not the merged recipe
+            raise ConfigError(f"{where}.sweep.{key}: {err.instance!r} is invalid; {_fix(err)}")
+        raise ConfigError(f"{where}.{_message(err)}")
+    if not builtin:  # a user's script brings its own task and model
+        recipe = recipe | {"task": None, "model": None}
+    r = Recipe.from_dict(recipe, where)
+    if r.schedule.warmup_steps >= r.schedule.steps:
+        raise ConfigError(
+            f"{where}.schedule.warmup_steps: {r.schedule.warmup_steps} must be below steps {r.schedule.steps}; lower it"
+        )
+    if builtin and r.model.width % r.model.heads:
+        raise ConfigError(
+            f"{where}.model.width: {r.model.width} is not divisible by heads {r.model.heads}; use a multiple of heads"
+        )
+    for key in ("task", "model") if builtin else ():
+        problem = getattr(r, key).problem()
+        if problem:
+            raise ConfigError(f"{where}.{key}.{problem}")
+    if not builtin and r.micro_batch == "auto":
+        raise ConfigError(
+            f"{where}.micro_batch: auto needs the built-in trainer's memory model; give your script's micro-batch as a number"
+        )
+    if r.lr_scaling != "none" and r.batch_policy == "locked":
+        raise ConfigError(
+            f"{where}.lr_scaling: {r.lr_scaling} only applies with batch_policy: grow; set lr_scaling: none or batch_policy: grow"
+        )
+    if r.tf32 and r.reproducibility != "comparable":
+        raise ConfigError(
+            f"{where}.tf32: true conflicts with reproducibility {r.reproducibility!r}; "
+            "set tf32: false or reproducibility: comparable"
+        )
+    return r
+
+
+def _check_pattern(where: str, pattern: str) -> None:
+    problem = check_pattern(pattern)
+    if problem:
+        raise ConfigError(f"{where}: {pattern!r} {problem}")
+
+
+def _invocation(raw: dict, where: str, config_dir: Path, schema: dict) -> Invocation:
+    """A command block with its workdir resolved and everything it names checked."""
+    defaults = _fill_defaults(schema["$defs"]["invocation"], {k: v for k, v in raw.items() if k in INVOCATION_KEYS}, schema)
+    if "command" not in raw:
+        raise ConfigError(f"{where}.command: missing; give your script's command, e.g. [python, train.py]")
+    workdir = (config_dir / Path(defaults["workdir"]).expanduser()).resolve()
+    if not workdir.is_dir():
+        raise ConfigError(f"{where}.workdir: {str(workdir)!r} is not a directory; give a path relative to the config file, or absolute")
+    inv = Invocation.from_dict(defaults | {"workdir": str(workdir), "command": list(raw["command"])}, where)
+    program = inv.command[0]
+    if resolve_program(program, inv.workdir) is None:
+        hint = "make it executable (chmod +x) or start the command with python" if "/" in program else "install it or give its path"
+        raise ConfigError(f"{where}.command: {program!r} is not an executable program in {inv.workdir} or on PATH; {hint}")
+    if inv.command[0] in PYTHON_NAMES and len(inv.command) > 1 and inv.command[1].endswith(".py"):
+        if not (workdir / inv.command[1]).is_file():
+            raise ConfigError(f"{where}.command: script {inv.command[1]!r} not found in {inv.workdir}; fix the path or workdir")
+    for flag, value in inv.args.items():
+        if value not in PLAN_VALUES:
+            near = difflib.get_close_matches(value, list(PLAN_VALUES), n=1)
+            hint = f"did you mean {near[0]}?" if near else f"use one of {', '.join(PLAN_VALUES)}"
+            raise ConfigError(f"{where}.args.{flag}: {value!r} is not a plan value; {hint}")
+    for value in inv.values:
+        if value not in PLAN_VALUES:
+            raise ConfigError(f"{where}.values.{value}: not a plan value; use one of {', '.join(PLAN_VALUES)}")
+    _check_pattern(f"{where}.step_pattern", inv.step_pattern)
+    return inv
+
+
+INVOCATION_KEYS = ("command", "workdir", "arg_style", "args", "values", "metrics_file", "step_pattern")
+
+
+def _trainer(raw: dict, config_dir: Path, schema: dict) -> Trainer:
+    if "command" not in raw:
+        if set(raw) - {"launch"}:
+            extra = sorted(set(raw) - {"launch"})[0]
+            raise ConfigError(f"trainer.{extra}: only applies to a command; add trainer.command or remove it")
+        return Trainer(kind="builtin")
+    filled = _fill_defaults(schema["properties"]["trainer"], raw, schema)
+    resume = filled.get("resume", {})
+    if bool(resume.get("when")) != bool(resume.get("args")):
+        raise ConfigError("trainer.resume: give both when (the checkpoint file) and args (what to add then), or neither")
+    for value, pattern in filled["plan_check"].items():
+        if value not in PLAN_VALUES:
+            raise ConfigError(f"trainer.plan_check.{value}: not a plan value; use one of {', '.join(PLAN_VALUES)}")
+        _check_pattern(f"trainer.plan_check.{value}", pattern)
+    return Trainer(
+        kind="command",
+        invocation=_invocation(raw, "trainer", config_dir, schema),
+        launch=filled["launch"],
+        resume_when=resume.get("when"),
+        resume_args=list(resume.get("args", [])),
+        signal=filled["signal"],
+        plan_check=filled["plan_check"],
+    )
+
+
+def _evaluation(raw, trainer: Trainer, config_dir: Path, schema: dict) -> Evaluation:
+    if raw is None:
+        return Evaluation(kind="builtin" if trainer.kind == "builtin" else "none")
+    if raw == "builtin" and trainer.kind != "builtin":
+        raise ConfigError("evaluation: builtin evaluates the reference models only; use none or your own evaluation command")
+    if isinstance(raw, str):
+        return Evaluation(kind=raw)
+    return Evaluation(kind="command", invocation=_invocation(raw, "evaluation", config_dir, schema))
+
+
+def _metrics(raw: dict | None, recipe: dict, trainer: Trainer, evaluation: Evaluation, schema: dict) -> list[Metric]:
+    if raw is None:
+        if trainer.kind != "builtin":
+            raise ConfigError(
+                "metrics: missing; declare what your script reports, e.g. metrics: {val_loss: {goal: min, margin: 0.02}}"
+            )
+        raw = families.family(recipe["model"]["name"]).metrics
+    out = []
+    for name, body in raw.items():
+        body = _fill_defaults(schema["$defs"]["metric"], body, schema)
+        metric = Metric.from_dict({"name": name, "margin": None, "pattern": None, "key": None, "bounds": None} | body, name)
+        where = f"metrics.{name}"
+        if metric.pattern is not None:
+            _check_pattern(f"{where}.pattern", metric.pattern)
+        if metric.bounds is not None and metric.bounds[0] > metric.bounds[1]:
+            raise ConfigError(f"{where}.bounds: {metric.bounds} is not [low, high]; put the lower bound first")
+        if metric.stage == "eval" and evaluation.kind == "none":
+            raise ConfigError(f"{where}.stage: eval, but there is no evaluation stage; use stage: train or configure evaluation")
+        if metric.stage == "eval" and evaluation.kind == "builtin" and name not in families.family(recipe["model"]["name"]).metrics:
+            raise ConfigError(
+                f"{where}: the built-in evaluator does not report it; use one of "
+                f"{', '.join(families.family(recipe['model']['name']).metrics)} or stage: train"
+            )
+        out.append(metric)
+    return out
+
+
+def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".") -> Matrix:
+    """Validate `raw` and expand it; raises ConfigError with a one-line message. Relative
+    workdirs of commands are taken from `config_dir` (the config file's folder)."""
+    schema = schema or load_schema()
+    if isinstance(raw, dict) and isinstance(raw.get("statistics"), dict) and "margins" in raw["statistics"]:
+        raise ConfigError("statistics.margins: margins moved to the metrics; give each as metrics.<name>.margin")
+    validator = Validator(schema)
+    err = jsonschema.exceptions.best_match(validator.iter_errors(raw))
+    if err is not None:
+        raise ConfigError(_message(_deepest(err)))
+
+    trainer = _trainer(raw.get("trainer", {}), Path(config_dir), schema)
+    builtin = trainer.kind == "builtin"
+    recipe_raw = raw.get("recipe", {})
+    for key in ("task", "model"):
+        if not builtin and key in recipe_raw:
+            raise ConfigError(f"recipe.{key}: only for the built-in trainer; pass your script's settings as recipe.args")
+    base = _fill_defaults(schema["properties"]["recipe"], recipe_raw, schema)
+    _check_recipe(base, "recipe", schema, builtin)
+    evaluation = _evaluation(raw.get("evaluation"), trainer, Path(config_dir), schema)
+    metrics = _metrics(raw.get("metrics"), base, trainer, evaluation, schema)
+
+    hardware = {}
+    for name, entry in raw["hardware"].items():
+        entry = _fill_defaults(schema["$defs"]["hardware"], entry, schema)
+        entry.setdefault("cpus_per_task", entry["devices_per_node"])
+        hardware[name] = Hardware.from_dict(entry, f"hardware.{name}")
+        if hardware[name].gres and hardware[name].gpu_model:
+            raise ConfigError(
+                f"hardware.{name}.gpu_model: give either gres or gpu_model (with the GPU count taken from the devices), not both"
+            )
+        if hardware[name].device_memory_gb is None:
+            raise ConfigError(
+                f"hardware.{name}.gpu_type: {entry['gpu_type']!r} is not in the catalog; use one of "
+                f"{', '.join(catalog.catalog())} or give memory_gb"
+            )
+        if trainer.launch == "plain" and hardware[name].nodes > 1:
+            raise ConfigError(
+                f"hardware.{name}.nodes: trainer.launch plain runs one process per run; use launch: torchrun for several nodes"
+            )
+    advisor = Advisor(**_fill_defaults(schema["properties"]["advisor"], raw.get("advisor", {}), schema))
+    statistics = _fill_defaults(schema["properties"]["statistics"], raw.get("statistics", {}), schema)
+    estimate = _fill_defaults(schema["properties"]["estimate"], raw.get("estimate", {}), schema)
+    if raw["baseline"] not in hardware:
+        raise ConfigError(
+            f"baseline: {raw['baseline']!r} is not a hardware name; use one of {', '.join(hardware)}"
+        )
+
+    guard = GuardConfig.from_dict(_fill_defaults(schema["properties"]["guard"], raw.get("guard", {}), schema), "guard")
+    if guard.chance_loss == "auto" and not builtin:
+        raise ConfigError(
+            "guard.chance_loss: auto needs the built-in task's vocabulary; give your loss at chance as a number"
+        )
+
+    cells = []
+    for suite, body in raw["suites"].items():
+        where = f"suites.{suite}"
+        if suite in RESERVED_SUITES:
+            raise ConfigError(
+                f"suites: name {suite!r} is reserved for the workflow's own results and rules "
+                f"({', '.join(RESERVED_SUITES)}); rename the suite"
+            )
+        names = body.get("hardware", list(hardware))
+        for hw in names:
+            if hw not in hardware:
+                raise ConfigError(
+                    f"{where}.hardware: {hw!r} is not defined under hardware; add it there or use one of {', '.join(hardware)}"
+                )
+        if raw["baseline"] not in names:
+            raise ConfigError(
+                f"{where}.hardware: the baseline {raw['baseline']!r} is missing; add it so speedups have a reference"
+            )
+        overrides = body.get("overrides", {})
+        for key in ("task", "model"):
+            if not builtin and key in overrides:
+                raise ConfigError(f"{where}.overrides.{key}: only for the built-in trainer; override recipe.args instead")
+        recipe = _fill_defaults(schema["properties"]["recipe"], _merge(base, overrides), schema)
+        leaves = _leaf_keys(recipe)
+        sweep = body.get("sweep", {})
+        axes = _sweep_axes(sweep, where)
+        for key in (k for axis in axes for k in axis[0]):
+            if key.startswith("args.") and key.count(".") == 1:
+                continue  # a script setting: any name the script takes
+            if key not in leaves or (not builtin and key.split(".")[0] in ("task", "model")):
+                near = difflib.get_close_matches(key, sorted(leaves), n=3, cutoff=0.5)
+                hint = f"did you mean {' or '.join(near)}?" if near else "see recipe keys in hwsweep/schemas/config.schema.yaml"
+                raise ConfigError(f"{where}.sweep.{key}: not a recipe key; {hint}")
+        seen = {}
+        for combo in itertools.product(*axes):
+            values = {k: v for choice in combo for k, v in choice.items()}
+            variant_recipe = recipe
+            for key, value in values.items():
+                variant_recipe = _set_dotted(variant_recipe, key, value)
+            variant = _variant_name(values)
+            if variant in seen:
+                raise ConfigError(
+                    f"{where}.sweep: values {seen[variant]} and {values} both name variant {variant!r}; make them distinct"
+                )
+            seen[variant] = values
+            typed = _check_recipe(variant_recipe, where, schema, builtin, values)
+            for hw in names:
+                try:
+                    make_plan(typed, hardware[hw], advisor, context=f" (suite {suite}, variant {variant}, hardware {hw})")
+                except PlanError as e:
+                    raise ConfigError(str(e)) from None
+            cells.append(Cell(suite=suite, variant=variant, recipe=typed, sweep_values=values, hardware=tuple(names)))
+    warnings = _cross_hardware_warnings(cells, hardware, raw["baseline"]) + _unmapped_warnings(trainer)
+    return Matrix(
+        cells=tuple(cells),
+        seeds=tuple(raw["seeds"]),
+        hardware=hardware,
+        baseline=raw["baseline"],
+        advisor=advisor,
+        statistics=statistics,
+        estimate=estimate,
+        keep_checkpoints=raw.get("keep_checkpoints", True),
+        guard=guard,
+        timing=raw.get("timing", "auto"),
+        warnings=warnings,
+        trainer=trainer,
+        evaluation=evaluation,
+        metrics=tuple(metrics),
+    )
+
+
+def _cross_hardware_warnings(cells, hardware, baseline) -> tuple[str, ...]:
+    """Where a hardware's arithmetic differs from the baseline's: another precision, or TF32
+    matmuls on one device type and not the other. Nothing when both run the same arithmetic
+    (the precision is locked by the plan; a change of device type alone is not a warning)."""
+    out = []
+    for cell in cells:
+        r, base = cell.recipe, hardware[baseline]
+
+        def arithmetic(hw):
+            kind = hw.device_type
+            return hw.precision or r.precision, bool(r.tf32 and (kind is None or kind.tf32))
+
+        for hw in cell.hardware:
+            (p, tf32), (bp, btf32) = arithmetic(hardware[hw]), arithmetic(base)
+            diffs = ([f"precision {p} vs {bp}"] if p != bp else []) + (
+                [f"TF32 matmuls {'on' if tf32 else 'off'} vs {'on' if btf32 else 'off'}"] if tf32 != btf32 else []
+            )
+            if diffs:
+                out.append(
+                    f"suite {cell.suite} [{cell.variant}]: {hw} ({hardware[hw].gpu_type}) vs baseline {baseline} "
+                    f"({base.gpu_type}): {', '.join(diffs)}: results may differ because of it"
+                )
+    return tuple(dict.fromkeys(out))
+
+
+# What the comparison is locked on, and the plan values that carry it to a script.
+LOCKED_BY = {
+    "the seed": ("seed",),
+    "the batch": ("micro_batch", "per_device_batch", "global_batch"),
+    "the step budget": ("steps",),
+    "the precision": ("precision",),
+}
+
+
+def _unmapped_warnings(trainer: Trainer) -> tuple[str, ...]:
+    """A script only follows the plan through its flags: say which locks it does not receive."""
+    if trainer.kind == "builtin":
+        return ()
+    mapped = set(trainer.invocation.args.values())
+    out = []
+    for what, values in LOCKED_BY.items():
+        if not mapped & set(values):
+            consequence = (
+                "every seed repeats the same run, so the seed axis measures run-to-run noise only"
+                if what == "the seed"
+                else "the script uses its own, so hwsweep cannot lock it across hardware"
+            )
+            out.append(f"trainer.args maps no flag to {' or '.join(values)}: {what} is not passed; {consequence} "
+                       "(a script on hwsweep.runtime reads the plan itself: nothing to do)")
+    return tuple(out)
+
+
+DEFAULT_CONFIG = Path("config/config.yaml")  # where the workflow and the hwsweep commands look without --configfile
+
+
+def load_file(path: Path | str) -> dict:
+    """A config file as a dict; ConfigError with one line naming the file and the fix when it is
+    missing, unreadable, a directory, not UTF-8, not YAML, or not a mapping."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found; pass an existing file with --configfile") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file; pass the YAML file itself") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: cannot be read (permission denied); make it readable (chmod +r)") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror}); pass a readable YAML file") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = " ".join(str(getattr(e, "problem", None) or "not valid YAML").split())
+        raise ConfigError(f"{path}: {where}{what}; fix the YAML syntax there") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level is {type(raw).__name__}, not a mapping; start with keys like recipe:")
+    return raw
+
+
+def load_or_exit(path: Path | str) -> dict:
+    """For the hwsweep commands: the config file as a dict, or the one-line error and exit non-zero."""
+    try:
+        return load_file(path)
+    except ConfigError as e:
+        sys.exit(f"hwsweep config error: {e}")
+
+
+def resolve_or_exit(raw: dict, config_dir: Path | str = ".") -> Matrix:
+    """For the Snakefile: print the one-line error and exit non-zero, no traceback."""
+    try:
+        return resolve(raw, config_dir=config_dir)
+    except (ConfigError, SpecError) as e:
+        print(f"hwsweep config error: {e}", file=sys.stderr)
+        sys.exit(1)

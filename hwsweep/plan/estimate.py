@@ -1,0 +1,259 @@
+"""What a sweep will cost before it runs: per run, cell, suite and in total, the wall clock, the
+device-hours and the money (`hwsweep plan --estimate`).
+
+    seconds per step = FLOPs per step / (world_size x peak FLOP/s per device x MFU)
+    wall clock of a run = startup + steps x seconds per step;  device-hours = wall clock x world_size
+
+FLOPs per step are counted by torch's FLOP counter over one micro-batch forward + backward of the
+real model on the meta device (shapes only: no memory and no arithmetic, so GPU-sized models count
+in a moment), times the micro-batches of one optimizer step on all devices. Peak FLOP/s per device
+type and arithmetic come from the catalog. The MFU, in order of preference:
+
+    measured      earlier runs of this suite, variant and hardware (their train.json, same model,
+                  task and batch plan): their own seconds per step and startup, no model needed
+    measured_mfu  the median MFU (and startup) of the measured runs of the same device type and arithmetic
+    assumed_mfu   hardware.<name>.mfu, else estimate.mfu.<gpu_type>, else the catalog's mfu; startup
+                  estimate.startup_seconds
+    unknown       no FLOP count (a user's script) or no peak for the device: no estimate
+
+A cell's, suite's and the total's wall clock is the sum of their runs': the runs one after another
+(timing: exclusive runs timed jobs one at a time). Evaluation is not included.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from hwsweep.contracts import catalog, io
+from hwsweep.contracts.catalog import device_peak
+from hwsweep.contracts.spec import TRAIN_RECORD, RunSpec
+from hwsweep.models.families import model_and_batch
+from hwsweep.plan.matrix import Run
+
+RUN_COLUMNS = [
+    "level", "suite", "variant", "hardware", "seed", "gpu_type", "world_size", "precision", "steps",
+    "flops_per_step", "peak_tflops", "mfu", "source", "seconds_per_step", "startup_seconds",
+    "wall_hours", "device_hours", "cost", "currency",
+]  # fmt: skip
+VS_ACTUAL_COLUMNS = [
+    "suite", "variant", "hardware", "seed", "source", "estimated_seconds", "actual_seconds", "ratio",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One finished run as the estimator uses it."""
+
+    seconds_per_step: float
+    startup_seconds: float
+    mfu: float | None  # None where its FLOPs or its device's peak are not known
+    kind: tuple  # (gpu_type, arithmetic): whose MFU this is
+
+
+@lru_cache(maxsize=256)
+def _micro_batch_flops(task_cfg, model_cfg, micro_batch: int) -> int:
+    from hwsweep.models import flops
+
+    try:
+        return flops.train_step_flops(*model_and_batch(task_cfg, model_cfg, micro_batch))
+    except RuntimeError:
+        # A model whose control flow reads values (HRM's ACT stops when every sample halted) cannot
+        # run on meta: count one real sample on the CPU; every counted operation is linear in the batch.
+        return micro_batch * flops.train_step_flops(*model_and_batch(task_cfg, model_cfg, 1, device="cpu"))
+
+
+def step_flops(recipe, plan) -> int | None:
+    """Training FLOPs of one optimizer step on all devices; None for a user's script (no model known)."""
+    if recipe.model is None or recipe.task is None:
+        return None
+    return _micro_batch_flops(recipe.task, recipe.model, plan.micro_batch) * plan.accumulation * plan.world_size
+
+
+def assumed_mfu(hardware, settings: dict) -> float | None:
+    if hardware.mfu is not None:
+        return hardware.mfu
+    if hardware.gpu_type in settings.get("mfu", {}):
+        return settings["mfu"][hardware.gpu_type]
+    kind = hardware.device_type
+    return None if kind is None else kind.mfu
+
+
+def _kind(spec) -> tuple:
+    return spec.hardware.gpu_type, catalog.arithmetic(spec.plan.precision, spec.plan.tf32)
+
+
+def _same_run(record: dict, spec) -> bool:
+    """The record ran this model, task and batch layout (its step count may differ)."""
+    plan, mine = record.get("plan", {}), spec.plan
+    recipe = record.get("spec", {}).get("recipe", {})
+    layout = ("gpu_type", "world_size", "global_batch", "micro_batch", "accumulation", "precision", "tf32")
+    return (
+        all(plan.get(k) == getattr(mine, k) for k in layout)
+        and recipe.get("model") == (spec.recipe.model and spec.recipe.model.__dict__)
+        and recipe.get("task") == (spec.recipe.task and spec.recipe.task.__dict__)
+    )
+
+
+def measure(record: dict, spec) -> Measured | None:
+    """What a finished run's train.json says about speed; None if it is not usable."""
+    try:
+        resumed = int(record.get("resumed_from_step") or 0)
+        steps = len(record.get("step_seconds") or []) or int(record["plan"]["steps"]) - resumed
+        per_step = float(record["train_seconds"]) / steps
+        startup = float(record["startup_seconds"]) / max(1, len(record.get("segments") or []))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    if not (per_step > 0 and startup >= 0):
+        return None
+    flops = step_flops(spec.recipe, spec.plan)
+    peak = device_peak(spec.hardware, spec.plan, record["plan"].get("threads_per_process"))
+    mfu = flops / (per_step * spec.plan.world_size * peak) if flops and peak else None
+    return Measured(per_step, startup, mfu, _kind(spec))
+
+
+def run_specs(matrix) -> list:
+    return [matrix.spec(r.suite, r.variant, r.hardware, r.seed) for r in matrix.runs()]
+
+
+def run_records(specs, root: Path = Path(".")) -> list[tuple]:
+    """(spec, train.json as a dict) for every run whose record exists under `root` and reads."""
+    out = []
+    for spec in specs:
+        try:
+            out.append((spec, io.read_json(Path(root) / spec.run_dir / TRAIN_RECORD)))
+        except (OSError, ValueError):
+            continue  # not run yet, or damaged: it measures nothing (status names a damaged one)
+    return out
+
+
+def measurements(pairs) -> dict:
+    """Run -> Measured for each (spec, record) whose record is complete and ran the spec's model, task
+    and batch layout (a record of an earlier config with another model measures nothing)."""
+    out = {}
+    for spec, record in pairs:
+        if record.get("status") == "complete" and _same_run(record, spec):
+            found = measure(record, spec)
+            if found is not None:
+                out[Run(spec.suite, spec.variant, spec.hardware_name, spec.seed)] = found
+    return out
+
+
+def measured_cells(specs, root: Path = Path(".")) -> list[str]:
+    """One line per cell (suite x variant x hardware) with finished runs of its current plan under `root`: their
+    mean seconds per step and median MFU, as `hwsweep plan` prints them."""
+    cells: dict[tuple, list[Measured]] = {}
+    for run, m in measurements(run_records(specs, root)).items():
+        cells.setdefault((run.suite, run.variant, run.hardware), []).append(m)
+    lines = []
+    for (suite, variant, hardware), found in cells.items():
+        mfus = [m.mfu for m in found if m.mfu is not None]
+        mfu = f"MFU {statistics.median(mfus):.3g}" if mfus else "MFU not known (no FLOP count or peak)"
+        per_step = statistics.fmean(m.seconds_per_step for m in found)
+        lines.append(f"{suite}/{variant}/{hardware}: {per_step:.4g} s/step, {mfu} ({len(found)} run(s))")
+    return lines
+
+
+def estimate_run(spec, settings: dict, measured: dict, exclude=None) -> dict:
+    """One run's estimate from the runs measured so far (leaving out `exclude`, for estimated vs actual)."""
+    kind = _kind(spec)
+    same = [m for r, m in measured.items() if r != exclude and (r.suite, r.variant, r.hardware) == (
+        spec.suite, spec.variant, spec.hardware_name)]  # fmt: skip
+    flops, peak = step_flops(spec.recipe, spec.plan), device_peak(spec.hardware, spec.plan)
+    typed = [m for r, m in measured.items() if r != exclude and m.kind == kind and m.mfu is not None]
+    startup, mfu = settings.get("startup_seconds", 10.0), None
+    if same:
+        source = "measured"
+        per_step = statistics.fmean(m.seconds_per_step for m in same)
+        startup = statistics.fmean(m.startup_seconds for m in same)
+        mfu = flops / (per_step * spec.plan.world_size * peak) if flops and peak else None
+    elif flops and peak and (typed or assumed_mfu(spec.hardware, settings)):
+        source = "measured_mfu" if typed else "assumed_mfu"
+        mfu = statistics.median(m.mfu for m in typed) if typed else assumed_mfu(spec.hardware, settings)
+        startup = statistics.median(m.startup_seconds for m in typed) if typed else startup
+        per_step = flops / (spec.plan.world_size * peak * mfu)
+    else:
+        source, per_step = "unknown", None
+    wall = None if per_step is None else startup + spec.plan.steps * per_step
+    device_hours = None if wall is None else wall * spec.plan.world_size / 3600
+    price = catalog.price_per_hour(spec.hardware.gpu_type, spec.hardware.price_per_hour)
+    return {
+        "level": "run", "suite": spec.suite, "variant": spec.variant, "hardware": spec.hardware_name,
+        "seed": spec.seed, "gpu_type": spec.hardware.gpu_type, "world_size": spec.plan.world_size,
+        "precision": spec.plan.precision, "steps": spec.plan.steps, "flops_per_step": flops,
+        "peak_tflops": None if peak is None else peak / 1e12, "mfu": mfu, "source": source,
+        "seconds_per_step": per_step, "startup_seconds": None if wall is None else startup,
+        "wall_hours": None if wall is None else wall / 3600, "device_hours": device_hours,
+        "cost": None if device_hours is None or price is None else device_hours * price,
+        "currency": catalog.CURRENCY,
+    }  # fmt: skip
+
+
+def _total(level: str, rows: list[dict], **keys) -> dict:
+    """Sums over runs; a sum is left empty when any of its runs has no estimate (never a partial sum)."""
+
+    def add(column):
+        values = [r[column] for r in rows]
+        return None if any(v is None for v in values) else sum(values)
+
+    out = dict.fromkeys(RUN_COLUMNS) | keys | {"level": level, "currency": catalog.CURRENCY}
+    out |= {c: add(c) for c in ("wall_hours", "device_hours", "cost")}
+    out["source"] = "+".join(sorted({r["source"] for r in rows}))
+    return out
+
+
+def estimate_rows(specs, settings: dict, root: Path = Path(".")) -> list[dict]:
+    """Every run (resolved RunSpecs), then per cell (suite x variant), per suite and the total; runs measured
+    under `root` (their train.json) are preferred to the model."""
+    measured = measurements(run_records(specs, root))
+    runs = [estimate_run(spec, settings, measured) for spec in specs]
+    rows = list(runs)
+    for suite, variant in dict.fromkeys((r["suite"], r["variant"]) for r in runs):
+        mine = [r for r in runs if (r["suite"], r["variant"]) == (suite, variant)]
+        rows.append(_total("cell", mine, suite=suite, variant=variant))
+    for suite in dict.fromkeys(r["suite"] for r in runs):
+        rows.append(_total("suite", [r for r in runs if r["suite"] == suite], suite=suite))
+    rows.append(_total("total", runs))
+    return rows
+
+
+def write_estimate(spec_dicts: list, settings: dict, path, root: Path = Path(".")) -> None:
+    """results/estimate.tsv for a job given the specs the main process resolved (RunSpec.to_dict() each)."""
+    from hwsweep.plan.table import format_table
+
+    specs = [RunSpec.from_dict(d, f"specs[{i}]") for i, d in enumerate(spec_dicts)]
+    io.write_text(path, format_table(estimate_rows(specs, settings, root), sep="\t", columns=RUN_COLUMNS))
+
+
+def estimate_vs_actual(pairs, settings: dict) -> list[dict]:
+    """For every measured run among (spec, record) pairs: what the estimator says without that run (other
+    seeds, else the device type's measured MFU, else the assumption) against its recorded startup and
+    training seconds."""
+    specs = {Run(s.suite, s.variant, s.hardware_name, s.seed): s for s, _ in pairs}
+    measured = measurements(pairs)
+    out = []
+    for run, actual in measured.items():
+        spec = specs[run]
+        est = estimate_run(spec, settings, measured, exclude=run)
+        seconds = actual.startup_seconds + spec.plan.steps * actual.seconds_per_step
+        guess = None if est["wall_hours"] is None else est["wall_hours"] * 3600
+        out.append({"suite": run.suite, "variant": run.variant, "hardware": run.hardware, "seed": run.seed,
+                    "source": est["source"], "estimated_seconds": guess, "actual_seconds": seconds,
+                    "ratio": None if guess is None else guess / seconds})  # fmt: skip
+    return out
+
+
+def write_estimate_vs_actual(train_records: list, settings: dict, path) -> list[dict]:
+    """One suite's train.json files -> estimate_vs_actual.csv (VS_ACTUAL_COLUMNS), each run against the spec
+    it ran (the record's own), so the table needs nothing but the records and the estimate settings."""
+    import pandas as pd
+
+    pairs = []
+    for file in train_records:
+        record = io.read_json(file)
+        pairs.append((RunSpec.from_dict(record["spec"], f"{file}: spec"), record))
+    rows = estimate_vs_actual(pairs, settings)
+    io.write_csv(pd.DataFrame(rows, columns=VS_ACTUAL_COLUMNS), path)
+    return rows

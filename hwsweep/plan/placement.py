@@ -1,0 +1,109 @@
+"""Whether the place the train jobs will run can provide each hardware entry, decided before any job starts.
+
+Under snakemake's local executor (no cluster profile; `hwsweep plan` without --profile) the train jobs
+run on this machine: a CUDA entry needs that many visible GPUs here, and several nodes need a SLURM
+allocation of at least that many nodes around snakemake (srun starts one launcher per node). Under a
+cluster executor (the slurm profile) the jobs run on nodes that have them, so nothing about this
+machine is checked. Torch-free: GPUs are counted from the NVIDIA driver's /proc entries."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from hwsweep.contracts.hardware import Hardware
+
+LOCAL = "local"  # the executor that runs jobs on this machine
+PSEUDO = ("dryrun", "touch")  # -n / --touch stand in for the executor the command line names
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+def visible_gpus(environ=None, driver: Path = NVIDIA_GPUS) -> int:
+    """CUDA devices a process started here would see: the driver's GPUs, narrowed by CUDA_VISIBLE_DEVICES."""
+    environ = os.environ if environ is None else environ
+    physical = len(list(driver.iterdir())) if driver.is_dir() else 0
+    if physical == 0 and not driver.exists():
+        physical = sum(1 for p in Path("/dev").glob("nvidia*") if re.fullmatch(r"nvidia\d+", p.name))
+    mask = environ.get("CUDA_VISIBLE_DEVICES")
+    if mask is None:
+        return physical
+    listed = 0
+    for item in mask.split(","):  # CUDA stops at the first invalid entry; "" or -1 hides every device
+        item = item.strip()
+        if not item or item.startswith("-"):
+            break
+        listed += 1
+    return min(listed, physical)
+
+
+def allocated_nodes(environ=None) -> int:
+    """Nodes of the SLURM allocation snakemake runs in (salloc / sbatch), 0 outside one."""
+    environ = os.environ if environ is None else environ
+    if "SLURM_JOB_ID" not in environ:
+        return 0
+    try:
+        return int(environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or 1)
+    except ValueError:
+        return 1
+
+
+def problem(name: str, hw: Hardware, executor: str | None, gpus: int, nodes: int) -> str | None:
+    """One line naming the field and the fix when `executor` cannot place `hw`, else None."""
+    if executor != LOCAL:
+        return None  # a cluster executor places jobs on nodes that have the hardware; None: not known yet
+    if hw.accelerator == "cuda" and hw.devices_per_node > gpus:
+        have = f"has {gpus} visible CUDA device{'s' if gpus != 1 else ''}"
+        return (
+            f"hardware.{name}.accelerator: cuda x {hw.devices_per_node} per node, but the jobs run on this machine "
+            f"(local executor), which {have}; run with --profile slurm (the GPUs are elsewhere) or use accelerator: cpu"
+        )
+    if hw.nodes > 1 and nodes < hw.nodes:
+        where = f"an allocation of {nodes} node(s)" if nodes else "no SLURM allocation"
+        return (
+            f"hardware.{name}.nodes: {hw.nodes} nodes, but the jobs run on this machine (local executor) in {where}; "
+            "run with --profile slurm, or set nodes: 1"
+        )
+    return None
+
+
+def problems(hardware: dict[str, Hardware], executor: str | None, environ=None) -> list[str]:
+    gpus = visible_gpus(environ) if executor == LOCAL else 0
+    nodes = allocated_nodes(environ)
+    return [p for name, hw in hardware.items() if (p := problem(name, hw, executor, gpus, nodes))]
+
+
+def refuse(hardware: dict[str, Hardware], executor: str | None, environ=None) -> None:
+    """ConfigError with the first problem, if `executor` cannot place one of `hardware`."""
+    from hwsweep.plan.config import ConfigError
+
+    found = problems(hardware, executor, environ)
+    if found:
+        raise ConfigError(found[0])
+
+
+def executor_named(argv: list[str]) -> str | None:
+    """The executor a snakemake command line (with its profile, or $SNAKEMAKE_PROFILE) names, read with
+    snakemake's own parser; None if it cannot be read."""
+    import contextlib
+
+    from snakemake.cli import parse_args
+
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # its "Using profile ..." note is not our output
+            _, args = parse_args(list(argv))
+    except (Exception, SystemExit):  # noqa: BLE001 - argparse exits on what it cannot parse
+        return None
+    return args.executor or LOCAL
+
+
+def executor_of(workflow) -> str | None:
+    """The executor snakemake runs this workflow's jobs with, from inside the Snakefile once the DAG is
+    being built (input functions); None before that, and in jobs (which the main process has checked)."""
+    if workflow.remote_exec or workflow.subprocess_exec or workflow.executor_plugin is None:
+        return None
+    name = workflow.executor_plugin.name
+    if name in PSEUDO:  # a dry run keeps only the pseudo-executor; the command line still names the real one
+        return executor_named(sys.argv[1:])
+    return name

@@ -1,0 +1,101 @@
+"""The report's landing page, written when `snakemake --report` starts: each suite's headline
+from its tables, or, for a suite without tables, which runs failed and why (one line of each
+run's log). The static description (workflow/report/workflow.rst) follows."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from hwsweep.contracts import io
+from hwsweep.contracts.spec import EVAL_RECORD, LOG_DIR, TRAIN_RECORD
+from hwsweep.report import headline, tables
+
+# A line that says why a run failed; the launcher's own report of a child's failure (torchrun's
+# ChildFailedError block, its E-prefixed log lines, hwsweep's exit summary) only repeats it.
+REASON = re.compile(r"(Error|error:|Exception|exit code|exited with|Killed|refused|not found|No such|no CUDA)")
+NOISE = re.compile(r"(torch\.distributed\.elastic|ChildFailedError|^[EWI]\d{4} |^hwsweep: .*last \d+ lines|"
+                   r"^File |^Traceback|^raise |^\[\d+\]:|^(time|host|rank|exitcode|error_file|traceback)\s*:)")
+MAX_REASON = 220
+HOW = "How the runs were made"  # the template's method section: the headlines go before it
+
+
+def failure_reason(log: Path) -> str:
+    """One line from a failed run's log: the first line that names an error and is not the
+    launcher's echo of it, else the last line."""
+    try:
+        lines = [x.strip() for x in log.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return "no log"
+    if not lines:
+        return "empty log"
+    named = [x for x in lines if REASON.search(x) and not NOISE.search(x)]
+    line = named[0] if named else lines[-1]
+    return line if len(line) <= MAX_REASON else line[: MAX_REASON - 1] + "…"
+
+
+def run_states(matrix, suite: str) -> tuple[dict, list[str]]:
+    """Counts of done / failed / missing runs of a suite and the failed runs' reasons (read
+    only: `snakemake status` is the command that moves damaged records aside)."""
+    evaluated = matrix.evaluation.kind != "none"
+    counts = {"done": 0, "failed": 0, "missing": 0}
+    reasons = []
+    for run in matrix.runs(suite):
+        folder = Path(run.run_dir)
+        log = Path(LOG_DIR.format(suite=run.suite, variant=run.variant, hardware=run.hardware, seed=run.seed))
+        if (folder / TRAIN_RECORD).exists() and (not evaluated or (folder / EVAL_RECORD).exists()):
+            counts["done"] += 1
+        elif (log / "train.log").exists() or (log / "evaluate.log").exists():
+            counts["failed"] += 1
+            which = log / ("evaluate.log" if (folder / TRAIN_RECORD).exists() else "train.log")
+            reasons.append(f"{run.variant} {run.hardware} seed {run.seed}: {failure_reason(which)} ({which})")
+        else:
+            counts["missing"] += 1
+    return counts, reasons
+
+
+def _escape(text: str) -> str:
+    """Plain text inside reStructuredText: no markup, no template syntax."""
+    return re.sub(r"([\\`*_|<>\[\]])", r"\\\1", text).replace("{", "\\{").replace("}", "\\}")
+
+
+def _emphasis(sentence: str) -> str:
+    """The headline's **verdict** marks kept, everything else escaped."""
+    parts = sentence.split("**")
+    return "".join(f"**{p}**" if i % 2 else _escape(p) for i, p in enumerate(parts))
+
+
+def suite_section(matrix, suite: str, complete: bool, description: str = "",
+                  results: Path = Path("results")) -> list[str]:  # fmt: skip
+    lines = [f"**Suite {_escape(suite)}**" + (f" — {_escape(description)}" if description else ""), ""]
+    if not complete:
+        counts, reasons = run_states(matrix, suite)
+        lines += [_emphasis(headline.failure_sentence(counts, reasons[:1])), ""]
+        lines += [f"- {_escape(r)}" for r in reasons[1:8]]
+        if len(reasons) > 8:
+            lines.append(f"- … and {len(reasons) - 8} more failed runs (see ``results/partial/status.csv`` after "
+                         "``snakemake -f status``)")  # fmt: skip
+        return lines + [""]
+    comparison, equivalence = tables.ordered(pd.read_csv(results / suite / "comparison.csv"),
+                                             pd.read_csv(results / suite / "equivalence.csv"))  # fmt: skip
+    confidence = matrix.statistics.get("confidence", 0.95)
+    for variant, sentences in headline.suite_headline(comparison, equivalence, confidence).items():
+        if comparison.variant.nunique() > 1:
+            lines += [f"*{_escape(str(variant))}*:", ""]
+        lines += [f"- {_emphasis(s)}" for s in sentences] + [""]
+    return lines
+
+
+def write(matrix, complete: dict[str, bool], template: Path, path: Path, descriptions: dict | None = None) -> Path:
+    """The landing page's reStructuredText: headlines (or failures) per suite, then the
+    template. The headline part is wrapped so the report's template engine leaves it as is."""
+    lines = ["What the runs show", "==================", ""]
+    for suite in matrix.suites:
+        lines += suite_section(matrix, suite, complete[suite], (descriptions or {}).get(suite, ""))
+    text = Path(template).read_text(encoding="utf-8")
+    split = text.index(HOW) if HOW in text else 0  # the answer before the method
+    text = text[:split] + "{% raw %}\n" + "\n".join(lines) + "\n{% endraw %}\n\n" + text[split:]
+    io.write_text(path, text)
+    return path

@@ -1,0 +1,217 @@
+"""A suite's tables as self-contained HTML pages that the report opens inline: the columns a
+reader needs, numbers rounded, differences in the metric's units (shares in points), and
+verdict cells coloured and marked by text. The CSVs keep every column."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+
+from hwsweep.analysis import stats
+from hwsweep.analysis.stats import amount
+from hwsweep.report import headline
+from hwsweep.report.headline import finite
+
+# Text marks first, so the verdict reads without colour; the colour repeats it.
+VERDICTS = {
+    "equivalent": ("✓", "#d8f0d8"),
+    "shifted": ("✓~", "#e6f3c8"),
+    "different": ("✗", "#f6d2d2"),
+    "inconclusive": ("?", "#fbe8c0"),
+    "baseline": ("◆", "#e4e4ea"),
+    "not compared": ("–", "#ffffff"),
+}
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 12px; color: #1d2330; }
+h1 { font-size: 17px; margin: 0 0 4px; } p.note { margin: 2px 0 10px; color: #444; max-width: 70em; }
+table { border-collapse: collapse; } th, td { border: 1px solid #c8ccd4; padding: 4px 8px; vertical-align: top; }
+th { background: #eef0f4; text-align: left; position: sticky; top: 0; }
+td.num { text-align: right; white-space: nowrap; }
+td.verdict { font-weight: 600; white-space: nowrap; } td.text { max-width: 32em; }
+"""
+
+
+def hardware_order(frame: pd.DataFrame, baseline: str) -> list[str]:
+    """The baseline first, then by device type (the baseline's first), device count and name:
+    the order of every figure, table and headline."""
+    hw = frame.drop_duplicates("hardware")
+    if "gpu_type" in hw:
+        types = list(dict.fromkeys(hw[hw.hardware == baseline].gpu_type.tolist() + hw.gpu_type.tolist()))
+        hw = hw.assign(type_rank=hw.gpu_type.map({t: i for i, t in enumerate(types)}))
+    cols = [c for c in ("type_rank", "world_size", "hardware") if c in hw]
+    order = hw.sort_values(cols).hardware.tolist()
+    return ([baseline] if baseline in order else []) + [h for h in order if h != baseline]
+
+
+def in_order(frame: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """Rows by suite and variant (as they come), then hardware in `order`."""
+    if frame.empty:
+        return frame
+    group = frame.suite + "/" + frame.variant.astype(str) if "suite" in frame else frame.variant.astype(str)
+    groups = {g: i for i, g in enumerate(dict.fromkeys(group))}
+    ranks = {h: i for i, h in enumerate(order)}
+    key = group.map(groups) * (len(order) + 1) + frame.hardware.map(ranks).fillna(len(order))
+    return frame.iloc[key.to_numpy().argsort(kind="stable")]
+
+
+def ordered(comparison: pd.DataFrame, *frames: pd.DataFrame) -> list[pd.DataFrame]:
+    """The comparison and other tables of it with their rows in the hardware order."""
+    base = comparison.loc[comparison.baseline.astype(bool), "hardware"]
+    order = hardware_order(comparison, base.iloc[0] if len(base) else "")
+    return [in_order(f, order) for f in (comparison, *frames)]
+
+
+def _num(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return ""
+    if isinstance(x, (int,)) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e6):
+        return f"{int(x)}"
+    return f"{x:.{digits}g}"
+
+
+def _interval(low, high, digits: int = 3, scale: float = 1.0) -> str:
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (low, high)):
+        return ""
+    return f"[{low * scale:.{digits}g}, {high * scale:.{digits}g}]"
+
+
+def verdict_cell(verdict: str, text: str | None = None) -> str:
+    mark, colour = VERDICTS.get(verdict, ("", "#ffffff"))
+    body = html.escape(text or verdict)
+    return f'<td class="verdict" data-verdict="{html.escape(verdict)}" style="background:{colour}">{mark} {body}</td>'
+
+
+def page(title: str, note: str, header: list[str], rows: list[list[str]]) -> str:
+    """A whole HTML page; `rows` hold finished <td> cells."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "\n".join("<tr>" + "".join(r) + "</tr>" for r in rows)
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1><p class=\"note\">{note}</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table></body></html>\n")  # fmt: skip
+
+
+def _td(value, cls: str = "num") -> str:
+    return f'<td class="{cls}">{html.escape(str(value))}</td>'
+
+
+LEGEND = ("Verdict marks: ✓ equivalent, ✓~ equivalent but shifted inside the margin, ✗ different, ? inconclusive, "
+          "◆ baseline.")
+
+
+def comparison_page(comparison: pd.DataFrame, metrics: list[str], scales: dict) -> str:
+    """One row per variant and hardware: the overall verdict over the primary metrics, speedup
+    and cost first (what a reader decides on), then each metric's seed mean with its CI and its
+    finding, and the diagnosis."""
+    several = comparison.variant.nunique() > 1
+    suites = comparison.suite.nunique() > 1  # the table of every suite
+    header = (["suite"] if suites else []) + (["variant"] if several else [])
+    header += ["hardware", "devices", "seeds", "overall verdict", "speedup [CI]", "cost per run",
+               "device-hours per run"]  # fmt: skip
+    for m in metrics:
+        header += [f"{m} mean [CI]", f"{m} vs baseline"]
+    header += ["diagnosis"]
+    rows = []
+    for r in comparison.to_dict("records"):
+        row = ([_td(r["suite"], "text")] if suites else []) + ([_td(r["variant"], "text")] if several else [])
+        row += [_td(r["hardware"], "text"), _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"),
+                _td(_num(r["n_seeds"])), verdict_cell(str(r["verdict"]))]  # fmt: skip
+        row.append(_td(f"{_num(r.get('speedup'))}× {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"
+                       if finite(r.get("speedup")) else ""))  # fmt: skip
+        cost = r.get("cost_per_run")
+        row.append(_td(headline.money(cost, r.get("currency", "USD")) if finite(cost) else "no price"))
+        row.append(_td(_num(r.get("device_hours"))))
+        for m in metrics:
+            s = scales.get(m, 1.0)
+            unit = " pt" if s == 100 else ""
+            mean = r.get(f"{m}_mean")
+            row.append(_td(f"{_num(mean * s, 4)}{unit} {_interval(r.get(f'{m}_ci_low'), r.get(f'{m}_ci_high'), 4, s)}"
+                           if finite(mean) else ""))  # fmt: skip
+            v = str(r.get(f"{m}_verdict", "not compared"))
+            if v == "nan":
+                v = "not compared"
+            state = "shifted" if v == "equivalent" and "shifted" in str(r.get(f"{m}_finding", "")) else v
+            row.append(verdict_cell(state, str(r.get(f"{m}_finding")) if state not in ("baseline", "not compared")
+                                    else v))  # fmt: skip
+        diag = r.get("diagnosis")
+        row.append(_td(diag if isinstance(diag, str) else "", "text"))
+        rows.append(row)
+    note = ("Means over seeds with their t confidence intervals (shares in percentage points, pt); "
+            "each metric against the baseline by the test in the equivalence table. " + LEGEND)
+    return page("Comparison with the baseline", note, header, rows)
+
+
+def equivalence_page(equivalence: pd.DataFrame) -> str:
+    header = ["variant", "hardware", "metric", "test", "seeds (hw / base)", "difference", "CI", "TOST interval",
+              "margin", "p TOST", "p difference", "verdict", "power", "seeds needed", "note", "diagnosis"]  # fmt: skip
+    rows = []
+    for r in equivalence.to_dict("records"):
+        s = r["scale"]
+        state = "shifted" if r["verdict"] == "equivalent" and bool(r["shifted"]) else r["verdict"]
+        needed = r.get("seeds_needed")
+        rows.append([
+            _td(r["variant"], "text"), _td(r["hardware"], "text"),
+            _td(r["metric"] + ("" if r["primary"] else " (secondary)"), "text"), _td(r["test"], "text"),
+            _td(f"{r['n']} / {r['n_baseline']}"), _td(amount(r.get("difference"), s, True)),
+            _td(_interval(r.get("ci_low"), r.get("ci_high"), 3, s)),
+            _td(_interval(r.get("tost_ci_low"), r.get("tost_ci_high"), 3, s)), _td("±" + amount(r["margin"], s)),
+            _td(_num(r.get("p_tost"), 2)), _td(_num(r.get("p_difference"), 2)), verdict_cell(state, r["finding"]),
+            _td(_num(r.get("power"), 2)), _td("> 100" if needed == math.inf else _num(needed)),
+            _td(r["note"] if isinstance(r.get("note"), str) else "", "text"),
+            _td(r["diagnosis"] if isinstance(r.get("diagnosis"), str) else "", "text"),
+        ])  # fmt: skip
+    note = ("Each hardware minus the baseline, per metric: the difference with its confidence interval, the "
+            "TOST interval (1 - 2α) that must lie inside ±margin for equivalence, the tests' p-values, the "
+            "power of these seeds and the seeds a decision needs (t-based, assuming no true difference). " + LEGEND)
+    return page("Equivalence to the baseline", note, header, rows)
+
+
+SHORT_METHODS = {stats.GEOMETRIC: "geometric mean", stats.RATIO_OF_MEANS: "ratio of means"}
+
+
+def speedup_page(speedup: pd.DataFrame) -> str:
+    header = ["variant", "hardware", "devices", "speedup [CI]", "method", "time saved (s)", "device-hours per run",
+              "device-hours vs baseline", "price per device-hour", "cost per run", "cost vs baseline",
+              "efficiency (same type)", "Amdahl serial fraction", "samples/s per device", "TFLOP/s per device",
+              "MFU", "measured under contention"]  # fmt: skip
+    rows = []
+    for r in speedup.to_dict("records"):
+        currency = r.get("currency", "USD")
+        ratio = r.get("device_hours_ratio")
+        amdahl = r.get("amdahl_serial_fraction")
+        amdahl_ci = _interval(r.get("amdahl_serial_fraction_ci_low"), r.get("amdahl_serial_fraction_ci_high"), 2)
+        rows.append([
+            _td(r["variant"], "text"), _td(r["hardware"], "text"),
+            _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"),
+            _td(f"{_num(r['speedup'])}× {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"),
+            _td(SHORT_METHODS.get(r["speedup_method"], r["speedup_method"]), "text"),
+            _td(_num(r.get("time_saved_seconds"))), _td(_num(r.get("device_hours"))),
+            _td(f"{(ratio - 1) * 100:+.0f}%" if finite(ratio) else "other device type"),
+            _td(headline.money(r["price_per_device_hour"], currency) if finite(r.get("price_per_device_hour"))
+                else "not known"),
+            _td(headline.money(r["cost_per_run"], currency) if finite(r.get("cost_per_run")) else ""),
+            _td(f"{_num(r.get('cost_ratio'))}×" if finite(r.get("cost_ratio")) else ""),
+            _td(_num(r.get("efficiency"))),
+            _td(f"{_num(amdahl, 2)} {amdahl_ci}" if finite(amdahl) else ""),
+            _td(_num(r.get("samples_per_second_per_device"))), _td(_num(r.get("tflops_per_device"))),
+            _td(_num(r.get("mfu"), 2)),
+            _td(f"⚠ {r['contention']}" if headline.flagged(r.get("contention")) else "no", "text"),
+        ])  # fmt: skip
+    note = ("Speedup = baseline training time / this hardware's for the same steps: the geometric mean of the "
+            "per-seed ratios with a t interval on the log ratios when seeds are shared, else the ratio of mean times "
+            "(Welch interval on the log means). Cost = device-hours × price per device-hour. Efficiency and "
+            "Amdahl's serial fraction only within one device type, against its smallest device count. "
+            "Throughput, TFLOP/s and MFU (model FLOPs utilisation: achieved / the catalog's peak FLOP/s of one "
+            "device, for a CPU process the cores of its threads) per device in the steady state, mean over seeds; "
+            f"empty where the FLOPs or the peak are not known. {headline.CONTENTION_ADVICE}")
+    return page("Speedup and cost", note, header, rows)
+
+
+def plain_page(title: str, note: str, frame: pd.DataFrame) -> str:
+    """Any table as it is, numbers rounded (the batch plan)."""
+    rows = [[_td(_num(v, 4) if isinstance(v, float) else ("" if v is None else v),
+                 "num" if isinstance(v, (int, float)) and not isinstance(v, bool) else "text") for v in r]
+            for r in frame.itertuples(index=False)]  # fmt: skip
+    return page(title, note, list(frame.columns), rows)
+

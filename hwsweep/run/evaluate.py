@@ -1,0 +1,56 @@
+"""Evaluate a finished run: the model family's evaluator (built-in), or the user's evaluation command.
+
+    python -m hwsweep.run.evaluate results/.../spec.json
+
+The built-in evaluator always runs on the CPU in fp32, so every hardware is measured by the
+same arithmetic: differences in eval.json come from training, not from the evaluator."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+
+from hwsweep.contracts import io
+from hwsweep.contracts.records import EvalRecord, RunRecord
+from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec
+from hwsweep.models import families
+from hwsweep.run import runner
+
+
+def builtin(spec: RunSpec) -> int:
+    t0 = time.perf_counter()
+    fam = families.torch_side(spec.recipe.model.name)
+    model = fam.build(spec.recipe)
+    state = torch.load(spec.path(FINAL_CHECKPOINT), map_location="cpu", weights_only=False)
+    if state["step"] != spec.plan.steps:
+        sys.exit(f"hwsweep.run.evaluate: checkpoint is at step {state['step']}, not {spec.plan.steps}; rerun training")
+    model.load_state_dict(state["model"])
+    model.eval()
+    curves = RunRecord.from_dict(io.read_json(spec.path(TRAIN_RECORD))).curves
+    _, held_out = fam.tables(spec.recipe)
+    with torch.no_grad():
+        metrics = fam.evaluate(model, spec.recipe, held_out, curves=curves)
+    record = EvalRecord(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
+                        evaluator="builtin", metrics=metrics, eval_seconds=time.perf_counter() - t0)  # fmt: skip
+    io.write_json(spec.path(EVAL_RECORD), record.to_dict())
+    print(f"{spec.run_dir}: " + ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} none" for k, v in metrics.items()))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="hwsweep.run.evaluate", description=__doc__.splitlines()[0])
+    parser.add_argument("spec", help="path to spec.json")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    spec = RunSpec.load(args.spec)
+    if spec.evaluation.kind == "command":
+        return runner.evaluate(spec, args.spec, args.threads)
+    torch.set_num_threads(args.threads)
+    return builtin(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Start one run's trainer: the built-in one or a user's command, under torchrun (on one node
+or, under SLURM, on each node of the allocation) or as a plain process.
+
+    python -m hwsweep.run.launch results/.../spec.json --threads 8
+
+One node: `torchrun --standalone`. Several nodes: the train rule runs this once per node with
+`srun --nodes=N --ntasks-per-node=1`; each copy reads its node rank from SLURM_NODEID and
+starts `torchrun --nnodes N --node_rank R` with a static rendezvous on the node that launched
+the step, so global ranks follow node order (strict parity depends on it). The shape (nodes,
+processes per node) comes from the RunSpec's plan, never from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from hwsweep.contracts import command
+from hwsweep.contracts.spec import RunSpec, sha256
+from hwsweep.run import runner, tether
+
+PORT_BASE = 29500
+# The longest torchrun's agents wait for all nodes to join (static rendezvous, several nodes) or for the
+# local workers' rendezvous (--standalone); then the run fails with torchrun's RendezvousTimeoutError
+# instead of waiting for a node that will never come (torchrun's own default is 600 s).
+RENDEZVOUS_TIMEOUT = 120
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # torchrun's agent passes these to its workers
+
+
+def master_address() -> str:
+    """The address of the node that launched this step (srun sets it on every task)."""
+    if os.environ.get("SLURM_LAUNCH_NODE_IPADDR"):
+        return os.environ["SLURM_LAUNCH_NODE_IPADDR"]
+    nodelist = os.environ["SLURM_JOB_NODELIST"]
+    names = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
+    return names.stdout.split()[0]
+
+
+def torchrun_command(spec: RunSpec, env: dict) -> list[str]:
+    """torchrun with the plan's shape and rendezvous, up to the program it starts."""
+    plan = spec.plan
+    torchrun = Path(sys.executable).parent / "torchrun"
+    cmd = [str(torchrun) if torchrun.exists() else "torchrun"]
+    if plan.nodes == 1:
+        cmd += ["--standalone", "--nnodes", "1", "--rdzv-conf", f"join_timeout={RENDEZVOUS_TIMEOUT}"]
+    else:
+        if "SLURM_NODEID" not in env:
+            raise SystemExit(
+                f"hwsweep.run.launch: hardware {spec.hardware_name} has {plan.nodes} nodes; "
+                "run it under SLURM (snakemake --profile profiles/slurm), where srun starts one launcher per node"
+            )
+        nnodes = int(env.get("SLURM_NNODES", env.get("SLURM_STEP_NUM_NODES", plan.nodes)))
+        if nnodes != plan.nodes:
+            raise SystemExit(f"hwsweep.run.launch: the plan needs {plan.nodes} nodes but this step has {nnodes}")
+        port = PORT_BASE + int(env.get("SLURM_JOB_ID", "0")) % 2000
+        cmd += ["--nnodes", str(plan.nodes), "--node_rank", env["SLURM_NODEID"],
+                "--master_addr", master_address(), "--master_port", str(port),
+                "--rdzv-conf", f"timeout={RENDEZVOUS_TIMEOUT}"]  # fmt: skip
+    return cmd + ["--nproc_per_node", str(plan.devices_per_node)]
+
+
+def forward_to(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def tethered(program: list[str]) -> list[str]:
+    """torchrun's target: every worker runs `program` tethered to torchrun's agent (hwsweep.run.tether)."""
+    return ["-m", "hwsweep.run.tether", *program]
+
+
+def supervise(cmd: list[str], env: dict) -> int:
+    """Run torchrun's agent as a tethered child in its own process group and wait for it: the signals
+    that stop a run are passed on to it (it passes them to its workers); if this launcher is killed
+    outright, or snakemake is, the agent and then its workers die too."""
+    started = []  # the agent, once started; a signal before that only stops this launcher from starting it
+
+    def forward(signum, frame):
+        if not started:
+            sys.exit(128 + signum)
+        # SIGUSR2 (the trainer's own stop request) would kill the agent: it goes to the workers only.
+        for pid in runner.descendants(started[0].pid) if signum == signal.SIGUSR2 else [started[0].pid]:
+            forward_to(pid, signum)
+
+    for sig in FORWARDED + (signal.SIGUSR2,):
+        signal.signal(sig, forward)
+    child = subprocess.Popen(cmd, env=env, process_group=0, preexec_fn=tether.preexec())
+    started.append(child)
+    tether.stop_when_workflow_ends(child, signal.SIGKILL)
+    code = child.wait()
+    return 128 - code if code < 0 else code
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="hwsweep.run.launch", description=__doc__.splitlines()[0])
+    parser.add_argument("spec")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads on this node, for all its processes")
+    parser.add_argument("--spec-sha256", help="refuse to run unless spec.json is exactly this spec")
+    args = parser.parse_args(argv)
+    if args.spec_sha256 and sha256(Path(args.spec).read_text()) != args.spec_sha256:
+        sys.exit(f"hwsweep.run.launch: {args.spec} is not the spec this run was scheduled with; rerun snakemake, "
+                 "which rewrites it from the config")  # fmt: skip
+    spec = RunSpec.load(args.spec)
+    node = os.environ.get("SLURM_NODEID", "0")
+    trainer = spec.trainer
+    if trainer.kind == "builtin":
+        program = [sys.executable, "-u", "-m", "hwsweep.run.train", args.spec, "--threads", str(args.threads)]
+        cmd = torchrun_command(spec, dict(os.environ)) + tethered(program)
+    else:
+        script = command.command_argv(spec, trainer.invocation)
+        cmd = script
+        if trainer.launch == "torchrun":
+            cmd = torchrun_command(spec, dict(os.environ)) + tethered(script)
+    print(f"hwsweep.run.launch [node {node}]: {shlex.join(cmd)}", flush=True)
+    if trainer.kind == "command" and node == "0":
+        return runner.train(spec, args.spec, cmd, args.threads)  # the first node watches and records the run
+    # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
+    return supervise(cmd, os.environ | {"OMP_NUM_THREADS": "1"})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""Run a user's command for one stage of a run (train or evaluate) and write that stage's record.
+
+The command runs as a child in its own process group: its output is passed through to the
+job's log line by line and parsed for the declared metrics as it comes (or its JSON-lines
+metrics file is read at the end); a preemption signal is forwarded to the whole group as the
+signal the script asked for; the child dies with this process (PDEATHSIG), so killing the
+workflow leaves no trainer behind. Success means: exit 0 and every declared metric of the
+stage found, finite and within its bounds. Torch-free, so it adds little to a run's start."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from hwsweep.contracts import guard, host, io
+from hwsweep.contracts.command import Invocation, command_argv, plan_values, render, script_provenance
+from hwsweep.contracts.metrics import TextParser, parse_jsonl_line, problems, summarise
+from hwsweep.contracts.records import EvalRecord, RunRecord, read
+from hwsweep.contracts.spec import CHECKPOINT_DIR, EVAL_RECORD, TRAIN_RECORD, RunSpec
+from hwsweep.run import tether
+
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal; rerun to resume
+ATTEMPTS_FILE = "attempts.jsonl"  # one line per start of the command, for restarts and resume
+PARSED_FILE = "parsed_metrics.jsonl"  # observations parsed from the output, kept across attempts
+TAIL = 5
+
+
+class RunFailed(Exception):
+    """The stage failed; the message is the one line the user sees."""
+
+
+class Stage:
+    """One run of a user's command with its output parsed for `metrics`."""
+
+    def __init__(self, spec: RunSpec, invocation: Invocation, metrics, argv: list[str], env: dict):
+        self.spec, self.invocation, self.metrics = spec, invocation, metrics
+        self.argv, self.env = argv, env
+        self.tail = collections.deque(maxlen=TAIL)
+        self.parser = TextParser(metrics, invocation.step_pattern) if invocation.metrics_file is None else None
+        self.observations: list[dict] = []
+        self.first_step_seconds = None
+        self.signalled = None
+        self.stopped = None  # the guard's verdict that stopped the command early
+        self._metrics_offset = 0  # how far the metrics file has been read while the command runs
+
+    def _forward(self, signum, frame) -> None:
+        self.signalled = signum
+        if self.child is None:
+            return
+        # The script gets the signal it asked for. torchrun's agent is left out: it would die of
+        # a signal it does not handle (USR2) and orphan its workers; it exits when they do.
+        targets = descendants(self.child.pid) + ([] if self.skip_launcher else [self.child.pid])
+        for pid in targets:
+            try:
+                os.kill(pid, self.forward_as)
+            except ProcessLookupError:
+                pass
+
+    def _fresh_file_observations(self) -> list[dict]:
+        """Observations in the lines the script appended to its metrics file since the last call."""
+        path = Path(self.spec.run_dir, self.invocation.metrics_file)
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._metrics_offset)
+                chunk = f.read()
+        except OSError:
+            return []
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written is read next time
+        self._metrics_offset += len(complete)
+        lines = complete.decode(errors="replace").splitlines()
+        return [o for line in lines for o in parse_jsonl_line(line, self.metrics)]
+
+    def _stop(self, verdict: str) -> None:
+        """The watcher's verdict: stop the whole command now (its process group), not at its end."""
+        self.stopped = verdict
+        try:
+            os.killpg(self.child.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    def run(self, forward_as: int, on_line=None, skip_launcher: bool = False, watch=None) -> tuple[int, float]:
+        """Start, stream, wait. Returns (exit code, seconds). `watch(observations)` sees the metrics as
+        they come (parsed from the output, or read from the metrics file at each output line) and
+        returns a verdict line that stops the command, or None."""
+        self.child, self.forward_as, self.skip_launcher = None, forward_as, skip_launcher
+        handlers = {s: signal.signal(s, self._forward) for s in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)}
+        t0 = time.perf_counter()
+        try:
+            self.child = subprocess.Popen(
+                self.argv, cwd=self.invocation.workdir, env=self.env, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
+                process_group=0, preexec_fn=tether.preexec(signal.SIGTERM),
+            )  # fmt: skip
+            tether.stop_when_workflow_ends(self.child, signal.SIGTERM)
+            for line in self.child.stdout:
+                sys.stdout.write(line)
+                self.tail.append(line.rstrip("\n"))
+                if on_line:
+                    on_line(line)
+                found = []
+                if self.parser:
+                    found = self.parser.feed(line)
+                    self.observations += found
+                    if self.first_step_seconds is None and any(o["step"] is not None for o in found):
+                        self.first_step_seconds = time.perf_counter() - t0
+                elif watch:
+                    found = self._fresh_file_observations()
+                verdict = watch(found) if watch and found and self.stopped is None else None
+                if verdict:
+                    self._stop(verdict)
+            code = self.child.wait()
+        finally:
+            for s, h in handlers.items():
+                signal.signal(s, h)
+        sys.stdout.flush()
+        return code, time.perf_counter() - t0
+
+    def where(self) -> str:
+        inv = self.invocation
+        return f"metrics file {inv.metrics_file}" if inv.metrics_file else "its output"
+
+    def last_lines(self) -> str:
+        return " | ".join(self.tail) or "(no output)"
+
+    def results(self, code: int, history: list[dict] | None = None) -> tuple[dict, dict]:
+        """Final values and curves, or RunFailed with one line saying why."""
+        if self.signalled is not None:
+            raise RunFailed(f"stopped by signal {signal.Signals(self.signalled).name} (exit {code})")
+        if code != 0:
+            raise RunFailed(f"the command exited {code}; last {TAIL} lines: {self.last_lines()}")
+        inv = self.invocation
+        if inv.metrics_file:
+            path = Path(self.spec.run_dir, inv.metrics_file)
+            lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+            self.observations = [o for line in lines for o in parse_jsonl_line(line, self.metrics)]
+        observations = (history or []) + self.observations
+        if not observations:
+            raise RunFailed(
+                f"the command exited 0 but wrote no metrics (looked for {', '.join(m.name for m in self.metrics)} "
+                f"in {self.where()}); last {TAIL} lines: {self.last_lines()}"
+            )
+        finals, curves = summarise(observations, self.metrics)
+        for m in self.metrics:
+            if m.name not in finals:
+                raise RunFailed(f"metric {m.name} not found in {self.where()}; last {TAIL} lines: {self.last_lines()}")
+        bad = problems(finals, self.metrics)
+        if bad:
+            raise RunFailed(f"{bad[0]}; last {TAIL} lines: {self.last_lines()}")
+        return finals, curves
+
+
+def _env(spec: RunSpec, spec_path: str, threads: int) -> dict:
+    plan = spec.plan
+    per_process = max(1, threads // plan.devices_per_node)
+    return os.environ | {
+        "HWSWEEP_SPEC": str(Path(spec_path).resolve()),
+        "HWSWEEP_RUN_DIR": str(Path(spec.run_dir).resolve()),
+        "PYTHONUNBUFFERED": "1",  # lines as they happen, for parsing and for the log
+        "OMP_NUM_THREADS": str(per_process),
+    }
+
+
+def _provenance(spec: RunSpec, invocation: Invocation) -> dict:
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = None
+    here = Path(__file__).resolve().parent
+    status = host.git(here, "status", "--porcelain")
+    return {
+        "torch": torch_version,
+        "cuda": None,
+        "nccl": None,
+        "python": sys.version.split()[0],
+        "host": host.node_name(),
+        "devices": [f"{host.node_name()}:{spec.plan.accelerator}"] * spec.plan.world_size,
+        "git_commit": host.git(here, "rev-parse", "HEAD"),
+        "git_dirty": bool(status) if status is not None else None,
+        "env": host.recorded_env(),
+        "script": script_provenance(invocation),
+    }
+
+
+def _plan_checks(spec: RunSpec, seen: dict) -> list[str]:
+    """Where the script's own log says it ran something else than the plan."""
+    expected = plan_values(spec)
+    out = []
+    for name in spec.trainer.plan_check:
+        if name not in seen:
+            out.append(f"plan_check {name}: the script never logged it")
+            continue
+        want, got = render(expected[name]), seen[name]
+        same = want == got
+        try:
+            same = same or float(want) == float(got)
+        except ValueError:
+            pass
+        if not same:
+            out.append(f"the script logged {name} {got}, the plan says {want}: it does not follow the plan")
+    return out
+
+
+def loss_metric(metrics) -> str | None:
+    """The train-stage metric the divergence guard watches: the one named or keyed loss, else the first
+    whose name ends in loss; None when the script reports no loss."""
+    train = [m for m in metrics if m.stage == "train"]
+    named = [m for m in train if "loss" in (m.name, m.json_key)] or [m for m in train if m.name.endswith("loss")]
+    return named[0].name if named else None
+
+
+def live_guard(spec: RunSpec, history: list[dict]):
+    """A watcher for Stage.run that stops a diverging command as soon as the guard says so (guard.action
+    fail; under flag the run goes on and is judged at its end). Earlier attempts' losses are fed first."""
+    name = loss_metric(spec.metrics)
+    if spec.guard.action != "fail" or name is None:
+        return None
+    watcher = guard.Guard(spec.guard)
+
+    def watch(observations: list[dict]) -> str | None:
+        verdicts = [watcher.feed(o["step"], o["value"]) for o in observations if o["metric"] == name and o["step"]]
+        return next((v for v in verdicts if v), None)
+
+    watch(history)
+    return watch
+
+
+def divergence(spec: RunSpec, curves: dict) -> str | None:
+    """The guard's verdict on the parsed loss series (earlier attempts included), or None."""
+    name = loss_metric(spec.metrics)
+    if spec.guard.action == "off" or name is None or name not in curves:
+        return None
+    return guard.judge(spec.guard, curves[name]["steps"], curves[name]["values"])
+
+
+def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
+    """Run the training command on the first node and write train.json."""
+    trainer, run_dir = spec.trainer, Path(spec.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    attempts_path, history_path = run_dir / ATTEMPTS_FILE, run_dir / PARSED_FILE
+    resuming = bool(trainer.resume_when) and any(run_dir.glob(trainer.resume_when))
+    if not resuming:  # a fresh start forgets earlier attempts of this run
+        for path in (attempts_path, history_path):
+            path.unlink(missing_ok=True)
+    history = _read_jsonl(history_path)  # parsed output of earlier attempts (empty with a metrics file)
+    attempts = _read_jsonl(attempts_path)
+    first_step = max((o["step"] for o in history if o.get("step") is not None), default=0)
+    io.append_line(attempts_path, json.dumps({"start_step": first_step, "resumed": resuming}))
+
+    started = time.time()
+    checks = {name: re.compile(p) for name, p in trainer.plan_check.items()}
+    seen = {}
+
+    def on_line(line: str) -> None:
+        for name, rx in checks.items():
+            m = rx.search(line)
+            if m:
+                seen[name] = m.group(1)
+
+    contention = host.contention()
+    resume = [a.replace("{run_dir}", str(run_dir.resolve())) for a in trainer.resume_args] if resuming else []
+    stage = Stage(spec, trainer.invocation, spec.metrics_of("train"), argv + resume, _env(spec, spec_path, threads))
+    code, seconds = stage.run(getattr(signal, f"SIG{trainer.signal}"), on_line, trainer.launch == "torchrun",
+                              live_guard(spec, history))  # fmt: skip
+    contention["other_runs"] = max(contention["other_runs"], host.other_runs())
+    for o in stage.observations:  # the parsed output is kept, so a resumed run keeps its earlier steps
+        io.append_line(history_path, json.dumps(o))
+    try:
+        if stage.stopped:
+            raise RunFailed(f"{stage.stopped} (stopped early; guard.action: fail; flag keeps such runs)")
+        finals, curves = stage.results(code, history)
+        verdict = divergence(spec, curves)
+        if verdict and spec.guard.action == "fail":
+            raise RunFailed(f"{verdict} (guard.action: fail; flag keeps such runs)")
+        if _wrote_own_record(spec, started):
+            return 0  # a runtime-API script wrote the full RunRecord itself
+    except RunFailed as e:
+        print(f"hwsweep: {spec.suite}/{spec.variant}/{spec.hardware_name}/seed{spec.seed}: {e}", file=sys.stderr)
+        # A runtime-API script resumes from its own checkpoints without trainer.resume.
+        resumable = trainer.resume_when or any(Path(spec.run_dir, CHECKPOINT_DIR).glob("step*.pt"))
+        return EXIT_PREEMPTED if stage.signalled is not None and resumable else 1
+    startup = stage.first_step_seconds if stage.first_step_seconds is not None else 0.0
+    train_seconds = max(seconds - startup, 1e-9)
+    segments = attempts + [{"start_step": first_step, "resumed": resuming}]
+    record = RunRecord(
+        status="complete", suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
+        trainer="command", spec=spec.to_dict(), plan=spec.plan.__dict__ | {"threads_per_process": None},
+        metrics=finals, curves=curves, train_seconds=train_seconds, startup_seconds=startup, wall_seconds=seconds,
+        samples_per_second=spec.plan.global_batch * (spec.plan.steps - first_step) / train_seconds,
+        data_order={"sampler": "script", "dataset_size": None, "num_workers": spec.recipe.num_workers},
+        segments=segments, restarts=len(segments) - 1, resumed_from_step=first_step if resuming else None,
+        provenance=_provenance(spec, trainer.invocation) | {"contention": contention},
+        checks=_plan_checks(spec, seen) + ([f"divergence: {verdict}"] if verdict else []),
+        # The script's own GPU memory is not visible from here: its largest process's host memory is.
+        planned_memory_gb=spec.plan.est_memory_gb, peak_memory_gb=host.peak_rss_bytes(children=True) / 2**30,
+        peak_memory_source="host_rss",
+    )  # fmt: skip
+    io.write_json(spec.path(TRAIN_RECORD), record.to_dict())
+    for check in record.checks:
+        print(f"hwsweep: warning: {check}", file=sys.stderr)
+    return 0
+
+
+def evaluate(spec: RunSpec, spec_path: str, threads: int) -> int:
+    """Run the evaluation command and write eval.json."""
+    inv = spec.evaluation.invocation
+    stage = Stage(spec, inv, spec.metrics_of("eval"), command_argv(spec, inv), _env(spec, spec_path, threads))
+    code, seconds = stage.run(signal.SIGTERM)
+    try:
+        finals, _ = stage.results(code)
+    except RunFailed as e:
+        print(f"hwsweep: evaluation of {spec.run_dir}: {e}", file=sys.stderr)
+        return 1
+    record = EvalRecord(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
+                        evaluator="command", metrics=finals, eval_seconds=seconds)  # fmt: skip
+    io.write_json(spec.path(EVAL_RECORD), record.to_dict())
+    return 0
+
+
+def _wrote_own_record(spec: RunSpec, since: float) -> bool:
+    """Whether the script wrote train.json during this attempt (and it names this run)."""
+    path = spec.path(TRAIN_RECORD)
+    if not path.exists() or path.stat().st_mtime < since:
+        return False
+    record = read(RunRecord, path)
+    if (record.suite, record.variant, record.hardware, record.seed) != (spec.suite, spec.variant, spec.hardware_name, spec.seed):
+        raise RunFailed(f"{path} was written for another run; remove it and rerun")
+    return True
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (Linux /proc), children first."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(0), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut by a kill
+    return out

@@ -1,0 +1,561 @@
+"""The runtime API: what a training script imports to train the way hwsweep's own trainer does.
+
+    run = runtime.init()                            # the plan, from HWSWEEP_SPEC (or a spec.json path)
+    loader = run.loader(dataset)                    # any map-style dataset: global batch k = same samples
+    model = run.wrap(Net())                         # on run.device; DDP or strict ordered reduction; compiled
+    optimizer = run.adamw(model.parameters())       # the recipe's AdamW and kernel (or any optimizer of yours)
+    run.resume(model=model, optimizer=optimizer)    # newest checkpoint of this run, if any
+    for step in run.steps():                        # from the resumed step; checkpoints, preemption
+        for x, y in run.accumulate(loader):         # this step's micro-batches (no_sync but the last)
+            with run.autocast():
+                loss = F.cross_entropy(model(x), y)
+            run.backward(loss)                      # scaled, reduced; the `loss` curve is its global mean
+        run.optimizer_step(optimizer)
+        run.log(val_acc=...)                        # any metric, at this step (metrics.jsonl, rank 0)
+    run.finish()                                    # train.json (the RunRecord) and final.pt
+
+Everything else is the plan's business: world size and rank, the micro-batch and accumulation,
+precision and TF32, the reproducibility level, seeds, data-loader workers and their seeds,
+checkpoint interval, SIGTERM/SIGUSR2 (checkpoint at a step all ranks agreed on, exit 75).
+Host round trips are few: the loss stays on the device and is read, with the stop flag, in one
+collective every `log_every` steps (and at checkpoints).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, TensorDataset, default_collate, get_worker_info
+from tqdm import tqdm
+
+from hwsweep.contracts import host, io
+from hwsweep.contracts.catalog import device_peak
+from hwsweep.contracts.guard import Guard
+from hwsweep.contracts.metrics import observations, summarise
+from hwsweep.contracts.records import RunRecord
+from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD, RunSpec
+from hwsweep.run import data, repro, startup
+from hwsweep.run import device as devices
+from hwsweep.run.checkpoint import CheckpointManager, fingerprint
+from hwsweep.run.reduce import gather_in_order, make_reduction, ordered_sum
+from hwsweep.run.startup import StartupClock, process_age
+
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after writing a checkpoint; rerun to resume
+STEADY_STATE_SKIP = 0.1  # leave the first 10% of steps out of throughput (allocator, caches)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)  # SIGUSR1 is NCCL's
+DEVICE_TABLE_FRACTION = 0.25  # a TensorDataset up to this share of a GPU's memory is kept on the GPU
+
+
+def init(spec: str | os.PathLike | None = None, node_threads: int | None = None) -> "Run":
+    """Read the RunSpec (a path, else $HWSWEEP_SPEC), start the process group and apply the plan:
+    threads, device, precision/TF32, reproducibility level and the seed (same on every rank)."""
+    path = spec or os.environ.get("HWSWEEP_SPEC")
+    if not path:
+        sys.exit("hwsweep.runtime: no spec; run under hwsweep (it sets HWSWEEP_SPEC) or pass a spec.json path")
+    clock = StartupClock()
+    run = Run(RunSpec.load(path), node_threads, clock)
+    clock.mark("process_group")
+    return run
+
+
+class Run:
+    def __init__(self, spec: RunSpec, node_threads: int | None, clock: StartupClock | None = None):
+        self.clock = clock or StartupClock()  # this process's startup, in parts (hwsweep.run.startup)
+        self.spec, self.recipe, self.plan, self.seed = spec, spec.recipe, spec.plan, spec.seed
+        self.rank = int(os.environ.get("RANK", 0))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.world_size = int(os.environ.get("WORLD_SIZE", 1))
+        self.master = self.rank == 0
+        if self.world_size != self.plan.world_size:
+            sys.exit(
+                f"hwsweep: the plan needs {self.plan.world_size} processes but {self.world_size} were started; "
+                f"launch with --nnodes {self.plan.nodes} --nproc_per_node {self.plan.devices_per_node}"
+            )
+        self.strict = self.recipe.reproducibility == "strict"
+        local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        # The train job passes the node's threads; a command gets OMP_NUM_THREADS per process from hwsweep.
+        per_process = int(os.environ.get("OMP_NUM_THREADS", 1))
+        if node_threads:
+            per_process = max(1, node_threads // local_world_size)
+        # Thread count changes reduction order inside kernels, so strict mode pins it.
+        self.threads = 1 if self.strict else per_process
+        # Read before pinning: cpus_allowed is what the run was given, not one rank's share.
+        self._contention = host.contention() if self.master else None
+        # Each rank's cores hold its threads and its data-loader workers (they inherit its affinity).
+        cpus = self.threads + self.recipe.num_workers
+        self.affinity = host.pin_cores(self.plan.accelerator, self.local_rank, local_world_size, cpus)
+        torch.set_num_threads(self.threads)
+
+        repro.prepare_environment(self.recipe.reproducibility)
+        self._device = devices.select(self.plan.accelerator, self.local_rank)
+        self.device = self._device.torch_device
+        if not dist.is_initialized():
+            dist.init_process_group(backend=self._device.backend)
+        devices.lock_precision(self.plan.tf32)
+        repro.apply_level(self.recipe.reproducibility)
+        repro.seed_everything(self.seed)  # same seed on every rank: identical initial weights
+
+        self.run_dir = Path(spec.run_dir)
+        self.scaler = devices.grad_scaler(self._device, self.plan.precision)
+        self.checkpoint = CheckpointManager(spec.path(CHECKPOINT_DIR), fingerprint(spec))
+        self.checkpoint.register(scaler=self.scaler, run=self)
+        self.flops_per_step = None
+        self.optimizer_kernel = None  # the AdamW kernel run.adamw resolved; None: the script built its own
+        self.peak_memory = None  # (GB, source) per device, max over ranks: read by run.finish() on every rank
+        self.module = None  # the model as built (unwrapped): what checkpoints and evaluations see
+        self.start = None
+        self.step = None  # optimizer steps done once the current loop iteration ends
+        self._reduction = None
+        self._data_order = {"sampler": "script", "dataset_size": None, "num_workers": self.recipe.num_workers}
+        self._micro_losses: list[torch.Tensor] = []
+        self._pending: list[torch.Tensor] = []  # one row of micro-batch losses per step, not yet read
+        self._logged: dict[int, dict] = {}  # step -> values logged by the script, not yet written
+        self._final: dict = {}  # values without a step (run.finish(**metrics))
+        # What a resumed run carries on: every logged line, step times, one segment per start.
+        self.history = {"lines": [], "step_seconds": [], "segments": [], "checks": []}
+        self._guard = Guard(self.spec.guard)  # fed the all-reduced losses: every rank judges alike
+        self._signalled: list[int] = []
+        for sig in STOP_SIGNALS:  # only raise a flag: the decision is taken on the all-reduced value
+            signal.signal(sig, lambda signum, frame: self._signalled.append(signum))
+
+    # -- what the script builds -------------------------------------------------------
+    def loader(self, dataset, **kwargs) -> "Loader":
+        """This rank's micro-batches, step after step, moved to the device. Any map-style dataset;
+        keyword arguments go to torch's DataLoader (collate_fn, pin_memory, ...), except the
+        sampling and workers, which the plan fixes (workers: recipe.num_workers)."""
+        fixed = {"batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "drop_last", "generator"}
+        if fixed & set(kwargs):
+            raise TypeError(f"run.loader: {sorted(fixed & set(kwargs))[0]} is fixed by the plan "
+                            "(num_workers: recipe.num_workers, the same on every hardware)")  # fmt: skip
+        workers = self.recipe.num_workers
+        loader = Loader(self, dataset, kwargs)
+        self._data_order = {"sampler": "global-order", "dataset_size": len(dataset), "num_workers": workers,
+                            "placement": loader.placement}  # fmt: skip
+        self.clock.mark("data")
+        return loader
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Move `model` to the device and wrap it for the plan's gradient reduction (DDP, or
+        strict ordered reduction); with recipe.compile, torch.compile the wrapped model (around DDP if any, so
+        TorchDynamo splits the graph at DDP's buckets and no_sync still holds). Call it before building
+        the optimizer; `run.module` stays the model as built."""
+        self.module = model.to(self.device)
+        self._reduction = make_reduction(self.recipe.reproducibility, self.module, self.plan.accumulation, self._device)
+        return torch.compile(self._reduction.model) if self.recipe.compile else self._reduction.model
+
+    def adamw(self, parameters) -> torch.optim.AdamW:
+        """AdamW with the recipe's settings at the plan's lr, in the recipe's kernel resolved for this
+        device (recipe.optimizer.kernel: auto is fused on CUDA, the for-loop elsewhere); recorded in provenance."""
+        self.optimizer_kernel = self.recipe.optimizer.resolved_kernel(self.device.type)
+        return devices.adamw(parameters, self.recipe.optimizer, self.plan.lr, self.device.type)
+
+    def autocast(self):
+        """The plan's precision for the forward pass (a no-op in fp32)."""
+        return devices.autocast(self._device, self.plan.precision)
+
+    def resume(self, **states) -> int:
+        """Register what a checkpoint holds (model=, optimizer=, scheduler=, anything with a
+        state_dict) and restore the newest checkpoint of this run. Returns the step resumed (0: fresh)."""
+        states = {k: _unwrapped(v) if k == "model" else v for k, v in states.items()}
+        self.checkpoint.register(**states)
+        self.start = self.checkpoint.load()
+        if self.master and not self.start:  # a fresh start: an earlier attempt's lines are not this run's
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.spec.path(METRICS_FILE).unlink(missing_ok=True)
+        return self.start
+
+    def count_flops(self, model: torch.nn.Module, batch) -> int:
+        """FLOPs of one optimizer step over all devices, counted by torch on one real micro-batch
+        (forward + backward of model.loss, see hwsweep.models.flops); call it before run.wrap(model)."""
+        from hwsweep.models import flops  # only runs that count pay for the import
+
+        self.flops_per_step = flops.train_step_flops(model, batch) * self.plan.world_size * self.plan.accumulation
+        return self.flops_per_step
+
+    def evaluate(self, fn, model: torch.nn.Module, *args, **kwargs):
+        """fn(model, *args, **kwargs) in eval mode under no_grad, the training RNG streams untouched."""
+        was_training = model.training
+        model.eval()
+        cuda = [self.device] if self.device.type == "cuda" else []
+        with torch.no_grad(), torch.random.fork_rng(devices=cuda):
+            out = fn(model, *args, **kwargs)
+        model.train(was_training)
+        return out
+
+    # -- the loop -----------------------------------------------------------------------
+    def steps(self):
+        """Optimizer step indices from the resumed step to the plan's last. Between two steps it
+        reads the losses and the stop flag every log_every steps, checkpoints every
+        checkpoint_every steps and at the end, and exits EXIT_PREEMPTED after a signal."""
+        if self.start is None:
+            self.resume()
+        self.clock.mark("model")
+        segment = {"start_step": self.start, "startup_seconds": process_age(), "startup_parts": self.clock.parts()}
+        self.history["segments"].append(segment)
+        if self.master:
+            print(self._banner(), flush=True)
+        self._bar = tqdm(total=self.plan.steps, initial=self.start, disable=not self.master,
+                         mininterval=1 if sys.stderr.isatty() else 10, desc="train")  # fmt: skip
+        for step in range(self.start, self.plan.steps):
+            self.step = step + 1
+            t0 = time.perf_counter()
+            yield step
+            if step == self.start:  # the first step is startup (lazy initialisation), not training
+                self._device.synchronize()
+                self.clock.mark("first_step")
+                segment |= {"startup_seconds": process_age(), "startup_parts": self.clock.parts()}
+                t0 = None
+            self._end_step(self.step, t0)
+        self._bar.close()
+
+    def accumulate(self, loader: "Loader"):
+        """This step's micro-batches on this rank; the gradient is synchronised after the last one."""
+        n = self.plan.accumulation
+        for i in range(n):
+            with self._reduction.micro_step(last=i == n - 1):
+                yield loader.next()
+        self._reduction.finish()
+        if self._micro_losses:
+            self._pending.append(torch.stack(self._micro_losses))
+            self._micro_losses = []
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Backward of one micro-batch's mean loss, scaled for accumulation (and fp16)."""
+        if self._reduction is None:
+            raise RuntimeError("hwsweep.runtime: call run.wrap(model) before run.backward(loss)")
+        self._reduction.backward(loss, self.scaler)
+        self._micro_losses.append(loss.detach().float())
+
+    def optimizer_step(self, optimizer, scheduler=None, grad_clip: float = 0.0) -> None:
+        """Clip (grad_clip > 0), step, zero the gradients, step the scheduler."""
+        if grad_clip > 0:
+            self.scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(self.module.parameters(), grad_clip)
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        if scheduler is not None:
+            scheduler.step()
+
+    def log(self, **values) -> None:
+        """Record metrics at this step (numbers, 0-d tensors, or None for "does not exist"). Rank 0's
+        values are written; they are read from the device when the losses are."""
+        if self.step is None:  # nothing trained in this process (resumed at the end): a final value
+            self._final.update(values)
+        else:
+            self._logged.setdefault(self.step, {}).update(values)
+
+    # -- between steps ---------------------------------------------------------------------
+    def _end_step(self, done: int, t0: float | None) -> None:
+        logged = done % self.recipe.log_every == 0
+        flush = logged or done % self.recipe.checkpoint_every == 0 or done == self.plan.steps
+        stop = self._flush(done) if flush else False
+        if t0 is not None:  # None: the segment's first step, counted in its startup
+            self.history["step_seconds"].append(time.perf_counter() - t0)  # the device is waited for at flushes only
+        self._bar.update(1)
+        if self.master and logged:
+            recent = self._throughput(self.history["step_seconds"][-self.recipe.log_every :])
+            loss = next((line["loss"] for line in reversed(self.history["lines"]) if "loss" in line), None)
+            shown = {"loss": loss, "samples/s/device": recent["samples_per_second_per_device"], "mfu": recent["mfu"]}
+            self._bar.set_postfix({k: f"{v:.4g}" for k, v in shown.items() if v is not None}, refresh=False)
+        if done % self.recipe.checkpoint_every == 0 or done == self.plan.steps or stop:
+            self.checkpoint.save(done)
+        if stop and done < self.plan.steps:
+            if self.master:
+                print(f"hwsweep: stop requested; checkpoint at step {done}, exiting {EXIT_PREEMPTED}", flush=True)
+            dist.destroy_process_group()
+            raise SystemExit(EXIT_PREEMPTED)
+
+    def _flush(self, done: int) -> bool:
+        """One collective for the steps since the last flush: every rank's micro-batch losses
+        (the step loss is their sum in global order, so it is the same at any world size) and
+        every rank's stop flag (all ranks stop at the same step). Returns whether to stop."""
+        flag = torch.tensor([float(bool(self._signalled))], device=self.device)
+        local = torch.stack(self._pending).flatten() if self._pending else flag.new_empty(0)
+        everything = gather_in_order(torch.cat([local, flag])).view(self.world_size, -1)
+        stop = bool(everything[:, -1].max() > 0)
+        losses = {}
+        if self._pending:
+            n = len(self._pending)
+            rows = everything[:, :-1].reshape(self.world_size, n, -1).transpose(0, 1).reshape(n, -1)
+            means = (ordered_sum(rows.T) / rows.shape[1]).tolist()
+            losses = dict(zip(range(done - n + 1, done + 1), means))
+        self._pending = []
+        for step, value in losses.items():
+            self._judge(self._guard.feed(step, value), fatal=not math.isfinite(value))
+        self._write(losses)
+        return stop
+
+    def _judge(self, verdict: str | None, fatal: bool = False) -> None:
+        """The divergence guard's verdict: a non-finite loss always fails; otherwise guard.action decides
+        (fail: no record; flag: the line goes into the record's checks; off: nothing)."""
+        if verdict is None:
+            return
+        if fatal or self.spec.guard.action == "fail":
+            raise FloatingPointError(verdict)
+        if self.spec.guard.action == "flag":
+            self.history["checks"].append(f"divergence: {verdict}")
+            if self.master:
+                print(f"hwsweep: flagged: {verdict}", flush=True)
+
+    def _throughput(self, seconds: list[float]) -> dict:
+        """Per device over `seconds` (step times): samples/s, TFLOP/s and MFU (None where unknown)."""
+        steps_per_second = len(seconds) / sum(seconds) if seconds and sum(seconds) > 0 else 0.0
+        p = self.plan
+        out = {"samples_per_second": p.global_batch * steps_per_second,
+               "samples_per_second_per_device": p.global_batch * steps_per_second / p.world_size,
+               "tflops_per_device": None, "mfu": None}  # fmt: skip
+        if self.flops_per_step:
+            achieved = self.flops_per_step * steps_per_second / p.world_size
+            peak = device_peak(self.spec.hardware, p, self.threads)  # a CPU process: its threads' cores
+            out |= {"tflops_per_device": achieved / 1e12, "mfu": achieved / peak if peak else None}
+        return out
+
+    def _write(self, losses: dict) -> list[dict]:
+        """The losses and everything logged so far become lines of history and of metrics.jsonl."""
+        lines = []
+        for step in sorted(set(losses) | set(self._logged)):
+            values = ({"loss": losses[step]} if step in losses else {}) | self._logged.pop(step, {})
+            lines.append({"step": step} | {k: _number(v) for k, v in values.items()})
+        self.history["lines"] += lines
+        if self.master and lines:
+            io.append_line(self.spec.path(METRICS_FILE), "\n".join(json.dumps(line) for line in lines))
+        return lines
+
+    def _banner(self) -> str:
+        s, p = self.spec, self.plan
+        resumed = f"resumed from {self.checkpoint.last} (step {self.start})" if self.start else "fresh start"
+        return "\n".join([
+            "=" * 64,
+            f"hwsweep {s.suite}/{s.variant} on {s.hardware_name}, seed {s.seed}",
+            f"world size {self.world_size} = {p.nodes} node(s) x {p.devices_per_node} {self._device.name}",
+            f"global batch {p.global_batch} = micro-batch {p.micro_batch} x {self.world_size} device(s) x "
+            f"{p.accumulation} accumulation",
+            f"backend {self._device.backend}, precision {p.precision}, tf32 {p.tf32}, "
+            f"reproducibility {self.recipe.reproducibility}, {self.threads} thread(s)/process",
+            f"steps {p.steps} (warmup {p.warmup_steps}) = {p.epochs} epochs; {resumed}",
+            "=" * 64,
+        ])  # fmt: skip
+
+    # -- checkpointed state of the run itself ---------------------------------------------
+    def state_dict(self) -> dict:
+        return {"history": self.history}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history = state["history"] | {"checks": state["history"].get("checks", [])}
+        for line in self.history["lines"]:  # the guard sees the whole series, as if never interrupted
+            if "loss" in line:
+                self._guard.feed(line["step"], line["loss"])
+
+    # -- the end ------------------------------------------------------------------------------
+    def finish(self, **metrics) -> None:
+        """Log the final metrics (no step), link final.pt to the last checkpoint and write
+        train.json (rank 0, atomically). Fails, naming it, when a declared metric was never logged."""
+        if self.start is None:
+            raise RuntimeError("hwsweep.runtime: run.finish() before run.steps(); nothing was trained")
+        self._write({})  # values logged after the last step
+        self._judge(self._guard.finish())
+        final = {k: _number(v) for k, v in (self._final | metrics).items()}
+        self.peak_memory = self._peak_memory_gb()  # a collective: before rank 0 alone writes the record
+        if self.master and final:  # a line without a step: the run's value, not a point of a curve
+            io.append_line(self.spec.path(METRICS_FILE), json.dumps(final))
+        gathered = [None] * self.world_size
+        dist.all_gather_object(gathered, (f"{host.node_name()}:{self._device.name}", self.affinity["cpus"]))
+        names = [name for name, _ in gathered]
+        problem = [None]
+        if self.master:
+            try:
+                record = self._record(final, names, [cpus for _, cpus in gathered])
+            except RuntimeError as e:  # said once, by rank 0; every rank fails with it below
+                problem = [str(e)]
+            else:
+                self.checkpoint.link_final(self.spec.path(FINAL_CHECKPOINT))
+                io.write_json(self.spec.path(TRAIN_RECORD), record.to_dict())
+        dist.broadcast_object_list(problem, src=0)
+        dist.barrier()
+        dist.destroy_process_group()
+        if problem[0]:
+            raise SystemExit(f"hwsweep: {problem[0]}")
+
+    def _contention_seen(self, cpus_per_rank: list) -> dict:
+        """What else ran on the node, at the start and now (the larger of each), and the CPUs of each rank."""
+        now = host.contention()
+        seen = self._contention | {k: max(v for v in (self._contention[k], now[k]) if v is not None)
+                                   for k in ("other_runs", "load_1m") if now[k] is not None}  # fmt: skip
+        pinned = {k: self.affinity[k] for k in ("pinned", "reason")}
+        return seen | {"affinity": pinned | {"cpus_per_rank": cpus_per_rank}}
+
+    def _record(self, final: dict, device_names: list[str], cpus_per_rank: list) -> RunRecord:
+        declared = self.spec.metrics_of("train")
+        lines = self.history["lines"]
+        found = [o for line in lines + [final] for o in observations(line, declared)]
+        finals, _ = summarise(found, declared)
+        missing = [m for m in declared if m.name not in finals]
+        if missing:
+            key = missing[0].json_key
+            raise RuntimeError(f"metric {missing[0].name} is declared but was never logged; "
+                               f"call run.log({key}=...) or run.finish({key}=...)")  # fmt: skip
+        curves = {}
+        for line in lines:
+            for key, value in line.items():
+                if key != "step":
+                    curve = curves.setdefault(key, {})
+                    curve[line["step"]] = value  # a step logged twice keeps the later value
+        curves = {k: {"steps": sorted(c), "values": [c[s] for s in sorted(c)]} for k, c in curves.items()}
+        segments = self.history["segments"]
+        step_seconds = self.history["step_seconds"]
+        steady = self._throughput(step_seconds[int(len(step_seconds) * STEADY_STATE_SKIP) :])
+        s = self.spec
+        return RunRecord(
+            status="complete", suite=s.suite, variant=s.variant, hardware=s.hardware_name, seed=s.seed,
+            trainer=s.trainer.kind, spec=s.to_dict(), plan=self.plan.__dict__ | {"threads_per_process": self.threads},
+            metrics=finals, curves=curves, train_seconds=sum(step_seconds),
+            startup_seconds=sum(g["startup_seconds"] for g in segments), wall_seconds=process_age(),
+            startup_parts=startup.total(segments),
+            samples_per_second=steady["samples_per_second"],
+            data_order=self._data_order, segments=segments, restarts=len(segments) - 1,
+            resumed_from_step=segments[-1]["start_step"] or None,
+            provenance=repro.provenance(device_names) | {"contention": self._contention_seen(cpus_per_rank),
+                                                         "compile": self.recipe.compile,
+                                                         "optimizer_kernel": self.optimizer_kernel},
+            checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds, flops_per_step=self.flops_per_step,
+            samples_per_second_per_device=steady["samples_per_second_per_device"],
+            tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=list(self.history["checks"]),
+            seeded=True,  # init() seeded every rank from the run's seed
+            planned_memory_gb=self.plan.est_memory_gb, peak_memory_gb=self.peak_memory[0],
+            peak_memory_source=self.peak_memory[1],
+        )  # fmt: skip
+
+    def _peak_memory_gb(self) -> tuple[float, str]:
+        """(peak GB, its source), the maximum over ranks: on CUDA what the allocator handed out (what the plan
+        estimates, less the CUDA context); elsewhere the process's peak resident set, which holds the Python
+        process and torch itself: not comparable to the plan's estimate."""
+        if self.device.type == "cuda":
+            peak, source = torch.cuda.max_memory_allocated(self.device), "cuda_max_memory_allocated"
+        else:
+            peak, source = host.peak_rss_bytes(), "host_rss"
+        most = torch.tensor([float(peak)], device=self.device)
+        dist.all_reduce(most, op=dist.ReduceOp.MAX)
+        return most.item() / 2**30, source
+
+
+def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The model as built, under torch.compile's and DDP's wrappers: what a checkpoint holds."""
+    model = getattr(model, "_orig_mod", model)
+    return getattr(model, "module", model)
+
+
+def _number(value):
+    if isinstance(value, torch.Tensor):
+        value = value.item()
+    return None if value is None else float(value)
+
+
+def table_budget_bytes(device: torch.device) -> float:
+    """How many bytes of tables the loader keeps on `device`: DEVICE_TABLE_FRACTION of a GPU's memory
+    (the rest is the model's, its activations' and the optimizer's); on a CPU the tables already are
+    in host memory, so any size."""
+    if device.type == "cuda":
+        return DEVICE_TABLE_FRACTION * torch.cuda.get_device_properties(device).total_memory
+    return math.inf
+
+
+def table_placement(dataset, num_workers: int, budget_bytes: float) -> str:
+    """"device": a TensorDataset without workers whose tables fit the budget is indexed on the device;
+    "host": anything else goes through a DataLoader and each micro-batch is copied to the device."""
+    if not isinstance(dataset, TensorDataset) or num_workers:
+        return "host"
+    return "device" if sum(t.nbytes for t in dataset.tensors) <= budget_bytes else "host"
+
+
+class Loader:
+    """Micro-batches of a map-style dataset in the plan's global order, from the resumed step on.
+
+    Random draws inside the dataset (augmentations) use RNGs seeded per (seed, step, micro-batch
+    place in the global batch), so they are the same at any world size and any num_workers, and
+    after a resume. A TensorDataset is indexed as a whole micro-batch (it draws nothing); when it fits
+    (table_placement) its tables are copied to the device once and indexed there, without a DataLoader:
+    the same micro-batches, bitwise, with no copy per micro-batch."""
+
+    def __init__(self, run: Run, dataset, kwargs: dict, budget_bytes: float | None = None):
+        self.run, self.dataset = run, dataset
+        self._seeded = _Seeded(dataset, run.seed, kwargs.pop("collate_fn", default_collate))
+        self.kwargs = kwargs
+        self._it = None
+        budget = table_budget_bytes(run.device) if budget_bytes is None else budget_bytes
+        self.placement = table_placement(dataset, run.recipe.num_workers, budget)
+        self._tables = tuple(t.to(run.device) for t in dataset.tensors) if self.placement == "device" else None
+
+    def _sampler(self) -> data.GlobalBatchSampler:
+        run = self.run
+        on = run.device if self._tables is not None else None
+        order = data.GlobalOrder(len(self.dataset), run.plan.global_batch, run.seed, device=on)
+        return data.GlobalBatchSampler(order, run.rank, run.world_size, run.plan.micro_batch, run.start or 0,
+                                       run.plan.steps)  # fmt: skip
+
+    def peek(self):
+        """The next micro-batch, without taking it (e.g. to count FLOPs on a real one)."""
+        key = next(iter(self._sampler()))
+        if self._tables is not None:
+            return tuple(t[key[2]] for t in self._tables)
+        return _to(self._seeded.__getitems__(key), self.run.device)
+
+    def next(self):
+        if self._tables is not None:
+            if self._it is None:
+                self._it = iter(self._sampler())
+            _, _, indices = next(self._it)
+            return tuple(t[indices] for t in self._tables)
+        if self._it is None:
+            loader = DataLoader(
+                self._seeded, batch_sampler=self._sampler(), collate_fn=_identity,
+                num_workers=self.run.recipe.num_workers, generator=torch.Generator().manual_seed(self.run.seed),
+                **self.kwargs,
+            )  # fmt: skip
+            self._it = iter(loader)
+        return _to(next(self._it), self.run.device)
+
+
+class _Seeded(torch.utils.data.Dataset):
+    def __init__(self, dataset, seed: int, collate):
+        self.dataset, self.seed, self.collate = dataset, seed, collate
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitems__(self, key):
+        step, j, indices = key
+        if isinstance(self.dataset, TensorDataset):
+            return tuple(t[indices] for t in self.dataset.tensors)
+        seed = int.from_bytes(hashlib.blake2b(f"{self.seed}/{step}/{j}".encode(), digest_size=8).digest(), "little")
+        # A worker's RNGs are its own; in the training process the training streams are put back.
+        saved = repro.rng_state() if get_worker_info() is None else None
+        repro.seed_everything(seed >> 1)
+        try:
+            return self.collate([self.dataset[int(i)] for i in indices])
+        finally:
+            if saved is not None:
+                repro.set_rng_state(saved)
+
+
+def _identity(batch):
+    return batch
+
+
+def _to(batch, device: torch.device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _to(v, device) for k, v in batch.items()}
+    return batch

@@ -1,0 +1,71 @@
+"""The startup of one training process, in parts that add up to it (torch-free).
+
+A process's startup runs from its start (the kernel's clock, /proc) to the end of its first
+optimizer step. The parts, in the order the runtime API is called:
+
+    imports        process start -> runtime.init() called: the interpreter, `import torch`, hwsweep and the
+                   script's own imports (the age of the process when init() is entered)
+    process_group  init() entered -> init() returns: threads and CPU pinning, device selection,
+                   init_process_group, precision, reproducibility level, seeding, checkpoint manager
+    data           init() returned -> the first run.loader() returned: the script reads or builds its
+                   tables (0 when it never calls run.loader() before the loop)
+    model          then -> the step loop begins: build, FLOP count, wrap (DDP), optimizer, resume
+    first_step     the first optimizer step of the loop, the device waited for: it carries lazy
+                   initialisation (allocator, kernels, DDP buckets, the data loader's first batch)
+
+The first step is startup, not training: train_seconds (and the throughput) leave it out, so a
+speedup compares steady steps. A script that builds its model before calling run.loader() counts
+that time under data.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from hwsweep.contracts.records import PARTS
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux /proc, 10 ms ticks); elsewhere since this module was imported."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter() - _IMPORTED
+
+
+_IMPORTED = time.perf_counter()
+
+
+class StartupClock:
+    """Started when runtime.init() is entered; each later part ends at its first mark()."""
+
+    def __init__(self):
+        self.imports = process_age()
+        self._entered = time.perf_counter()
+        self._ends: dict[str, float] = {}
+
+    def mark(self, part: str) -> None:
+        """`part` ends now (a second mark of the same part changes nothing: e.g. a second loader)."""
+        if part not in PARTS[1:]:
+            raise ValueError(f"unknown startup part {part!r}")
+        self._ends.setdefault(part, time.perf_counter())
+
+    def parts(self) -> dict[str, float]:
+        """Seconds per part so far; a part never marked is 0 (its time falls into the next one marked)."""
+        out, last = {"imports": self.imports}, self._entered
+        for part in PARTS[1:]:
+            end = max(last, self._ends.get(part, last))
+            out[part], last = end - last, end
+        return out
+
+
+def total(segments: list[dict]) -> dict[str, float] | None:
+    """Each part summed over a run's segments (one per process start), as startup_seconds sums them;
+    None when a segment was not broken down (a user's command, a record written before the parts)."""
+    if not segments or any("startup_parts" not in g for g in segments):
+        return None
+    return {part: sum(g["startup_parts"][part] for g in segments) for part in PARTS}

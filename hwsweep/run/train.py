@@ -1,0 +1,66 @@
+"""The reference trainer: one user of hwsweep.runtime, read top to bottom. Launched by torchrun:
+
+    torchrun --standalone --nproc_per_node 2 -m hwsweep.run.train results/.../spec.json --threads 2
+
+It reads the RunSpec and nothing else; the runtime writes (global rank 0) resumable
+checkpoints, the final checkpoint, metrics.jsonl and train.json (the RunRecord).
+"""
+
+import argparse
+import math
+import sys
+
+import torch
+from torch.utils.data import TensorDataset
+
+from hwsweep.models import families
+from hwsweep.run import runtime
+from hwsweep.run.runtime import EXIT_PREEMPTED  # noqa: F401 - the exit code of a preempted run, re-exported
+
+
+def lr_factor(step: int, schedule) -> float:
+    """Learning-rate multiplier at optimizer step `step`: linear warmup, then decay."""
+    if step < schedule.warmup_steps:
+        return (step + 1) / schedule.warmup_steps
+    if schedule.decay == "constant":
+        return 1.0
+    progress = (step - schedule.warmup_steps) / max(1, schedule.steps - schedule.warmup_steps)
+    shape = 0.5 * (1 + math.cos(math.pi * progress)) if schedule.decay == "cosine" else 1 - progress
+    return schedule.min_lr_ratio + (1 - schedule.min_lr_ratio) * shape
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="hwsweep.run.train", description=__doc__.splitlines()[0])
+    parser.add_argument("spec", help="path to spec.json")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for all processes on this node")
+    args = parser.parse_args(argv)
+
+    run = runtime.init(args.spec, node_threads=args.threads)
+    recipe, plan = run.recipe, run.plan
+    fam = families.torch_side(recipe.model.name)
+
+    train, held_out = fam.tables(recipe)
+    loader = run.loader(TensorDataset(*train))
+    model = fam.build(recipe)
+    run.count_flops(model, loader.peek())  # on the eager model, before run.wrap compiles it (recipe.compile)
+    net = run.wrap(model)
+    optimizer = run.adamw(model.parameters())  # recipe.optimizer, in its kernel (recipe.optimizer.kernel)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
+    run.resume(model=model, optimizer=optimizer, scheduler=scheduler)
+
+    for step in run.steps():
+        for batch in run.accumulate(loader):
+            with run.autocast():
+                loss = net(*batch)
+            run.backward(loss)
+        run.optimizer_step(optimizer, scheduler, grad_clip=recipe.optimizer.grad_clip)
+        done = step + 1
+        if recipe.eval_every and run.master and (done % recipe.eval_every == 0 or done == plan.steps):
+            subset = tuple(t[: recipe.eval_subset] for t in held_out)
+            run.log(**{f"eval_{k}": v for k, v in run.evaluate(fam.evaluate, model, recipe, subset).items()})
+    run.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
