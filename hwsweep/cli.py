@@ -23,8 +23,34 @@ def _executor(args) -> str | None:
     return placement.executor_named(argv)
 
 
+def show_commands(matrix) -> list[str]:
+    """Every run's exact command as its train job starts it: argument vector, working folder and the
+    environment hwsweep adds (multi-node runs show one node's launcher, its rank and address as SLURM gives them)."""
+    import shlex
+
+    from hwsweep.contracts.spec import SPEC_FILE
+    from hwsweep.run import launch, runner
+
+    lines = []
+    for run in matrix.runs():
+        spec = matrix.spec(run.suite, run.variant, run.hardware, run.seed)
+        path = str(Path(spec.run_dir, SPEC_FILE))
+        threads = spec.hardware.cpus_per_task
+        slurm = {"SLURM_NODEID": "{node_rank}", "SLURM_NNODES": str(spec.plan.nodes), "SLURM_JOB_ID": "0",
+                 "SLURM_LAUNCH_NODE_IPADDR": "{first_node}"} if spec.plan.nodes > 1 else {}  # fmt: skip
+        if spec.trainer.kind == "builtin":
+            env, cwd = {"OMP_NUM_THREADS": "1"}, "."
+        else:
+            env, cwd = runner.train_environment(spec, path, threads, base={}), runner.train_folder(spec)
+        lines += [f"{run.suite}/{run.variant}/{run.hardware}/seed{run.seed}:",
+                  f"  argv: {shlex.join(launch.command_line(spec, path, threads, slurm))}",
+                  f"  cwd:  {cwd}",
+                  f"  env:  {' '.join(f'{k}={shlex.quote(v)}' for k, v in sorted(env.items()))}"]  # fmt: skip
+    return lines
+
+
 def _print_plan(raw: dict, fmt: str, config_dir: Path, executor: str | None = placement.LOCAL,
-                estimate: bool = False) -> int:
+                estimate: bool = False, commands: bool = False) -> int:
     try:
         matrix = resolve(raw, config_dir=config_dir)
         placement.refuse(matrix.hardware, executor)
@@ -32,7 +58,9 @@ def _print_plan(raw: dict, fmt: str, config_dir: Path, executor: str | None = pl
         print(f"hwsweep config error: {e}", file=sys.stderr)
         return 1
     sep = "\t" if fmt == "tsv" else None
-    if estimate:  # measured runs are read from results/ under the current directory, as snakemake writes them
+    if commands:
+        print("\n".join(show_commands(matrix)))
+    elif estimate:  # measured runs are read from results/ under the current directory, as snakemake writes them
         from hwsweep.plan.estimate import RUN_COLUMNS, estimate_rows, run_specs
 
         rows = estimate_rows(run_specs(matrix), matrix.estimate)
@@ -81,6 +109,8 @@ def main(argv=None) -> int:
         s.add_argument("--format", choices=["table", "tsv"], default="table")
         s.add_argument("--estimate", action="store_true",
                        help="wall clock, device-hours and cost of every run, cell, suite and the total")  # fmt: skip
+        s.add_argument("--show-commands", action="store_true",
+                       help="every run's exact argument vector, working folder and environment, as its train job runs it")  # fmt: skip
         s.add_argument("--profile", help="plan for this snakemake profile's executor (e.g. slurm)")
         s.add_argument("--executor", help="plan for this snakemake executor (default: the profile's, else local)")
     d.add_argument("--no-probe", action="store_true",
@@ -95,14 +125,14 @@ def main(argv=None) -> int:
         executor = _executor(args)
         if executor is None:
             sys.exit(f"hwsweep: cannot read the executor of profile {args.profile!r}; check --profile and --executor")
-        return _print_plan(raw, args.format, args.configfile.parent, executor, args.estimate)
+        return _print_plan(raw, args.format, args.configfile.parent, executor, args.estimate, args.show_commands)
     entry, lines = detect_hardware()
     print("\n".join(lines))
     raw = raw | {"hardware": {"detected": entry}, "baseline": "detected"}
     raw["suites"] = {name: {k: v for k, v in body.items() if k != "hardware"} for name, body in raw["suites"].items()}
     if entry["accelerator"] == "cuda" and not args.no_probe:
         _probe_memory(raw, args.configfile.parent)
-    return _print_plan(raw, args.format, args.configfile.parent, args.estimate)
+    return _print_plan(raw, args.format, args.configfile.parent, placement.LOCAL, args.estimate, args.show_commands)
 
 
 def _probe_memory(raw: dict, config_dir: Path) -> None:

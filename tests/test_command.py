@@ -21,7 +21,8 @@ COMMAND = {
     "recipe": {"global_batch": 32, "micro_batch": 8, "schedule": {"steps": 20, "warmup_steps": 2}},
     "trainer": {
         "command": ["python", "script.py"],
-        "args": {"bs": "micro_batch", "steps": "steps", "seed": "seed", "precision": "precision", "out": "run_dir"},
+        "args": {"bs": "micro_batch", "accum": "accumulation", "steps": "steps", "seed": "seed", "precision": "precision",
+                 "out": "run_dir"},
         "values": {"precision": {"fp32": "float32"}},
     },
     "metrics": {"val_loss": {"goal": "min", "margin": 0.1}, "acc": {"goal": "max", "margin": 0.02, "bounds": [0, 1]}},
@@ -61,9 +62,9 @@ def test_plan_values_become_flags_in_each_style(tmp_path):
     assert values["micro_batches_per_step"] == 4 and values["per_device_batch"] == 16 and values["accumulation"] == 2
     inv = spec.trainer.invocation
     args = command.arguments(inv, values, {"n_layer": 4, "compile": False})
-    assert args[:4] == ["--bs=8", "--steps=20", "--seed=1", "--precision=float32"]
-    assert args[4].startswith("--out=/") and args[4].endswith("results/s/default/cpu2/seed1")
-    assert args[5:] == ["--n_layer=4", "--compile=false"]
+    assert args[:5] == ["--bs=8", "--accum=2", "--steps=20", "--seed=1", "--precision=float32"]
+    assert args[5].startswith("--out=/") and args[5].endswith("results/s/default/cpu2/seed1")
+    assert args[6:] == ["--n_layer=4", "--compile=false"]
     spaced = command.Invocation.from_dict(inv.to_dict() | {"arg_style": "--k v"})
     assert command.arguments(spaced, values, {})[:2] == ["--bs", "8"]
     hydra = command.Invocation.from_dict(inv.to_dict() | {"arg_style": "k=v"})
@@ -80,7 +81,7 @@ def test_torchrun_starts_every_command_tethered_to_its_agent(tmp_path):
     inv = matrix(script(tmp_path, "")).trainer.invocation
     spec = matrix(tmp_path).spec("s", "default", "cpu2", 0)
     argv = command.command_argv(spec, inv)
-    assert argv[0] == sys.executable and argv[1] == "script.py"
+    assert argv[0] == sys.executable and argv[1] == str(tmp_path / "script.py")  # found from any working folder
     assert launch.tethered(argv) == ["-m", "hwsweep.run.tether", *argv]
 
 
@@ -131,7 +132,7 @@ def test_jsonl_lines_with_and_without_step():
         ({"trainer": {"command": ["python", "script.py"], "args": {"bs": "micro_bach"}}},
          "trainer.args.bs: 'micro_bach' is not a plan value; did you mean micro_batch?"),
         ({"trainer": {"command": ["python", "script.py"], "values": {"precison": {"fp32": "x"}}}},
-         "trainer.values.precison: not a plan value"),
+         "trainer.values.precison: neither a plan value nor a flag of trainer.args"),
         ({"metrics": {"v": {"goal": "min", "pattern": "v ([0-9.]+"}}}, "metrics.v.pattern: 'v ([0-9.]+' does not compile"),
         ({"metrics": {"v": {"goal": "min", "pattern": "v [0-9.]+"}}}, "metrics.v.pattern: 'v [0-9.]+' has 0 groups"),
         ({"metrics": {"v": {"goal": "min", "stage": "eval"}}}, "metrics.v.stage: eval, but there is no evaluation stage"),
@@ -142,7 +143,7 @@ def test_jsonl_lines_with_and_without_step():
         ({"evaluation": "builtin"}, "evaluation: builtin evaluates the reference models only"),
         ({"trainer": {"command": ["python", "script.py"], "resume": {"when": "ckpt.pt"}}}, "trainer.resume: give both"),
         ({"trainer": {"command": ["python", "script.py"], "plan_check": {"global_batch": "gb"}}},
-         "trainer.plan_check.global_batch: 'gb' has 0 groups"),
+         "trainer.plan_check.global_batch.pattern: 'gb' has 0 groups"),
         ({"trainer": {"command": ["python", "script.py"], "launch": "plain"},
           "hardware": {"cpu1": {"accelerator": "cpu"}, "two": {"accelerator": "cpu", "nodes": 2}}},
          "hardware.two.nodes: trainer.launch plain runs one process per run"),
@@ -166,7 +167,8 @@ def test_bad_command_config_is_one_line_naming_the_field(tmp_path, change, expec
 
 def test_a_script_without_a_seed_or_precision_flag_is_usable_and_says_so(tmp_path):
     script(tmp_path, "")
-    m = matrix(tmp_path, trainer={"command": ["python", "script.py"], "args": {"bs": "micro_batch", "n": "steps"}})
+    m = matrix(tmp_path, trainer={"command": ["python", "script.py"],
+                                  "args": {"bs": "micro_batch", "acc": "accumulation", "n": "steps"}})
     assert not m.trainer.seeded
     text = " ".join(m.warnings)
     assert "every seed repeats the same run" in text and "the precision is not passed" in text

@@ -104,8 +104,8 @@ def test_guard_config_defaults_chance_auto_and_refusals(small_config):
 # -- the runner of a user's command: the parsed loss series --------------------------------
 
 DIVERGING = """
-    import json
-    losses = json.loads(open("losses.json").read())
+    import json, os
+    losses = json.loads(open(os.path.join(os.path.dirname(__file__), "losses.json")).read())
     for step, loss in enumerate(losses, 1):
         print(f"step {step}: val_loss {loss} acc 0.5")
 """
@@ -142,9 +142,9 @@ def test_the_guard_watches_the_loss_metric():
 
 
 LONG_DIVERGING = """
-    import json, pathlib, sys, time
+    import json, os, pathlib, sys, time
     args = dict(a.lstrip("-").split("=", 1) for a in sys.argv[1:])
-    losses = json.loads(open("losses.json").read())
+    losses = json.loads(open(os.path.join(os.path.dirname(__file__), "losses.json")).read())
     losses += [losses[-1]] * 2000  # still blown up: a run that would go on for minutes
     out = pathlib.Path(args["out"]); out.mkdir(parents=True, exist_ok=True)
     for step, loss in enumerate(losses, 1):

@@ -8,7 +8,9 @@ JSON-lines file it writes. Torch-free."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import operator
 import os
 import shutil
 import sys
@@ -42,11 +44,27 @@ PLAN_VALUES = {
     "tf32": "true | false",
     "reproducibility": "comparable | deterministic | strict",
     "deterministic": "true unless reproducibility is comparable",
+    "weight_decay": "AdamW weight decay (recipe.optimizer.weight_decay)",
+    "beta1": "AdamW beta1 (recipe.optimizer.beta1)",
+    "beta2": "AdamW beta2 (recipe.optimizer.beta2)",
+    "grad_clip": "gradient-norm clip, 0 for none (recipe.optimizer.grad_clip)",
+    "min_lr": "learning rate at the end of the decay: lr x recipe.schedule.min_lr_ratio",
+    "min_lr_ratio": "recipe.schedule.min_lr_ratio",
     "num_workers": "data-loader worker processes (locked across hardware)",
     "compile": "true | false: recipe.compile (torch.compile the model)",
     "device": "cpu | cuda",
     "run_dir": "the run's directory, absolute: write checkpoints and outputs here",
 }
+# Recipe settings a script only follows through a flag: unmapped, they are recorded as not passed.
+RECIPE_VALUES = {
+    "weight_decay": "optimizer.weight_decay", "beta1": "optimizer.beta1", "beta2": "optimizer.beta2",
+    "grad_clip": "optimizer.grad_clip", "min_lr": "schedule.min_lr_ratio",
+}
+# Plan values that carry the per-device batch to a script, beside micro_batch (with which accumulation and
+# micro_batches_per_step make it); a script that gets micro_batch alone accumulates by its own default.
+BATCH_CARRIERS = ("accumulation", "micro_batches_per_step", "per_device_batch", "global_batch")
+DEVICE_COUNTS = ("world_size", "devices_per_node")  # what tells a plain-launched script how many workers to start
+LAUNCHES = ("auto", "torchrun", "plain")
 
 
 @dataclass(frozen=True)
@@ -57,7 +75,7 @@ class Invocation(Typed):
     workdir: str  # absolute
     arg_style: str
     args: dict  # script flag -> plan value name
-    values: dict  # plan value name -> {rendered plan value: what the script wants}
+    values: dict  # plan value name, or script flag -> {rendered plan value: what the script wants}
     metrics_file: str | None  # JSON-lines file relative to the run directory; None: parse the output
     step_pattern: str
 
@@ -66,15 +84,27 @@ class Invocation(Typed):
 class Trainer(Typed):
     kind: str  # builtin | command
     invocation: Invocation | None = None
-    launch: str = "torchrun"  # torchrun: the plan's nodes x devices; plain: the script starts its workers
+    # auto: torchrun where the plan has several processes, else one plain process; torchrun: always the
+    # plan's nodes x devices; plain: one process that starts its own workers.
+    launch: str = "auto"
     resume_when: str | None = None  # a file (glob) in the run directory that means "resumable"
     resume_args: list = field(default_factory=list)
     signal: str = "TERM"  # what the script wants on preemption
-    plan_check: dict = field(default_factory=dict)  # plan value -> regex of where the script logs it
+    # name -> {"pattern": regex with one group, "equals": arithmetic over plan values and args.<flag>}
+    plan_check: dict = field(default_factory=dict)
+    cwd: str = "run_dir"  # where the command runs: run_dir (each run its own folder) or workdir
+    observe: str = "fail"  # what ran differs from the plan: fail the run, flag it, or off
+    batch_dim: int | None = 0  # the dimension of a model input that counts samples; None: batch not observed
 
     @property
     def seeded(self) -> bool:
         return self.kind == "builtin" or "seed" in self.invocation.args.values()
+
+    def launcher(self, world_size: int) -> str:
+        """torchrun or plain: how this trainer starts a run of `world_size` processes."""
+        if self.launch == "auto":
+            return "torchrun" if world_size > 1 else "plain"
+        return self.launch
 
 
 @dataclass(frozen=True)
@@ -108,6 +138,12 @@ def plan_values(spec) -> dict:
         "tf32": plan.tf32,
         "reproducibility": plan.reproducibility,
         "deterministic": plan.reproducibility != "comparable",
+        "weight_decay": spec.recipe.optimizer.weight_decay,
+        "beta1": spec.recipe.optimizer.beta1,
+        "beta2": spec.recipe.optimizer.beta2,
+        "grad_clip": spec.recipe.optimizer.grad_clip,
+        "min_lr": plan.lr * spec.recipe.schedule.min_lr_ratio,
+        "min_lr_ratio": spec.recipe.schedule.min_lr_ratio,
         "num_workers": spec.recipe.num_workers,
         "compile": spec.recipe.compile,
         "device": plan.accelerator,
@@ -129,7 +165,8 @@ def arguments(inv: Invocation, values: dict, script_args: dict) -> list[str]:
     out = []
     for flag, source in inv.args.items():
         text = render(values[source])
-        out += _flag(inv.arg_style, flag, inv.values.get(source, {}).get(text, text))
+        names = inv.values.get(flag, inv.values.get(source, {}))  # a flag's own map first: --backend follows device
+        out += _flag(inv.arg_style, flag, names.get(text, text))
     for flag, value in script_args.items():
         out += _flag(inv.arg_style, flag, render(value))
     return out
@@ -140,7 +177,10 @@ def command_argv(spec, inv: Invocation) -> list[str]:
     program = resolve_program(inv.command[0], inv.workdir)
     if program is None:
         raise SystemExit(f"hwsweep: {inv.command[0]!r} is not an executable program in {inv.workdir} or on PATH")
-    return [program, *inv.command[1:], *arguments(inv, plan_values(spec), spec.recipe.args)]
+    # Files the command names are given by their full path, so it runs from any working folder (trainer.cwd).
+    named = [str(Path(inv.workdir, part)) if not Path(part).is_absolute() and Path(inv.workdir, part).is_file() else part
+             for part in inv.command[1:]]  # fmt: skip
+    return [program, *named, *arguments(inv, plan_values(spec), spec.recipe.args)]
 
 
 def resolve_program(program: str, workdir: str) -> str | None:
@@ -168,3 +208,54 @@ def script_provenance(inv: Invocation) -> dict:
             out["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
             break
     return out
+
+
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+              ast.FloorDiv: operator.floordiv, ast.USub: operator.neg}
+
+
+def expression_value(expression: str, values: dict, script_args: dict) -> float:
+    """A plan_check's `equals`: + - * / // and parentheses over numbers, plan values (global_batch) and the
+    recipe's script args (args.block_size); parsed, never evaluated as Python. ValueError names what is wrong."""
+
+    def walk(node):
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](walk(node.left), walk(node.right))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](walk(node.operand))
+        if isinstance(node, ast.Name):
+            if node.id not in values:
+                raise ValueError(f"{node.id!r} is not a plan value; use one of {', '.join(PLAN_VALUES)}")
+            return _numeric(node.id, values[node.id])
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "args":
+            if node.attr not in script_args:
+                raise ValueError(f"args.{node.attr} is not in recipe.args")
+            return _numeric(f"args.{node.attr}", script_args[node.attr])
+        raise ValueError(f"{ast.unparse(node)!r} is not allowed; use numbers, plan values, args.<name>, + - * / //")
+
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError:
+        raise ValueError(f"{expression!r} is not an arithmetic expression") from None
+    try:
+        return walk(tree)
+    except ZeroDivisionError:
+        raise ValueError(f"{expression!r} divides by zero") from None
+
+
+def _numeric(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} is {value!r}, not a number")
+    return value
+
+
+def logged_number(text: str) -> float | None:
+    """A number as scripts print it: 491,520 / 491_520 / 1.5e3; None when it is not one."""
+    try:
+        return float(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        return None

@@ -38,8 +38,10 @@ def node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
-def recorded_env() -> dict:
-    return {k: os.environ[k] for k in RECORDED_ENV if k in os.environ}
+def recorded_env(env: dict | None = None) -> dict:
+    """The variables worth recording, from `env` (default: this process's environment)."""
+    env = os.environ if env is None else env
+    return {k: env[k] for k in RECORDED_ENV if k in env}
 
 
 def peak_rss_bytes(children: bool = False) -> int:

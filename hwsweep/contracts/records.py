@@ -82,6 +82,12 @@ class RunRecord(Typed):
     seeded: bool | None = None
     # startup_seconds in parts (PARTS), summed over segments; None: not broken down (a command).
     startup_parts: dict | None = None
+    # A command's run: what its processes were seen to train (hwsweep.run.observe: processes, process group,
+    # devices, samples per step, global batch, optimizer steps); None where nothing was observed.
+    observed: dict | None = None
+    # Recipe settings that reached no flag of the command (recipe.optimizer.weight_decay, ...): the script used
+    # its own values, so the recorded recipe does not say what it applied for these.
+    not_passed: list = field(default_factory=list)
 
     def curve(self, name: str) -> Curve:
         return Curve.from_dict(self.curves[name], f"curves.{name}")

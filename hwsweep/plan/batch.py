@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hwsweep.contracts import catalog
-from hwsweep.contracts.memory import measured
 from hwsweep.contracts.hardware import BACKEND, GB, BatchPlan, Hardware
+from hwsweep.contracts.memory import measured
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.models import families, footprint
 

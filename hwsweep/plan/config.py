@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import difflib
 import itertools
+import re
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -16,7 +17,19 @@ import jsonschema
 import yaml
 
 from hwsweep.contracts import catalog
-from hwsweep.contracts.command import PLAN_VALUES, PYTHON_NAMES, Evaluation, Invocation, Trainer, resolve_program
+from hwsweep.contracts.command import (
+    BATCH_CARRIERS,
+    DEVICE_COUNTS,
+    PLAN_VALUES,
+    PYTHON_NAMES,
+    RECIPE_VALUES,
+    Evaluation,
+    Invocation,
+    Trainer,
+    expression_value,
+    plan_values,
+    resolve_program,
+)
 from hwsweep.contracts.guard import GuardConfig
 from hwsweep.contracts.hardware import Hardware
 from hwsweep.contracts.metrics import Metric, check_pattern
@@ -254,8 +267,10 @@ def _invocation(raw: dict, where: str, config_dir: Path, schema: dict) -> Invoca
             hint = f"did you mean {near[0]}?" if near else f"use one of {', '.join(PLAN_VALUES)}"
             raise ConfigError(f"{where}.args.{flag}: {value!r} is not a plan value; {hint}")
     for value in inv.values:
-        if value not in PLAN_VALUES:
-            raise ConfigError(f"{where}.values.{value}: not a plan value; use one of {', '.join(PLAN_VALUES)}")
+        if value not in PLAN_VALUES and value not in inv.args:
+            raise ConfigError(
+                f"{where}.values.{value}: neither a plan value nor a flag of {where}.args; use one of {', '.join(PLAN_VALUES)}"
+            )
     _check_pattern(f"{where}.step_pattern", inv.step_pattern)
     return inv
 
@@ -273,10 +288,15 @@ def _trainer(raw: dict, config_dir: Path, schema: dict) -> Trainer:
     resume = filled.get("resume", {})
     if bool(resume.get("when")) != bool(resume.get("args")):
         raise ConfigError("trainer.resume: give both when (the checkpoint file) and args (what to add then), or neither")
-    for value, pattern in filled["plan_check"].items():
-        if value not in PLAN_VALUES:
-            raise ConfigError(f"trainer.plan_check.{value}: not a plan value; use one of {', '.join(PLAN_VALUES)}")
-        _check_pattern(f"trainer.plan_check.{value}", pattern)
+    plan_check = {}
+    for name, check in filled["plan_check"].items():
+        where = f"trainer.plan_check.{name}"
+        if isinstance(check, str):  # the short form: a plan value's name -> where the script logs that value
+            if name not in PLAN_VALUES:
+                raise ConfigError(f"{where}: not a plan value; use one of {', '.join(PLAN_VALUES)}, or {{pattern, equals}}")
+            check = {"pattern": check, "equals": name}
+        _check_pattern(f"{where}.pattern", check["pattern"])
+        plan_check[name] = check
     return Trainer(
         kind="command",
         invocation=_invocation(raw, "trainer", config_dir, schema),
@@ -284,8 +304,43 @@ def _trainer(raw: dict, config_dir: Path, schema: dict) -> Trainer:
         resume_when=resume.get("when"),
         resume_args=list(resume.get("args", [])),
         signal=filled["signal"],
-        plan_check=filled["plan_check"],
+        plan_check=plan_check,
+        cwd=filled["cwd"],
+        observe=filled["observe"],
+        batch_dim=filled["batch_dim"],
     )
+
+
+def _command_problems(trainer: Trainer, spec) -> None:
+    """What keeps a command from following one run's plan, refused before any job: a flag given twice,
+    a batch the flags cannot carry, workers a plain launch cannot know of, a plan_check that cannot be
+    computed. `spec` is the run's RunSpec (its plan and the recipe's script args)."""
+    inv, plan, where = trainer.invocation, spec.plan, f"(suite {spec.suite}, variant {spec.variant}, hardware {spec.hardware_name})"
+    mapped = set(inv.args.values())
+    for flag in spec.recipe.args:
+        if flag in inv.args:
+            raise ConfigError(
+                f"recipe.args.{flag}: trainer.args already passes --{flag} the plan's {inv.args[flag]} {where}; "
+                "remove it from recipe.args (the plan's value must not be overridden)"
+            )
+    if "micro_batch" in mapped and not mapped & set(BATCH_CARRIERS) and plan.accumulation > 1:
+        raise ConfigError(
+            f"trainer.args: only micro_batch reaches the script, but the plan accumulates {plan.accumulation} "
+            f"micro-batches per step {where}; map accumulation (or micro_batches_per_step, per_device_batch, "
+            "global_batch) to the script's accumulation flag, or set recipe.micro_batch so no hardware accumulates"
+        )
+    if trainer.launcher(plan.world_size) == "plain" and plan.world_size > 1 and not mapped & set(DEVICE_COUNTS):
+        raise ConfigError(
+            f"trainer.launch: plain starts one process, which must start the other {plan.world_size - 1} itself {where}, "
+            f"but no flag receives the device count; map {' or '.join(DEVICE_COUNTS)} to its devices flag, "
+            "or use launch: torchrun"
+        )
+    values = plan_values(spec)
+    for name, check in trainer.plan_check.items():
+        try:
+            expression_value(check["equals"], values, spec.recipe.args)
+        except ValueError as e:
+            raise ConfigError(f"trainer.plan_check.{name}.equals: {e} {where}") from None
 
 
 def _evaluation(raw, trainer: Trainer, config_dir: Path, schema: dict) -> Evaluation:
@@ -432,7 +487,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
                     raise ConfigError(str(e)) from None
             cells.append(Cell(suite=suite, variant=variant, recipe=typed, sweep_values=values, hardware=tuple(names)))
     warnings = _cross_hardware_warnings(cells, hardware, raw["baseline"]) + _unmapped_warnings(trainer)
-    return Matrix(
+    matrix = Matrix(
         cells=tuple(cells),
         seeds=tuple(raw["seeds"]),
         hardware=hardware,
@@ -448,6 +503,11 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         evaluation=evaluation,
         metrics=tuple(metrics),
     )
+    if not builtin:
+        for cell in cells:
+            for hw in cell.hardware:
+                _command_problems(trainer, matrix.spec(cell.suite, cell.variant, hw, matrix.seeds[0]))
+    return matrix
 
 
 def _cross_hardware_warnings(cells, hardware, baseline) -> tuple[str, ...]:
@@ -499,6 +559,14 @@ def _unmapped_warnings(trainer: Trainer) -> tuple[str, ...]:
             )
             out.append(f"trainer.args maps no flag to {' or '.join(values)}: {what} is not passed; {consequence} "
                        "(a script on hwsweep.runtime reads the plan itself: nothing to do)")
+    if "micro_batch" in mapped and not mapped & set(BATCH_CARRIERS):
+        out.append("trainer.args maps micro_batch but no accumulation: the script accumulates by its own default, which "
+                   "must be 1 (the run fails if the global batch it is seen to train differs from the plan's)")
+    unpassed = [f"recipe.{key}" for value, key in RECIPE_VALUES.items() if value not in mapped]
+    if unpassed:
+        out.append(f"{', '.join(unpassed)} reach no flag of the script: it uses its own values, and records say "
+                   f"not_passed (map {', '.join(v for v in RECIPE_VALUES if v not in mapped)} in trainer.args to pass them; "
+                   "a script on hwsweep.runtime applies them itself)")
     return tuple(out)
 
 

@@ -64,6 +64,17 @@ def torchrun_command(spec: RunSpec, env: dict) -> list[str]:
     return cmd + ["--nproc_per_node", str(plan.devices_per_node)]
 
 
+def command_line(spec: RunSpec, spec_path: str, threads: int, env: dict) -> list[str]:
+    """The whole command this launcher runs on its node: torchrun and its workers, or the command alone."""
+    if spec.trainer.kind == "builtin":
+        program = [sys.executable, "-u", "-m", "hwsweep.run.train", spec_path, "--threads", str(threads)]
+        return torchrun_command(spec, env) + tethered(program)
+    script = command.command_argv(spec, spec.trainer.invocation)
+    if spec.trainer.launcher(spec.plan.world_size) == "torchrun":
+        return torchrun_command(spec, env) + tethered(script)
+    return script
+
+
 def forward_to(pid: int, signum: int) -> None:
     try:
         os.kill(pid, signum)
@@ -110,14 +121,7 @@ def main(argv=None) -> int:
     spec = RunSpec.load(args.spec)
     node = os.environ.get("SLURM_NODEID", "0")
     trainer = spec.trainer
-    if trainer.kind == "builtin":
-        program = [sys.executable, "-u", "-m", "hwsweep.run.train", args.spec, "--threads", str(args.threads)]
-        cmd = torchrun_command(spec, dict(os.environ)) + tethered(program)
-    else:
-        script = command.command_argv(spec, trainer.invocation)
-        cmd = script
-        if trainer.launch == "torchrun":
-            cmd = torchrun_command(spec, dict(os.environ)) + tethered(script)
+    cmd = command_line(spec, args.spec, args.threads, dict(os.environ))
     print(f"hwsweep.run.launch [node {node}]: {shlex.join(cmd)}", flush=True)
     if trainer.kind == "command" and node == "0":
         return runner.train(spec, args.spec, cmd, args.threads)  # the first node watches and records the run

@@ -21,11 +21,19 @@ from importlib import metadata
 from pathlib import Path
 
 from hwsweep.contracts import guard, host, io
-from hwsweep.contracts.command import Invocation, command_argv, plan_values, render, script_provenance
+from hwsweep.contracts.command import (
+    RECIPE_VALUES,
+    Invocation,
+    command_argv,
+    expression_value,
+    logged_number,
+    plan_values,
+    script_provenance,
+)
 from hwsweep.contracts.metrics import TextParser, parse_jsonl_line, problems, summarise
 from hwsweep.contracts.records import EvalRecord, RunRecord, read
 from hwsweep.contracts.spec import CHECKPOINT_DIR, EVAL_RECORD, TRAIN_RECORD, RunSpec
-from hwsweep.run import tether
+from hwsweep.run import observe, tether
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal; rerun to resume
 ATTEMPTS_FILE = "attempts.jsonl"  # one line per start of the command, for restarts and resume
@@ -40,9 +48,9 @@ class RunFailed(Exception):
 class Stage:
     """One run of a user's command with its output parsed for `metrics`."""
 
-    def __init__(self, spec: RunSpec, invocation: Invocation, metrics, argv: list[str], env: dict):
+    def __init__(self, spec: RunSpec, invocation: Invocation, metrics, argv: list[str], env: dict, cwd: str | None = None):
         self.spec, self.invocation, self.metrics = spec, invocation, metrics
-        self.argv, self.env = argv, env
+        self.argv, self.env, self.cwd = argv, env, cwd or invocation.workdir
         self.tail = collections.deque(maxlen=TAIL)
         self.parser = TextParser(metrics, invocation.step_pattern) if invocation.metrics_file is None else None
         self.observations: list[dict] = []
@@ -95,7 +103,7 @@ class Stage:
         t0 = time.perf_counter()
         try:
             self.child = subprocess.Popen(
-                self.argv, cwd=self.invocation.workdir, env=self.env, stdout=subprocess.PIPE,
+                self.argv, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
                 process_group=0, preexec_fn=tether.preexec(signal.SIGTERM),
             )  # fmt: skip
@@ -157,10 +165,10 @@ class Stage:
         return finals, curves
 
 
-def _env(spec: RunSpec, spec_path: str, threads: int) -> dict:
+def _env(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None) -> dict:
     plan = spec.plan
     per_process = max(1, threads // plan.devices_per_node)
-    return os.environ | {
+    return (os.environ if base is None else base) | {
         "HWSWEEP_SPEC": str(Path(spec_path).resolve()),
         "HWSWEEP_RUN_DIR": str(Path(spec.run_dir).resolve()),
         "PYTHONUNBUFFERED": "1",  # lines as they happen, for parsing and for the log
@@ -168,7 +176,18 @@ def _env(spec: RunSpec, spec_path: str, threads: int) -> dict:
     }
 
 
-def _provenance(spec: RunSpec, invocation: Invocation) -> dict:
+def train_environment(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None) -> dict:
+    """The environment the training command gets (`base`: the job's own, default this process's)."""
+    env = _env(spec, spec_path, threads, base)
+    return observe.environment(Path(spec.run_dir), spec.trainer, env) if spec.trainer.observe != "off" else env
+
+
+def train_folder(spec: RunSpec) -> str:
+    """Where the training command runs (trainer.cwd)."""
+    return str(Path(spec.run_dir).resolve()) if spec.trainer.cwd == "run_dir" else spec.trainer.invocation.workdir
+
+
+def _provenance(spec: RunSpec, invocation: Invocation, env: dict) -> dict:
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
@@ -184,28 +203,38 @@ def _provenance(spec: RunSpec, invocation: Invocation) -> dict:
         "devices": [f"{host.node_name()}:{spec.plan.accelerator}"] * spec.plan.world_size,
         "git_commit": host.git(here, "rev-parse", "HEAD"),
         "git_dirty": bool(status) if status is not None else None,
-        "env": host.recorded_env(),
+        "env": host.recorded_env(env),  # what the command was given, not this launcher's own
         "script": script_provenance(invocation),
     }
 
 
 def _plan_checks(spec: RunSpec, seen: dict) -> list[str]:
-    """Where the script's own log says it ran something else than the plan."""
-    expected = plan_values(spec)
-    out = []
-    for name in spec.trainer.plan_check:
+    """Where the script's own log says it ran something else than the plan (trainer.plan_check)."""
+    values, out = plan_values(spec), []
+    for name, check in spec.trainer.plan_check.items():
         if name not in seen:
             out.append(f"plan_check {name}: the script never logged it")
             continue
-        want, got = render(expected[name]), seen[name]
-        same = want == got
-        try:
-            same = same or float(want) == float(got)
-        except ValueError:
-            pass
-        if not same:
-            out.append(f"the script logged {name} {got}, the plan says {want}: it does not follow the plan")
+        want, got = expression_value(check["equals"], values, spec.recipe.args), seen[name]
+        number = logged_number(got)
+        if number is None or abs(number - want) > 1e-9 * max(1.0, abs(want)):
+            said = f"{want:g}" if check["equals"] == name else f"{check['equals']} = {want:g}"
+            out.append(f"the script logged {name} {got}, the plan says {said}: it does not follow the plan")
     return out
+
+
+def _observed(spec: RunSpec, run_dir: Path, steps: int | None) -> tuple[dict | None, list[str]]:
+    """What the command's processes reported (hwsweep.run.observe) and where it departs from the plan. A run
+    of several processes that reported nothing (no torch optimizer step seen) is said to be unverified."""
+    if spec.trainer.observe == "off":
+        return None, []
+    reports = observe.read(run_dir)
+    if not reports:
+        unseen = ("not observed: no process of the command stepped a torch optimizer hwsweep could see, so its "
+                  f"{spec.plan.world_size} processes, devices and batch are unverified")  # fmt: skip
+        return None, [unseen] if spec.plan.world_size > 1 else []
+    summary = observe.observed(reports)
+    return summary, observe.differences(summary, spec.plan, steps)
 
 
 def loss_metric(metrics) -> str | None:
@@ -255,7 +284,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     io.append_line(attempts_path, json.dumps({"start_step": first_step, "resumed": resuming}))
 
     started = time.time()
-    checks = {name: re.compile(p) for name, p in trainer.plan_check.items()}
+    checks = {name: re.compile(check["pattern"]) for name, check in trainer.plan_check.items()}
     seen = {}
 
     def on_line(line: str) -> None:
@@ -266,8 +295,11 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
 
     contention = host.contention()
     resume = [a.replace("{run_dir}", str(run_dir.resolve())) for a in trainer.resume_args] if resuming else []
-    stage = Stage(spec, trainer.invocation, spec.metrics_of("train"), argv + resume, _env(spec, spec_path, threads))
-    code, seconds = stage.run(getattr(signal, f"SIG{trainer.signal}"), on_line, trainer.launch == "torchrun",
+    env = train_environment(spec, spec_path, threads)
+    observe.reset(run_dir)
+    stage = Stage(spec, trainer.invocation, spec.metrics_of("train"), argv + resume, env, train_folder(spec))
+    launcher = trainer.launcher(spec.plan.world_size)
+    code, seconds = stage.run(getattr(signal, f"SIG{trainer.signal}"), on_line, launcher == "torchrun",
                               live_guard(spec, history))  # fmt: skip
     contention["other_runs"] = max(contention["other_runs"], host.other_runs())
     for o in stage.observations:  # the parsed output is kept, so a resumed run keeps its earlier steps
@@ -279,6 +311,9 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         verdict = divergence(spec, curves)
         if verdict and spec.guard.action == "fail":
             raise RunFailed(f"{verdict} (guard.action: fail; flag keeps such runs)")
+        seen_run, departures = _observed(spec, run_dir, None if resuming else spec.plan.steps)
+        if departures and trainer.observe == "fail":
+            raise RunFailed(f"what trained is not the plan: {'; '.join(departures)} (trainer.observe: flag keeps such runs)")
         if _wrote_own_record(spec, started):
             return 0  # a runtime-API script wrote the full RunRecord itself
     except RunFailed as e:
@@ -296,8 +331,11 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         samples_per_second=spec.plan.global_batch * (spec.plan.steps - first_step) / train_seconds,
         data_order={"sampler": "script", "dataset_size": None, "num_workers": spec.recipe.num_workers},
         segments=segments, restarts=len(segments) - 1, resumed_from_step=first_step if resuming else None,
-        provenance=_provenance(spec, trainer.invocation) | {"contention": contention},
-        checks=_plan_checks(spec, seen) + ([f"divergence: {verdict}"] if verdict else []),
+        provenance=_provenance(spec, trainer.invocation, env) | {"contention": contention},
+        checks=_plan_checks(spec, seen) + ([f"divergence: {verdict}"] if verdict else [])
+        + [f"observed: {d}" for d in departures],
+        observed=seen_run, not_passed=[f"recipe.{key}" for value, key in RECIPE_VALUES.items()
+                                       if value not in trainer.invocation.args.values()],
         # The script's own GPU memory is not visible from here: its largest process's host memory is.
         planned_memory_gb=spec.plan.est_memory_gb, peak_memory_gb=host.peak_rss_bytes(children=True) / 2**30,
         peak_memory_source="host_rss",

@@ -62,13 +62,15 @@ def init(spec: str | os.PathLike | None = None, node_threads: int | None = None)
     if not path:
         sys.exit("hwsweep.runtime: no spec; run under hwsweep (it sets HWSWEEP_SPEC) or pass a spec.json path")
     clock = StartupClock()
-    run = Run(RunSpec.load(path), node_threads, clock)
+    # Under hwsweep the run directory comes absolute (HWSWEEP_RUN_DIR): a command may run in any working folder.
+    run = Run(RunSpec.load(path), node_threads, clock, None if spec else os.environ.get("HWSWEEP_RUN_DIR"))
     clock.mark("process_group")
     return run
 
 
 class Run:
-    def __init__(self, spec: RunSpec, node_threads: int | None, clock: StartupClock | None = None):
+    def __init__(self, spec: RunSpec, node_threads: int | None, clock: StartupClock | None = None,
+                 run_dir: str | None = None):
         self.clock = clock or StartupClock()  # this process's startup, in parts (hwsweep.run.startup)
         self.spec, self.recipe, self.plan, self.seed = spec, spec.recipe, spec.plan, spec.seed
         self.rank = int(os.environ.get("RANK", 0))
@@ -104,9 +106,9 @@ class Run:
         repro.apply_level(self.recipe.reproducibility)
         repro.seed_everything(self.seed)  # same seed on every rank: identical initial weights
 
-        self.run_dir = Path(spec.run_dir)
+        self.run_dir = Path(run_dir or spec.run_dir)
         self.scaler = devices.grad_scaler(self._device, self.plan.precision)
-        self.checkpoint = CheckpointManager(spec.path(CHECKPOINT_DIR), fingerprint(spec))
+        self.checkpoint = CheckpointManager(self.run_dir / CHECKPOINT_DIR, fingerprint(spec))
         self.checkpoint.register(scaler=self.scaler, run=self)
         self.flops_per_step = None
         self.optimizer_kernel = None  # the AdamW kernel run.adamw resolved; None: the script built its own
@@ -170,7 +172,7 @@ class Run:
         self.start = self.checkpoint.load()
         if self.master and not self.start:  # a fresh start: an earlier attempt's lines are not this run's
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.spec.path(METRICS_FILE).unlink(missing_ok=True)
+            (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
         return self.start
 
     def count_flops(self, model: torch.nn.Module, batch) -> int:
@@ -328,7 +330,7 @@ class Run:
             lines.append({"step": step} | {k: _number(v) for k, v in values.items()})
         self.history["lines"] += lines
         if self.master and lines:
-            io.append_line(self.spec.path(METRICS_FILE), "\n".join(json.dumps(line) for line in lines))
+            io.append_line(self.run_dir / METRICS_FILE, "\n".join(json.dumps(line) for line in lines))
         return lines
 
     def _banner(self) -> str:
@@ -367,7 +369,7 @@ class Run:
         final = {k: _number(v) for k, v in (self._final | metrics).items()}
         self.peak_memory = self._peak_memory_gb()  # a collective: before rank 0 alone writes the record
         if self.master and final:  # a line without a step: the run's value, not a point of a curve
-            io.append_line(self.spec.path(METRICS_FILE), json.dumps(final))
+            io.append_line(self.run_dir / METRICS_FILE, json.dumps(final))
         gathered = [None] * self.world_size
         dist.all_gather_object(gathered, (f"{host.node_name()}:{self._device.name}", self.affinity["cpus"]))
         names = [name for name, _ in gathered]
@@ -378,8 +380,8 @@ class Run:
             except RuntimeError as e:  # said once, by rank 0; every rank fails with it below
                 problem = [str(e)]
             else:
-                self.checkpoint.link_final(self.spec.path(FINAL_CHECKPOINT))
-                io.write_json(self.spec.path(TRAIN_RECORD), record.to_dict())
+                self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
+                io.write_json(self.run_dir / TRAIN_RECORD, record.to_dict())
         dist.broadcast_object_list(problem, src=0)
         dist.barrier()
         dist.destroy_process_group()

@@ -1,0 +1,134 @@
+"""What a user's command actually trained, against what the plan says it should.
+
+The command's Python processes report themselves (hwsweep/run/observer/sitecustomize.py, put first on
+their PYTHONPATH by the runner): each process that stepped an optimizer writes its process group (rank,
+world size, backend), device, threads, the samples its first optimizer steps saw, and its step count.
+`observed` turns those files into one summary of the run; `differences` lists, one phrase each, where
+it departs from the plan: the number of processes and their group, their devices, the global batch,
+the number of optimizer steps. Torch-free: the runner reads files."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from hwsweep.contracts.command import Trainer
+
+OBSERVER = Path(__file__).resolve().parent / "observer"  # goes first on the command's PYTHONPATH
+DIR_ENV, BATCH_DIM_ENV = "HWSWEEP_OBSERVE_DIR", "HWSWEEP_BATCH_DIM"
+FOLDER = "observed"  # in the run directory: one file per training process of the latest attempt
+
+
+def environment(run_dir: Path, trainer: Trainer, env: dict) -> dict:
+    """The environment that makes the command's processes report into the run's observation folder."""
+    path = [str(OBSERVER), trainer.invocation.workdir, env.get("PYTHONPATH", "")]
+    return env | {
+        DIR_ENV: str(Path(run_dir, FOLDER).resolve()),
+        BATCH_DIM_ENV: "" if trainer.batch_dim is None else str(trainer.batch_dim),
+        "PYTHONPATH": ":".join(p for p in path if p),
+    }
+
+
+def reset(run_dir: Path) -> None:
+    """An empty observation folder for a new attempt (the reports of an earlier one must not count)."""
+    folder = Path(run_dir, FOLDER)
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.json*"):
+        old.unlink()
+
+
+def read(run_dir: Path) -> list[dict]:
+    """The reports of the processes that trained, in (host, rank, pid) order; unreadable files skipped."""
+    out = []
+    for path in Path(run_dir, FOLDER).glob("*.json"):
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(report, dict) and report.get("optimizer_steps"):
+            out.append(report)
+    return sorted(out, key=lambda r: ((r.get("process_group") or {}).get("rank", 1 << 30), r.get("host", ""), r.get("pid", 0)))
+
+
+def _rank(report: dict) -> str:
+    """A process's name in the summary: its rank in the process group, else its pid (processes training
+    alone may all think they are rank 0)."""
+    group = report.get("process_group")
+    return str(group["rank"]) if group else f"pid {report.get('pid')}"
+
+
+def _per_step(report: dict) -> int | None:
+    """A process's samples per optimizer step: the most common count of its first steps (a step the grad
+    scaler skipped folds two steps' samples into one); None when no training forward was seen."""
+    counts = [c for c in report.get("samples_per_step", []) if c]
+    if not counts:
+        return None
+    common = Counter(counts).most_common()
+    return min(c for c, n in common if n == common[0][1])
+
+
+def observed(reports: list[dict]) -> dict:
+    """One summary of the processes that trained (what the record keeps)."""
+    groups = [r["process_group"] for r in reports if r.get("process_group")]
+    sizes = sorted({g["world_size"] for g in groups})
+    per_rank = {_rank(r): _per_step(r) for r in reports}
+    summary = {
+        "processes": len(reports),
+        "process_group": {"world_size": sizes[0] if len(sizes) == 1 else sizes,
+                          "backend": groups[0].get("backend"), "ranks": sorted(g["rank"] for g in groups)}
+        if groups else None,
+        "alone": len(reports) - len(groups),  # processes that trained outside any process group
+        "devices": {_rank(r): r.get("device") for r in reports},
+        "hosts": sorted({r.get("host") for r in reports}),
+        "threads": {_rank(r): r.get("threads") for r in reports},
+        "samples_per_step": per_rank,
+        "optimizer_steps": max((r["optimizer_steps"] for r in reports), default=0),
+        "global_batch": None,
+    }
+    if reports and all(v is not None for v in per_rank.values()):
+        world = summary["process_group"]["world_size"] if groups and len(sizes) == 1 else len(reports)
+        if len(per_rank) == world:
+            summary["global_batch"] = sum(per_rank.values())
+        elif isinstance(world, int):  # ranks on other nodes wrote elsewhere: assume they took the same share
+            summary["global_batch"] = round(statistics.median(per_rank.values()) * world)
+            summary["global_batch_from"] = f"{len(per_rank)} of {world} ranks"
+    return summary
+
+
+def differences(summary: dict, plan, steps: int | None) -> list[str]:
+    """Where what trained departs from the plan, one phrase each; empty when it follows it. `steps`: the
+    optimizer steps this attempt should make (None after a resume, when the script's start is its own)."""
+    n, group, out = summary["processes"], summary["process_group"], []
+    if n == 0:
+        return []  # nothing to compare: the caller says so (not_observed)
+    planned = f"planned {plan.world_size} process{'es' if plan.world_size > 1 else ''}"
+    if group is None:
+        if plan.world_size > 1:
+            out.append(f"{planned} in one process group, observed {n} training alone (no torch.distributed process group)")
+        elif n > 1:
+            out.append(f"{planned}, observed {n} processes training")
+    else:
+        if summary["alone"]:
+            out.append(f"{summary['alone']} of {n} training processes outside the process group")
+        if group["world_size"] != plan.world_size:
+            out.append(f"{planned}, observed a process group of world size {group['world_size']}")
+    kinds = {r: (d or "").split(":")[0] for r, d in summary["devices"].items()}
+    wrong = sorted(r for r, kind in kinds.items() if kind and kind != plan.accelerator)
+    if wrong:
+        out.append(f"planned {plan.accelerator}, observed {summary['devices'][wrong[0]]} on rank {wrong[0]}"
+                   + (f" and {len(wrong) - 1} more" if len(wrong) > 1 else ""))  # fmt: skip
+    if len(summary["hosts"]) == 1:
+        shared = [d for d, k in Counter(summary["devices"].values()).items() if k > 1 and d and d.startswith("cuda")]
+        if shared:
+            out.append(f"{Counter(summary['devices'].values())[shared[0]]} ranks share {shared[0]}")
+    batch = summary["global_batch"]
+    if batch is not None and batch != plan.global_batch:
+        shares = sorted({v for v in summary["samples_per_step"].values()})
+        each = f"{shares[0]} samples per step on each of {n} processes" if len(shares) == 1 else f"samples per step {shares}"
+        out.append(f"planned global batch {plan.global_batch}, observed {batch} ({each})")
+    # Scripts that loop `while step <= max_steps` make one step more: off by one is the script's own habit.
+    if steps is not None and abs(summary["optimizer_steps"] - steps) > 1:
+        out.append(f"planned {steps} optimizer steps, observed {summary['optimizer_steps']}")
+    return out
