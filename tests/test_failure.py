@@ -1,6 +1,7 @@
 """Why a run failed, in one line (hwsweep.contracts.failure), on real torchrun logs: each log under
 tests/data/failure_logs/ is the output of the script of the same name in scripts/ under
-`torchrun --standalone --nproc_per_node 2` on CPU with gloo (generate.sh makes them again)."""
+`torchrun --standalone --nproc_per_node 2` on CPU with gloo (generate.sh makes them again); and
+end to end, the runner's message and `status`'s problem column carry the same line."""
 
 from __future__ import annotations
 
@@ -88,3 +89,49 @@ def test_a_long_log_is_read_from_its_end(tmp_path):
     log.write_text("step 0: a first line with an Error in it\n" + "step 1: loss 0.5\n" * 50_000 +
                    (LOGS / "attr_rank0.log").read_text())  # fmt: skip
     assert log_reason(log) == CAUSES["attr_rank0"]
+
+
+# -- end to end: the runner's message and status's problem column ---------------------------
+
+
+def test_the_runner_and_status_name_the_cause_of_a_failed_torchrun_command(tmp_path, capsys, monkeypatch):
+    """A command whose output is a real torchrun failure (replayed, so no torchrun starts): the job's last
+    line says the exit code and the cause; `status` reads the job's log to the same cause."""
+    from test_command import matrix, run_stage
+
+    from hwsweep.analysis import status
+    from hwsweep.analysis.validation import FAILED
+    from hwsweep.contracts.spec import LOG_DIR
+
+    replay = f"import sys\nsys.stdout.write(open({str(LOGS / 'rank1_cleanup.log')!r}).read())\nsys.exit(1)\n"
+    code, path = run_stage(tmp_path, replay)
+    out, err = capsys.readouterr()
+    assert code == 1 and not path.exists()
+    assert err.strip().splitlines()[-1] == f"hwsweep: s/default/cpu1/seed0: the command exited 1: {SHARD}"
+
+    monkeypatch.chdir(tmp_path)  # the workflow's logs/ folder is relative to where snakemake runs
+    spec = matrix(tmp_path).spec("s", "default", "cpu1", 0)
+    spec = type(spec).from_dict(spec.to_dict() | {"run_dir": str(tmp_path / "run")})
+    log = Path(LOG_DIR.format(suite="s", variant="default", hardware="cpu1", seed=0)) / "train.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("hwsweep.run.launch [node 0]: python script.py\n" + out + err)  # the train rule's > log 2>&1
+    assert status._state(spec, False, set()) == (FAILED, SHARD)
+
+
+def test_status_names_why_an_evaluation_failed(tmp_path, capsys, monkeypatch):
+    from test_command import matrix, run_stage
+
+    from hwsweep.analysis import status
+    from hwsweep.analysis.validation import TRAINED
+    from hwsweep.contracts.spec import LOG_DIR
+
+    code, _ = run_stage(tmp_path, "print('step 1: val_loss 0.5 acc 0.5')")
+    assert code == 0
+    monkeypatch.chdir(tmp_path)
+    spec = matrix(tmp_path).spec("s", "default", "cpu1", 0)
+    spec = type(spec).from_dict(spec.to_dict() | {"run_dir": str(tmp_path / "run")})
+    log = Path(LOG_DIR.format(suite="s", variant="default", hardware="cpu1", seed=0)) / "evaluate.log"
+    log.parent.mkdir(parents=True)
+    assert status._state(spec, True, set()) == (TRAINED, "")  # evaluation not started: nothing to say
+    log.write_text((LOGS / "chained.log").read_text())
+    assert status._state(spec, True, set()) == (TRAINED, CAUSES["chained"])
