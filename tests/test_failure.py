@@ -24,7 +24,8 @@ CAUSES = {
     "sysexit": "train.py: --data ./missing does not exist",
     "chained": "RuntimeError: cannot read the dataset config /nonexistent/dataset.json (caused by "
     "FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/dataset.json')",
-    "chained_implicit": "ValueError: config has no learning_rate (did you mean lr?) (while handling KeyError: 'learning_rate')",
+    "chained_implicit": "ValueError: config has no learning_rate (did you mean lr?) "
+    "(while handling KeyError: 'learning_rate')",
     "rank1_then_collective": SHARD,
     # rank 0's collective failed (and printed) before rank 1 printed the error that caused it
     "rank1_cleanup": SHARD,
@@ -65,8 +66,8 @@ def test_hwsweeps_own_verdict_wins_over_the_agent_and_consequential_errors():
     follow, then the runner's line; status shows the guard's verdict without the run's name."""
     lines = (LOGS / "sigterm.log").read_text().splitlines() + [
         "[rank1]: RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:4236",
-        "hwsweep: s/default/cpu2/seed0: loss blew up: 1.2e+04 at step 9, 10x its early level; lower "
-        "recipe.optimizer.lr (stopped early; guard.action: fail; flag keeps such runs)",
+        ("hwsweep: s/default/cpu2/seed0: loss blew up: 1.2e+04 at step 9, 10x its early level; lower "
+         "recipe.optimizer.lr (stopped early; guard.action: fail; flag keeps such runs)"),
         "hwsweep: warning: the script logged global_batch 12, the plan says 32",
     ]
     assert reason(lines).startswith("loss blew up: 1.2e+04 at step 9")
