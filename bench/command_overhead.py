@@ -1,6 +1,8 @@
 """What the command contract adds to a run: the same user script under the same torchrun, started
-by hand and through `python -m hwsweep.run.launch` (argument vector built from the plan, output
-streamed and parsed, RunRecord written), alternating, in one run (goal <= 0.2 s per run).
+by hand and through `python -m hwsweep.run.launch` (argument vector built from the plan, workers
+tethered, output streamed and parsed, RunRecord written), alternating, in one run (goal <= 0.2 s per
+run). The torchrun command launch runs (its workers tethered), started by hand, splits the overhead
+into the tether's share and the launcher's.
 
     .venv/bin/python bench/command_overhead.py [--repeats 7]
 """
@@ -20,7 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from hwsweep.contracts import command  # noqa: E402
 from hwsweep.plan.config import resolve  # noqa: E402
-from hwsweep.run.launch import torchrun_command  # noqa: E402
+from hwsweep.run.launch import tethered, torchrun_command  # noqa: E402
 
 # A stand-in for a user's script that prints 200 log lines: the parse cost is part of the overhead.
 SCRIPT = """
@@ -56,17 +58,20 @@ def main():
         spec = resolve(copy.deepcopy(CONFIG), config_dir=tmp).spec("bench", "default", "cpu1", 0)
         spec = type(spec).from_dict(spec.to_dict() | {"run_dir": str(tmp / "run")})
         (tmp / "spec.json").write_text(json.dumps(spec.to_dict()))
-        inv = spec.trainer.invocation
-        by_hand = torchrun_command(spec, {}) + command.torchrun_target(inv, command.command_argv(spec, inv))
+        script = command.command_argv(spec, spec.trainer.invocation)  # [python, train.py, --flags...]
+        by_hand = torchrun_command(spec, {}) + script[1:]  # what a user types: torchrun runs train.py itself
+        launched = torchrun_command(spec, {}) + tethered(script)  # what hwsweep.run.launch runs
         through = [sys.executable, "-m", "hwsweep.run.launch", str(tmp / "spec.json")]
-        hand, ours = [], []
+        hand, tether, ours = [], [], []
         for _ in range(args.repeats):
             hand.append(timed(by_hand, tmp))
+            tether.append(timed(launched, tmp))
             ours.append(timed(through, tmp))
         assert (tmp / "run" / "train.json").exists()
-    h, o = statistics.median(hand), statistics.median(ours)
-    print(f"by hand {h:.3f} s, through hwsweep.run.launch {o:.3f} s (medians of {args.repeats}): "
-          f"overhead {o - h:+.3f} s per run (goal <= 0.2 s), ratio {o / h:.3f}")
+    h, t, o = statistics.median(hand), statistics.median(tether), statistics.median(ours)
+    print(f"by hand {h:.3f} s, tethered by hand {t:.3f} s, through hwsweep.run.launch {o:.3f} s "
+          f"(medians of {args.repeats}): overhead {o - h:+.3f} s per run (goal <= 0.2 s; tether {t - h:+.3f} s, "
+          f"launcher {o - t:+.3f} s), ratio {o / h:.3f}")
 
 
 if __name__ == "__main__":

@@ -219,7 +219,7 @@ def test_a_script_that_ignores_the_plan_is_flagged(tmp_path, capsys):
         ("print('step 1: val_loss 0.5')", "metric acc not found in its output; last 5 lines: step 1: val_loss 0.5"),
         ("print('val_loss 0.5 acc 1.7')", "metric acc is 1.7, outside its bounds [0, 1]"),
         ("print('val_loss nan acc 0.5')", "metric val_loss is nan"),
-        ("import sys\nprint('boom')\nsys.exit(3)", "the command exited 3; last 5 lines: boom"),
+        ("import sys\nprint('boom')\nsys.exit(3)", "the command exited 3: boom"),
     ],
 )
 def test_a_run_that_did_not_deliver_fails_with_one_line_and_no_record(tmp_path, capsys, body, message):

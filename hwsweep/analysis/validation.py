@@ -16,6 +16,7 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
+from hwsweep.contracts import failure
 from hwsweep.contracts.records import EvalRecord, RecordError, RunRecord, read
 from hwsweep.contracts.spec import EVAL_RECORD, LOG_DIR, TRAIN_RECORD, RunSpec
 
@@ -117,15 +118,21 @@ def check(cls, path: Path, spec: RunSpec):
     return record
 
 
+def _log_reason(spec: RunSpec, name: str) -> str | None:
+    """Why a stage failed, from its log (hwsweep.contracts.failure); None when the stage never started."""
+    log = Path(LOG_DIR.format(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name,
+                              seed=spec.seed)) / name  # fmt: skip
+    return failure.log_reason(log) if log.exists() else None
+
+
 def run_state(spec: RunSpec, evaluated: bool = True) -> Verdict:
     """What the run's files say, in pipeline order: a damaged record makes the run corrupt (the records
     after it are made from it); a record of another config makes it stale."""
     folder = Path(spec.run_dir)
     train_path, eval_path = folder / TRAIN_RECORD, folder / EVAL_RECORD
     if not train_path.exists():
-        log = Path(LOG_DIR.format(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name,
-                                  seed=spec.seed)) / "train.log"  # fmt: skip
-        return Verdict(FAILED if log.exists() else MISSING)  # a started run without a record failed, or still runs
+        why = _log_reason(spec, "train.log")  # a started run without a record failed, or still runs
+        return Verdict(MISSING) if why is None else Verdict(FAILED, reason=why)
     try:
         record = read(RunRecord, train_path, spec.metrics)
         if record.spec != _normal(spec.to_dict()) and not schema_problems(record):
@@ -135,8 +142,8 @@ def run_state(spec: RunSpec, evaluated: bool = True) -> Verdict:
         return Verdict(CORRUPT, train_path, str(e))
     if not evaluated:
         return Verdict(DONE)
-    if not eval_path.exists():
-        return Verdict(TRAINED)
+    if not eval_path.exists():  # an evaluation that failed (or still runs) says why in its log
+        return Verdict(TRAINED, reason=_log_reason(spec, "evaluate.log") or "")
     try:
         check(EvalRecord, eval_path, spec)
     except RecordError as e:

@@ -10,30 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from hwsweep.contracts import io
+from hwsweep.contracts.failure import log_reason as failure_reason  # one line of a failed run's log
 from hwsweep.contracts.spec import EVAL_RECORD, LOG_DIR, TRAIN_RECORD
 from hwsweep.report import headline, tables
 
-# A line that says why a run failed; the launcher's own report of a child's failure (torchrun's
-# ChildFailedError block, its E-prefixed log lines, hwsweep's exit summary) only repeats it.
-REASON = re.compile(r"(Error|error:|Exception|exit code|exited with|Killed|refused|not found|No such|no CUDA)")
-NOISE = re.compile(r"(torch\.distributed\.elastic|ChildFailedError|^[EWI]\d{4} |^hwsweep: .*last \d+ lines|"
-                   r"^File |^Traceback|^raise |^\[\d+\]:|^(time|host|rank|exitcode|error_file|traceback)\s*:)")
-MAX_REASON = 220
 HOW = "How the runs were made"  # the template's method section: the headlines go before it
-
-
-def failure_reason(log: Path) -> str:
-    """One line from a failed run's log: the first line that names an error and is not the
-    launcher's echo of it, else the last line."""
-    try:
-        lines = [x.strip() for x in log.read_text(errors="replace").splitlines() if x.strip()]
-    except OSError:
-        return "no log"
-    if not lines:
-        return "empty log"
-    named = [x for x in lines if REASON.search(x) and not NOISE.search(x)]
-    line = named[0] if named else lines[-1]
-    return line if len(line) <= MAX_REASON else line[: MAX_REASON - 1] + "…"
 
 
 def run_states(matrix, suite: str) -> tuple[dict, list[str]]:

@@ -20,7 +20,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from hwsweep.contracts import guard, host, io
+from hwsweep.contracts import failure, guard, host, io
 from hwsweep.contracts.command import (
     RECIPE_VALUES,
     Invocation,
@@ -38,7 +38,7 @@ from hwsweep.run import observe, tether
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal; rerun to resume
 ATTEMPTS_FILE = "attempts.jsonl"  # one line per start of the command, for restarts and resume
 PARSED_FILE = "parsed_metrics.jsonl"  # observations parsed from the output, kept across attempts
-TAIL = 5
+TAIL = 5  # lines a message quotes when the output says nothing more precise
 
 
 class RunFailed(Exception):
@@ -51,7 +51,7 @@ class Stage:
     def __init__(self, spec: RunSpec, invocation: Invocation, metrics, argv: list[str], env: dict, cwd: str | None = None):
         self.spec, self.invocation, self.metrics = spec, invocation, metrics
         self.argv, self.env, self.cwd = argv, env, cwd or invocation.workdir
-        self.tail = collections.deque(maxlen=TAIL)
+        self.tail = collections.deque(maxlen=failure.KEEP)  # enough to hold the traceback above torchrun's report
         self.parser = TextParser(metrics, invocation.step_pattern) if invocation.metrics_file is None else None
         self.observations: list[dict] = []
         self.first_step_seconds = None
@@ -136,14 +136,14 @@ class Stage:
         return f"metrics file {inv.metrics_file}" if inv.metrics_file else "its output"
 
     def last_lines(self) -> str:
-        return " | ".join(self.tail) or "(no output)"
+        return " | ".join(list(self.tail)[-TAIL:]) or "(no output)"
 
     def results(self, code: int, history: list[dict] | None = None) -> tuple[dict, dict]:
         """Final values and curves, or RunFailed with one line saying why."""
         if self.signalled is not None:
             raise RunFailed(f"stopped by signal {signal.Signals(self.signalled).name} (exit {code})")
         if code != 0:
-            raise RunFailed(f"the command exited {code}; last {TAIL} lines: {self.last_lines()}")
+            raise RunFailed(f"the command exited {code}: {failure.reason(list(self.tail)) or '(no output)'}")
         inv = self.invocation
         if inv.metrics_file:
             path = Path(self.spec.run_dir, inv.metrics_file)
