@@ -1,27 +1,45 @@
-"""The shipped examples end to end through the snakemake CLI, each from a copy of its folder
-with its own config.yaml (shortened: fewer steps and seeds)."""
+"""The shipped examples end to end through the snakemake CLI, each run as the README gives it: from the
+root of a copy of the repository (its config/config.yaml included), with
+`snakemake --cores 2 --configfile examples/NAME/config.yaml --replace-workflow-config all`, the example's
+config shortened (fewer steps and seeds)."""
 
 import json
+import os
 import shutil
+import subprocess
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, snakemake
+from conftest import BIN, REPO
 
 pytestmark = pytest.mark.slow
 
 
 def example(tmp_path, name: str, **recipe):
-    folder = tmp_path / name
-    shutil.copytree(REPO / "examples" / name, folder)
-    cfg = yaml.safe_load((folder / "config.yaml").read_text())
+    """A copy of the repository's workflow with the example; the root it runs from and the example's config."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    for part in ("Snakefile", "workflow", "config", "profiles"):
+        (shutil.copytree if (REPO / part).is_dir() else shutil.copy)(REPO / part, root / part)
+    shutil.copytree(REPO / "examples" / name, root / "examples" / name)
+    cfg = yaml.safe_load((REPO / "examples" / name / "config.yaml").read_text())
     cfg["recipe"] |= recipe
     cfg["seeds"] = [0, 1]
-    return folder, cfg
+    return root, cfg
 
 
-def check_sweep(folder, suite: str, metrics: list[str], per_step: set[str]):
+def snakemake(root, cfg, name: str, *args: str):
+    """The README's command for an example, from the copy's root (`cfg` None: only `args`, e.g. --report)."""
+    if cfg is not None:
+        (root / "examples" / name / "config.yaml").write_text(yaml.safe_dump(cfg))
+    config = ["--configfile", f"examples/{name}/config.yaml", "--replace-workflow-config"]
+    cmd = [str(BIN / "snakemake"), *config, *(args or ("--cores", "2", "all"))]
+    env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=900, env=env)
+
+
+def check_sweep(folder, example_name: str, suite: str, metrics: list[str], per_step: set[str]):
     runs = pd.read_csv(folder / "results/runs.csv")
     assert len(runs) == 4 and set(runs.hardware) == {"cpu1", "cpu2"} and (runs.trainer == "command").all()
     for name in metrics:
@@ -35,19 +53,20 @@ def check_sweep(folder, suite: str, metrics: list[str], per_step: set[str]):
     for name in ["curves.png", "equivalence.png", "speedup.png"] + [f"metric_{m}.png" for m in metrics]:
         assert (folder / f"results/{suite}/plots" / name).stat().st_size > 0
     report = folder / "report.html"
-    proc = snakemake(folder, None, "--report", str(report))
+    proc = snakemake(folder, None, example_name, "--report", str(report))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "metric_val_acc.png" in report.read_text()
     return runs
 
 
 def test_plain_ddp_script_sweeps_unmodified(tmp_path):
-    folder, cfg = example(tmp_path, "plain_ddp", schedule={"steps": 60, "warmup_steps": 5})
+    name = "plain_ddp"
+    folder, cfg = example(tmp_path, name, schedule={"steps": 60, "warmup_steps": 5})
     cfg["recipe"]["args"]["eval_every"] = 30
     cfg["suites"]["mlp"]["sweep"] = {"args.hidden": [32]}
-    proc = snakemake(folder, cfg, "--cores", "2")
+    proc = snakemake(folder, cfg, name)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    runs = check_sweep(folder, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
+    runs = check_sweep(folder, name, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
     assert (runs.val_acc > 0.5).all()  # it learned: chance is 0.25
     record = json.loads((folder / "results/mlp/hidden-32/cpu2/seed1/train.json").read_text())
     assert record["plan"]["world_size"] == 2 and record["checks"] == []  # it logged the planned global batch
@@ -55,14 +74,15 @@ def test_plain_ddp_script_sweeps_unmodified(tmp_path):
     assert record["provenance"]["script"]["sha256"]
     log = (folder / "logs/mlp/hidden-32/cpu2/seed1/train.log").read_text()
     assert "--nproc_per_node 2 -m hwsweep.run.tether " in log  # every worker tethered to torchrun's agent
-    assert " train.py --batch_size=16" in log and "--grad_accum=2" in log and "--seed=1" in log
+    assert "examples/plain_ddp/train.py --batch_size=16" in log and "--grad_accum=2" in log and "--seed=1" in log
 
 
 def test_lightning_script_gets_the_plan_through_its_trainer_flags(tmp_path):
-    folder, cfg = example(tmp_path, "lightning", schedule={"steps": 40, "warmup_steps": 4})
-    proc = snakemake(folder, cfg, "--cores", "2")
+    name = "lightning"
+    folder, cfg = example(tmp_path, name, schedule={"steps": 40, "warmup_steps": 4})
+    proc = snakemake(folder, cfg, name)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    check_sweep(folder, "lightning", ["train_loss", "val_loss", "val_acc"], {"train_loss"})
+    check_sweep(folder, name, "lightning", ["train_loss", "val_loss", "val_acc"], {"train_loss"})
     log = (folder / "logs/lightning/default/cpu2/seed1/train.log").read_text()
     for flag in ("--devices 2", "--accumulate_grad_batches 2", "--batch_size 16", "--precision 32-true",
                  "--max_steps 40", "--seed 1", "--deterministic"):  # fmt: skip
@@ -70,11 +90,12 @@ def test_lightning_script_gets_the_plan_through_its_trainer_flags(tmp_path):
 
 
 def test_runtime_api_script_sweeps_with_its_own_record(tmp_path):
-    folder, cfg = example(tmp_path, "runtime_api", schedule={"steps": 60, "warmup_steps": 5})
+    name = "runtime_api"
+    folder, cfg = example(tmp_path, name, schedule={"steps": 60, "warmup_steps": 5})
     cfg["recipe"]["args"]["eval_every"] = 30
-    proc = snakemake(folder, cfg, "--cores", "2")
+    proc = snakemake(folder, cfg, name)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    runs = check_sweep(folder, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
+    runs = check_sweep(folder, name, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
     assert (runs.val_acc > 0.5).all()  # it learned: chance is 0.25
     assert (runs.data_order == "global-order/size4096/workers0").all()  # the runtime wrote the record
     # no seed flag, yet seeded by the runtime: the same seed on two hardware is a pair

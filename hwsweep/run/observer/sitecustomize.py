@@ -120,10 +120,12 @@ def _install(torch):
     def unpatch():
         torch.nn.Module.__call__ = module_call
 
-    torch.nn.Module.__call__ = call
-    state.unpatch = unpatch
-    torch.optim.optimizer.register_optimizer_step_post_hook(lambda optimizer, args, kwargs: state.step(optimizer))
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(lambda optimizer, args, kwargs: state.step(optimizer))
     atexit.register(state.write)
+    torch.nn.Module.__call__ = call  # last: a failure above leaves torch as it was
+    state.unpatch = unpatch
 
 
 class _TorchImport:

@@ -1,0 +1,236 @@
+"""What a command actually trained (hwsweep.run.observe and the observer in every process it starts),
+against the plan: never a confident record of a run that did something else."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hwsweep.contracts.hardware import BatchPlan
+from hwsweep.contracts.records import RunRecord, read
+from hwsweep.plan.config import ConfigError, resolve
+from hwsweep.run import observe
+
+SCRIPTS = Path(__file__).parent / "data" / "scripts"
+
+
+def plan(world_size=2, global_batch=16, accelerator="cpu"):
+    return BatchPlan(accelerator=accelerator, backend="gloo", gpu_type="cpu", nodes=1, devices_per_node=world_size,
+                     world_size=world_size, global_batch=global_batch, micro_batch=4, accumulation=2, steps=10,
+                     warmup_steps=0, epochs=None, lr=0.1, precision="fp32", tf32=False, reproducibility="comparable",
+                     memory_gb=None, est_memory_gb=None, comparable=True, warnings=[])  # fmt: skip
+
+
+def report(rank=None, world=None, samples=(8, 8, 8, 8), steps=10, device="cpu", pid=1, host="h"):
+    group = None if rank is None else {"rank": rank, "world_size": world, "backend": "gloo"}
+    return {"host": host, "pid": pid, "process_group": group, "env": {}, "device": device, "threads": 1,
+            "samples_per_step": list(samples), "optimizer_steps": steps, "batch_dim": 0}  # fmt: skip
+
+
+def differences(reports, p=None, steps=10):
+    return observe.differences(observe.observed(reports), p or plan(), steps)
+
+
+def test_a_run_that_follows_the_plan_has_no_differences():
+    reports = [report(0, 2, pid=1), report(1, 2, pid=2)]
+    summary = observe.observed(reports)
+    assert summary["global_batch"] == 16 and summary["process_group"]["world_size"] == 2
+    assert observe.differences(summary, plan(), 10) == []
+    assert observe.differences(summary, plan(), 11) == []  # one step more: a loop's habit, not another plan
+
+
+@pytest.mark.parametrize("reports, plan_, steps, words", [
+    ([report(pid=1)], plan(), 10, "planned 2 processes in one process group, observed 1 training alone"),
+    ([report(pid=1), report(pid=2)], plan(), 10, "observed 2 training alone (no torch.distributed process group)"),
+    ([report(pid=1), report(pid=2)], plan(world_size=1, global_batch=8), 10, "planned 1 process, observed 2 processes"),
+    ([report(0, 4, pid=1), report(1, 4, pid=2), report(2, 4, pid=3), report(3, 4, pid=4)], plan(global_batch=32), 10,
+     "planned 2 processes, observed a process group of world size 4"),
+    ([report(0, 2, samples=(4, 4, 4), pid=1), report(1, 2, samples=(4, 4, 4), pid=2)], plan(), 10,
+     "planned global batch 16, observed 8 (4 samples per step on each of 2 processes)"),
+    ([report(0, 2, device="cuda:0", pid=1), report(1, 2, device="cuda:0", pid=2)], plan(accelerator="cuda"), 10,
+     "2 ranks share cuda:0"),
+    ([report(0, 2, pid=1), report(1, 2, pid=2, device="cuda:1")], plan(), 10, "planned cpu, observed cuda:1 on rank 1"),
+    ([report(0, 2, pid=1, steps=4), report(1, 2, pid=2, steps=4)], plan(), 10, "planned 10 optimizer steps, observed 4"),
+    ([report(0, 2, pid=1), report(pid=2)], plan(), 10, "1 of 2 training processes outside the process group"),
+])  # fmt: skip
+def test_each_departure_from_the_plan_is_named(reports, plan_, steps, words):
+    found = differences(reports, plan_, steps)
+    assert any(words in d for d in found), found
+
+
+def test_a_grad_scaler_skip_does_not_move_the_batch_and_other_nodes_are_extrapolated():
+    assert observe.observed([report(0, 1, samples=(16, 8, 8, 8))])["samples_per_step"] == {"0": 8}
+    half = observe.observed([report(0, 4, samples=(4, 4, 4, 4), pid=1), report(1, 4, samples=(4, 4, 4, 4), pid=2)])
+    assert half["global_batch"] == 16 and half["global_batch_from"] == "2 of 4 ranks"
+
+
+def run_script(tmp_path, body: str, batch_dim="0") -> list[dict]:
+    """`body` in a fresh interpreter with the observer on its path, as the runner starts commands."""
+    (tmp_path / "script.py").write_text(textwrap.dedent(body))
+    out = tmp_path / "observed"
+    out.mkdir()
+    env = os.environ | {"HWSWEEP_OBSERVE_DIR": str(out), "HWSWEEP_BATCH_DIM": batch_dim,
+                        "PYTHONPATH": str(observe.OBSERVER)}  # fmt: skip
+    subprocess.run([sys.executable, "script.py"], cwd=tmp_path, env=env, check=True, timeout=120)
+    return [json.loads(p.read_text()) for p in out.glob("*.json")]
+
+
+def test_the_observer_counts_training_forwards_per_step_and_every_step(tmp_path):
+    reports = run_script(tmp_path, """
+        import torch
+        from torch import nn
+        model, critic = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)), nn.Linear(1, 1)
+        opt, opt2 = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(critic.parameters(), lr=0.1)
+        for step in range(7):
+            for micro in range(3):  # accumulation: 3 x 5 samples per step
+                model(torch.randn(5, 3)).sum().backward()
+            with torch.no_grad():
+                model(torch.randn(100, 3))  # evaluation: not training
+            model.eval(); model(torch.randn(50, 3)); model.train()
+            critic(torch.randn(2, 1)).sum().backward()  # another model: not the one that trains
+            opt.step(); opt2.step(); opt.zero_grad()
+    """)
+    assert len(reports) == 1
+    r = reports[0]
+    assert r["samples_per_step"] == [15, 15, 15, 15] and r["optimizer_steps"] == 7
+    assert r["process_group"] is None and r["device"] == "cpu"
+
+
+def test_the_observer_reads_the_batch_dimension_it_is_told_and_keeps_a_scripts_sitecustomize(tmp_path):
+    own = tmp_path / "site"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import builtins\nbuiltins.OWN_SITE = True\n")
+    (tmp_path / "script.py").write_text(textwrap.dedent("""
+        import builtins, torch
+        assert builtins.OWN_SITE
+        rnn, opt = torch.nn.GRU(3, 4), None
+        opt = torch.optim.SGD(rnn.parameters(), lr=0.1)
+        for _ in range(4):
+            rnn(torch.randn(7, 5, 3))[0].sum().backward()  # (time, batch, features)
+            opt.step()
+    """))
+    out = tmp_path / "observed"
+    out.mkdir()
+    env = os.environ | {"HWSWEEP_OBSERVE_DIR": str(out), "HWSWEEP_BATCH_DIM": "1",
+                        "PYTHONPATH": f"{observe.OBSERVER}:{own}"}  # fmt: skip
+    subprocess.run([sys.executable, "script.py"], cwd=tmp_path, env=env, check=True, timeout=120)
+    [r] = [json.loads(p.read_text()) for p in out.glob("*.json")]
+    assert r["samples_per_step"] == [5, 5, 5, 5]
+
+
+# -- planning refusals -----------------------------------------------------------------------
+
+
+def nanogpt_config(**trainer):
+    return {
+        "trainer": {"command": ["python", "nanogpt_like.py"], "workdir": str(SCRIPTS),
+                    "args": {"batch_size": "micro_batch", "gradient_accumulation_steps": "micro_batches_per_step",
+                             "max_iters": "steps", "seed": "seed", "out_dir": "run_dir"},
+                    "plan_check": {"tokens": {"pattern": r"tokens per iteration will be: ([\d,]+)",
+                                              "equals": "global_batch * args.block_size"}}} | trainer,
+        "recipe": {"global_batch": 16, "micro_batch": 4, "schedule": {"steps": 5, "warmup_steps": 0},
+                   "args": {"block_size": 8}},
+        "metrics": {"loss": {"goal": "min"}},
+        "suites": {"s": {}},
+        "seeds": [0],
+        "hardware": {"cpu1": {"accelerator": "cpu"}, "cpu2": {"accelerator": "cpu", "devices_per_node": 2}},
+        "baseline": "cpu1",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"args": {"batch_size": "micro_batch", "max_iters": "steps"}},
+     "trainer.args: only micro_batch reaches the script, but the plan accumulates 4 micro-batches per step"),
+    ({"launch": "plain"}, "trainer.launch: plain starts one process, which must start the other 1 itself"),
+    ({"plan_check": {"tokens": {"pattern": r"tokens: (\d+)", "equals": "global_batch * args.nope"}}},
+     "trainer.plan_check.tokens.equals: args.nope is not in recipe.args"),
+    ({"plan_check": {"tokens": {"pattern": r"tokens: (\d+)", "equals": "__import__('os')"}}},
+     "trainer.plan_check.tokens.equals: \"__import__('os')\" is not allowed"),
+])  # fmt: skip
+def test_what_cannot_lock_the_plan_is_refused_at_planning(change, words):
+    cfg = nanogpt_config(**change)
+    with pytest.raises(ConfigError) as e:
+        resolve(cfg)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_recipe_arg_that_would_override_a_mapped_flag_is_refused():
+    cfg = nanogpt_config()
+    cfg["recipe"]["args"] |= {"batch_size": 8}
+    with pytest.raises(ConfigError, match=r"recipe\.args\.batch_size: trainer\.args already passes --batch_size"):
+        resolve(cfg)
+
+
+def test_recipe_settings_no_flag_receives_are_warned_and_a_flag_map_follows_its_flag():
+    matrix = resolve(nanogpt_config())
+    assert any("recipe.optimizer.weight_decay" in w and "not_passed" in w for w in matrix.warnings)
+    cfg = nanogpt_config(args={"batch_size": "micro_batch", "gradient_accumulation_steps": "micro_batches_per_step",
+                               "device": "device", "backend": "device", "weight_decay": "weight_decay",
+                               "beta1": "beta1", "beta2": "beta2", "grad_clip": "grad_clip", "min_lr": "min_lr"},
+                         values={"backend": {"cpu": "gloo", "cuda": "nccl"}})  # fmt: skip
+    matrix = resolve(cfg)
+    assert not any("not_passed" in w for w in matrix.warnings)
+    from hwsweep.contracts import command
+
+    spec = matrix.spec("s", "default", "cpu2", 0)
+    argv = command.command_argv(spec, spec.trainer.invocation)
+    assert "--device=cpu" in argv and "--backend=gloo" in argv and "--weight_decay=0.01" in argv
+
+
+# -- end to end: real torchrun, real scripts ------------------------------------------------
+
+
+def launch(tmp_path, cfg, hardware):
+    matrix = resolve(cfg)
+    spec = matrix.spec("s", "default", hardware, 0).to_dict() | {"run_dir": str(tmp_path / "run")}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    return subprocess.run([sys.executable, "-m", "hwsweep.run.launch", str(tmp_path / "spec.json"), "--threads", "2"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_nanogpt_style_script_with_the_right_mapping_is_observed_to_follow_the_plan(tmp_path):
+    proc = launch(tmp_path, nanogpt_config(), "cpu2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = read(RunRecord, tmp_path / "run" / "train.json")
+    seen = record.observed
+    assert seen["process_group"]["world_size"] == 2 and seen["global_batch"] == 16 and seen["optimizer_steps"] == 6
+    assert record.checks == [] and "recipe.optimizer.weight_decay" in record.not_passed
+    assert (tmp_path / "run" / "observed").is_dir() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_global_accumulation_count_mapped_per_device_fails_with_planned_vs_observed(tmp_path):
+    cfg = nanogpt_config()
+    cfg["trainer"]["args"]["gradient_accumulation_steps"] = "accumulation"  # the script divides it again
+    proc = launch(tmp_path, cfg, "cpu2")
+    assert proc.returncode == 1 and not (tmp_path / "run" / "train.json").exists()
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "what trained is not the plan: planned global batch 16, observed 8 (4 samples per step on each of 2" in last
+
+
+@pytest.mark.slow
+def test_plain_launch_of_a_script_that_ignores_its_device_flag_fails(tmp_path):
+    cfg = nanogpt_config(launch="plain")
+    cfg["trainer"]["args"] |= {"devices": "world_size"}
+    proc = launch(tmp_path, cfg, "cpu2")
+    assert proc.returncode == 1
+    assert "planned 2 processes in one process group, observed 1 training alone" in proc.stderr
+
+
+@pytest.mark.slow
+def test_one_process_runs_plainly_and_a_script_that_needs_torchrun_says_why_in_one_line(tmp_path):
+    proc = launch(tmp_path, nanogpt_config(), "cpu1")  # auto: no torchrun for one process, no DDP branch taken
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "torchrun" not in proc.stdout.splitlines()[0]
+    assert read(RunRecord, tmp_path / "run" / "train.json").observed["process_group"] is None
+    cfg = nanogpt_config(command=["python", "ddp_tutorial_like.py"], args={"batch_size": "per_device_batch"},
+                         plan_check={})  # fmt: skip
+    cfg["recipe"]["args"] = {}
+    proc = launch(tmp_path / "tutorial", cfg, "cpu1") if (tmp_path / "tutorial").mkdir() is None else None
+    assert proc.returncode == 1
+    assert "RANK expected" in proc.stderr.strip().splitlines()[-1]  # the real cause, not torchrun's boilerplate
