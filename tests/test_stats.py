@@ -137,7 +137,7 @@ def test_verdicts_and_a_shift_inside_the_margin():
     low, high = (f"{x * 100:+.3g}" for x in (res["ci_low"], res["ci_high"]))
     assert stats.finding(res, 100, "token_accuracy") == (
         f"equivalent, but shifted inside ±0.5 points (p = {res['p_difference']:.2g}): better token accuracy: "
-        f"+0.26 points (95% CI {low} points to {high} points)")
+        f"+0.26 points (95% CI {low} to {high} points)")
     assert "worse final loss" in stats.finding(res, 1, "final_loss", goal="min")
 
 
@@ -264,3 +264,14 @@ def test_a_shift_inside_the_margin_is_diagnosed_too():
     out = diagnose.diagnose(runs, eq, "g1")
     assert out.metrics.tolist() == ["token_accuracy shifted"] and "precision bf16-mixed vs fp32" in out.diagnosis[0]
     assert diagnose.diagnose(runs, eq.assign(shifted=False), "g1").empty
+
+
+def test_a_seed_far_from_the_others_is_named_with_seeds_to_add():
+    runs = _runs(times=((25, 14, 0.900, 0.9003), (26, 13, 0.901, 0.9011), (24, 15, 0.902, 0.9002),
+                        (25, 14, 0.901, 0.9504)))  # fmt: skip
+    out = stats.spread_check(runs, SETTINGS).set_index("hardware").seed_spread
+    assert out["g1"] == ""
+    # g2's token accuracy at seed 3 is ~170 of its other seeds' SDs away: Grubbs' p with n - 2 = 2 df is about 0.002
+    assert out["g2"].startswith("seed 3 lies apart in token accuracy (Grubbs p = ")
+    assert out["g2"].endswith("the intervals assume roughly normal seeds; add seeds 4, 5, 6, 7 to check")
+    assert "exact accuracy" in out["g2"] and "final loss" in out["g2"]  # the same seed in each derived metric

@@ -131,3 +131,23 @@ def test_seeds_needed_from_an_estimated_spread_keep_80_percent_power(pilot, pair
     assert promised >= 0.9 * STRATA
     low, high = POWER_TOLERANCE
     assert stats.POWER - low - noise <= achieved <= stats.POWER + high + noise, achieved
+
+
+def test_one_hardwares_normal_seeds_are_flagged_for_their_spread_at_most_5_percent_of_the_time():
+    # 4 quantities (3 metrics and the log time) of 3 and of 5 seeds: their Grubbs tests share the 5% (Bonferroni).
+    rng = np.random.default_rng(500)
+    checks = 4
+    for n in (3, 5):
+        _, p = stats.grubbs(rng.normal(0, 1, (TRIALS * checks, n)))
+        flagged = np.mean((p.reshape(TRIALS, checks) * checks < stats.SPREAD_LEVEL).any(axis=1))
+        assert flagged <= ALPHA + NOISE, (n, flagged)
+        # and one check alone holds its level exactly (normal data: the p-value is uniform in its tail)
+        assert abs(np.mean(p < 0.05) - 0.05) <= 2 * NOISE, (n, np.mean(p < 0.05))
+
+
+def test_an_outlier_seed_is_named():
+    rng = np.random.default_rng(501)
+    values = rng.normal(0, 1, (2000, 10))
+    values[:, 4] += 10  # one seed 10 SD away
+    column, p = stats.grubbs(values)
+    assert np.mean((column == 4) & (p * 4 < stats.SPREAD_LEVEL)) > 0.9

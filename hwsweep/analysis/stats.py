@@ -289,7 +289,7 @@ def finding(row, scale: float = 1.0, metric: str = "difference", goal: str = "ma
 
 
 EQUIVALENCE_COLUMNS = [
-    "suite", "variant", "hardware", "baseline", "metric", "primary", "scale", "test", "n", "n_baseline",
+    "suite", "variant", "hardware", "baseline", "metric", "primary", "scale", "goal", "test", "n", "n_baseline",
     "difference", "ci_low", "ci_high", "tost_ci_low", "tost_ci_high", "p_difference", "p_tost", "margin", "verdict",
     "shifted", "finding", "power", "seeds_needed", "note",
 ]  # fmt: skip
@@ -327,8 +327,65 @@ def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings
             result["finding"] = finding(result, scale, metric, settings.goals.get(metric, "max"),
                                         settings.confidence)  # fmt: skip
             rows.append({"suite": suite, "variant": variant, "hardware": hw, "baseline": baseline, "metric": metric,
-                         "primary": metric in settings.primary, "scale": scale} | result)  # fmt: skip
+                         "primary": metric in settings.primary, "scale": scale,
+                         "goal": settings.goals.get(metric, "max")} | result)  # fmt: skip
     return pd.DataFrame(rows, columns=EQUIVALENCE_COLUMNS)
+
+
+# -- the normality the intervals assume -------------------------------------------------------
+
+SPREAD_LEVEL = 0.05  # chance that one hardware's normal seeds are flagged at all (Bonferroni over its checks)
+SKEW_SEEDS = 8  # the skewness test needs this many seeds
+MORE_SEEDS = 5  # at most this many seeds offered to add
+
+
+def grubbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided Grubbs test of the most extreme value of each row (rows: cases, columns: seeds, n >= 3):
+    (its column, p-value). Exact for normal data: G's tail from the t distribution (n - 2 df)."""
+    values = np.atleast_2d(np.asarray(values, float))
+    n = values.shape[1]
+    dev = np.abs(values - values.mean(axis=1, keepdims=True))
+    sd = values.std(axis=1, ddof=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = np.where(sd > 0, dev.max(axis=1) / sd, 0.0)
+        t2 = n * (n - 2) * g**2 / np.maximum((n - 1) ** 2 - n * g**2, 1e-300)
+        p = np.minimum(1.0, 2 * n * sps.t.sf(np.sqrt(t2), n - 2))
+    return dev.argmax(axis=1), np.where(sd > 0, p, 1.0)
+
+
+def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.DataFrame:
+    """Per cell, `seed_spread`: where its seeds of a metric (or of the log training time) have an
+    outlier (Grubbs) or, from SKEW_SEEDS seeds, look skewed (D'Agostino), named with the seed, and
+    the seeds to add; '' elsewhere. The checks of one cell share SPREAD_LEVEL (Bonferroni), so one
+    hardware's normal seeds are flagged at most that often (tests/test_stats_simulation.py); over a
+    whole suite a false flag is likelier, and costs a few seeds. With 3 seeds only a seed far apart
+    shows (Grubbs' statistic is bounded by (n - 1) / sqrt(n))."""
+    quantities = [m for m in settings.metrics if m in runs] + ["train_seconds"]
+    top = int(runs.seed.max()) + 1 if len(runs) else 0
+    rows = []
+    for key, sub in runs.groupby(CELL, sort=False):
+        sub = sub.sort_values("seed")
+        checks = []  # (name, seeds, values)
+        for q in quantities:
+            values = pd.to_numeric(sub[q], errors="coerce")
+            ok = values.notna().to_numpy()
+            if ok.sum() >= 3:
+                v = values.to_numpy(float)[ok]
+                checks.append(("training time" if q == "train_seconds" else q.replace("_", " "), sub.seed.to_numpy()[ok],
+                               np.log(v) if q == "train_seconds" else v))  # fmt: skip
+        tests = len(checks) + sum(len(v) >= SKEW_SEEDS for *_, v in checks)
+        found = []
+        for name, seeds, values in checks:
+            column, p = grubbs(values[None, :])
+            if p[0] * tests < SPREAD_LEVEL:
+                found.append(f"seed {seeds[column[0]]} lies apart in {name} (Grubbs p = {p[0]:.1g}, {tests} checks "
+                             f"share {SPREAD_LEVEL:.0%})")  # fmt: skip
+            if len(values) >= SKEW_SEEDS and sps.skewtest(values).pvalue * tests < SPREAD_LEVEL:
+                found.append(f"{name} looks skewed over the seeds")
+        more = ", ".join(str(s) for s in range(top, top + min(sub.seed.nunique(), MORE_SEEDS)))
+        text = "; ".join(found) + f": the intervals assume roughly normal seeds; add seeds {more} to check" if found else ""
+        rows.append(dict(zip(CELL, key)) | {"seed_spread": text})
+    return pd.DataFrame(rows, columns=CELL + ["seed_spread"])
 
 
 def overall(equiv: pd.DataFrame) -> pd.DataFrame:
@@ -551,7 +608,7 @@ def comparison(summary: pd.DataFrame, equiv: pd.DataFrame, speed: pd.DataFrame, 
     keep = ["speedup", "speedup_ci_low", "speedup_ci_high", "speedup_method", "throughput_ratio", "device_ratio",
             "same_device_type", "efficiency", "scaling_reference", "device_hours", "device_hours_ratio",
             "time_saved_seconds", "price_per_device_hour", "currency", "cost_per_run", "cost_per_cell",
-            "cost_ratio", "contention"]  # fmt: skip
+            "cost_ratio", "cost_ratio_ci_low", "cost_ratio_ci_high", "contention"]  # fmt: skip
     if speed.empty:
         return out
     return out.merge(speed[CELL + keep], on=CELL, how="left")

@@ -115,7 +115,8 @@ def in_words(what: str, estimate: float, low: float, high: float, confidence: fl
         return f"{'cheaper' if way == 'better' else 'more expensive'}: {c}× the baseline's cost per run ({ci})"
     name = what.replace("_", " ")
     way = side(low, high, 0.0, goal)
-    ci = f"{level} {amount(low, scale, True)} to {amount(high, scale, True)}" if known else "no CI"
+    bound = amount(low, scale, True).removesuffix(" points")  # the unit once, after the upper bound
+    ci = f"{level} {bound} to {amount(high, scale, True)}" if known else "no CI"
     if way == "unclear":
         return f"no clear difference in {name} ({amount(estimate, scale, True)}, {ci})"
     return f"{way} {name}: {amount(estimate, scale, True)} ({ci})"

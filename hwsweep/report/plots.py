@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from hwsweep.analysis.stats import curve_band, curve_difference  # noqa: E402
+from hwsweep.analysis.words import duration, money  # noqa: E402
 from hwsweep.contracts import io  # noqa: E402
 from hwsweep.contracts.records import (
     PARTS,  # noqa: E402
@@ -205,7 +206,7 @@ def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline
         currency = str(comp["currency"].dropna().iloc[0]) if "currency" in comp and comp.currency.notna().any() else ""
         bars = ax.barh(y, values.fillna(0), color=[colours[h] for h in order], alpha=0.85)
         text = [("no price" if column == "cost_per_run" else "") if pd.isna(v) else
-                (f"{v:.3g} s" if column == "train_seconds" else _money(v, currency)) for v in values]  # fmt: skip
+                (f"{v:.3g} s" if column == "train_seconds" else money(v, currency or "USD")) for v in values]  # fmt: skip
         ax.bar_label(bars, text, padding=3, fontsize=9)
         names = [f"{h} ({int(comp.loc[h, 'world_size'])}× {comp.loc[h, 'gpu_type']})" for h in order]
         ax.set_yticks(y, names if ax is axes[1] else [""] * len(order))
@@ -218,12 +219,6 @@ def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline
     if len(variants) > 1:
         fig.suptitle(f"variant {variant} (the tables hold every variant)")
     _save(fig, path)
-
-
-def _money(value: float, currency: str) -> str:
-    from hwsweep.report.headline import money
-
-    return money(value, currency or "USD")
 
 
 # The startup parts (hwsweep.run.startup.PARTS) in shades of one colour, so they read as one startup.
