@@ -51,7 +51,7 @@ def money(value: float, currency: str = "USD", *others: float) -> str:
     decimals = 2 if small >= 0.01 else 1 - math.floor(math.log10(small))
     while decimals < 12 and len({round(v, decimals) for v in values}) < len(set(values)):
         decimals += 1
-    text = f"{abs(float(value)):,.{decimals}f}"
+    text = f"{abs(float(value)):,.{decimals}f}" if float(value) != 0 else "0"
     symbol = SYMBOLS.get(currency)
     return f"{symbol}{text}" if symbol else f"{text} {currency}"
 
