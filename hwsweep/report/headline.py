@@ -132,7 +132,7 @@ def _percent(ratio: float) -> str:
 
 
 def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
-    """'cpu2: 1.57× faster (95% CI 1.41–1.73) at +27% device-hours (95% CI +16% to +42%); more expensive: 1.27×
+    """'cpu2: 1.57× faster (95% CI 1.41–1.73) at +28% device-hours (95% CI +16% to +42%); more expensive: 1.4×
     the baseline's cost per run (95% CI ...). Mean per run: 2 h 10 min and $0.14 against ... on cpu1.' The
     directions come from the intervals (words.in_words); the ratios all follow the geometric-mean speedup,
     the absolute figures (arithmetic means over seeds) stand in a sentence of their own."""
