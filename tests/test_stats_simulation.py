@@ -145,6 +145,18 @@ def test_one_hardwares_normal_seeds_are_flagged_for_their_spread_at_most_5_perce
         assert abs(np.mean(p < 0.05) - 0.05) <= 2 * NOISE, (n, np.mean(p < 0.05))
 
 
+def test_with_the_skewness_test_from_8_seeds_the_level_still_holds():
+    # 10 seeds: 4 Grubbs and 4 D'Agostino skewness tests share the 5%.
+    rng = np.random.default_rng(502)
+    trials, quantities, n = 10_000, 4, 10
+    values = rng.normal(0, 1, (trials * quantities, n))
+    _, p = stats.grubbs(values)
+    skew = sps.skewtest(values, axis=1).pvalue
+    checks = 2 * quantities
+    flagged = (np.minimum(p, skew).reshape(trials, quantities) * checks < stats.SPREAD_LEVEL).any(axis=1)
+    assert np.mean(flagged) <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / trials), np.mean(flagged)
+
+
 def test_an_outlier_seed_is_named():
     rng = np.random.default_rng(501)
     values = rng.normal(0, 1, (2000, 10))

@@ -220,7 +220,7 @@ def seeds_needed(sd: float, margin: float, alpha: float, paired: bool, df: float
     """Fewest seeds per hardware whose TOST shows equivalence with `target` power when the true
     difference is 0 (an assumption: the observed difference is not plugged in); inf above cap.
     A spread estimated with df degrees of freedom is planned with at its SPREAD_BOUND upper
-    confidence bound: planned with as it is, the promise holds only about 65-75% of the time
+    confidence bound: planned with as it is, the promise holds only about 60-70% of the time
     (tests/test_stats_simulation.py measures the power the rule achieves)."""
     if not np.isfinite(sd):
         return math.nan
