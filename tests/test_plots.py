@@ -3,6 +3,8 @@
 
 import struct
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -75,5 +77,107 @@ def test_scaling_is_within_one_device_type(tables):
     _, _, _, speedup, _ = tables
     # What the speedup figure's scaling panel draws: each type against its own smallest count.
     gpu = speedup.set_index("hardware").loc[["gpu1", "gpu2"]]
-    assert (gpu.scaling_reference == "gpu1").all() and gpu.loc["gpu1", "scaling_speedup"] == pytest.approx(1.0)
+    assert gpu.loc["gpu2", "scaling_reference"] == "gpu1"
     assert gpu.loc["gpu2", "scaling_speedup"] == pytest.approx(2.0 / 1.1, rel=0.05)
+    # gpu1 is its type's smallest count: nothing to scale against, so no efficiency of 1 against itself
+    assert gpu.loc["gpu1", "scaling_reference"] == "" and np.isnan(gpu.loc["gpu1", "efficiency"])
+
+
+# -- legibility: no tick labels run together, no text cut off by the figure's edge --------------------------
+
+
+def _texts(fig):
+    """Every drawn, non-empty text artist of a drawn figure with its window extent and its role (labels of
+    ticks outside the view, or of an axis turned off, are not drawn and left out)."""
+    renderer = fig.canvas.get_renderer()
+    found, ticks = [], set()
+    for ax in fig.axes:
+        for axis, name in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+            lo, hi = sorted(axis.get_view_interval())
+            slack = 1e-9 * max(abs(lo), abs(hi), 1)
+            for minor in (False, True):
+                locs, labels = axis.get_ticklocs(minor=minor), axis.get_ticklabels(minor=minor)
+                ticks |= {id(t) for t in labels}
+                for loc, label in zip(locs, labels):  # an axis turned off draws none
+                    if ax.axison and lo - slack <= loc <= hi + slack and label.get_visible() and label.get_text():
+                        found.append((f"{id(ax)}-{name}tick", label, label.get_window_extent(renderer)))
+    for text in fig.findobj(matplotlib.text.Text):
+        if id(text) not in ticks and text.get_visible() and text.get_text().strip():
+            found.append(("text", text, text.get_window_extent(renderer)))
+    return found
+
+
+def legibility_problems(fig) -> list[str]:
+    """Any two drawn texts that overlap (tick labels, titles, bar labels, legends...) and any text reaching
+    past the figure's edge (1 px of slack)."""
+    fig.canvas.draw()
+    box = fig.bbox
+    problems = []
+    texts = _texts(fig)
+    for role, text, ext in texts:
+        if ext.x0 < box.x0 - 1 or ext.y0 < box.y0 - 1 or ext.x1 > box.x1 + 1 or ext.y1 > box.y1 + 1:
+            problems.append(f"clipped by the figure edge: {text.get_text()!r}")
+    for i, (_, a, ea) in enumerate(texts):
+        for _, b, eb in texts[i + 1:]:
+            if ea.overlaps(eb):
+                problems.append(f"overlap: {a.get_text()!r} and {b.get_text()!r}")
+    return problems
+
+
+def test_the_checker_finds_overlap_and_clipping():
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.set_xticks(np.arange(6), [f"{1000 * k:,.4f} $" for k in range(6)])  # run together
+    ax.set_title("a title much too long to fit in a figure two inches wide, cut at both edges")
+    problems = legibility_problems(fig)
+    plt.close(fig)
+    assert any("overlap: '1,000.0000 $'" in p for p in problems) and any("clipped" in p for p in problems), problems
+
+
+@pytest.fixture(scope="module")
+def long_sweep(tables):
+    """The sweep's tables with two variants, hour-long runs and costs of fractions of a cent."""
+    runs, curves, equivalence, speedup, comparison = tables
+    def two(frame):
+        return pd.concat([frame, frame.assign(variant="width-128")], ignore_index=True)
+    speedup, comparison = two(speedup), two(comparison)
+    comparison = comparison.assign(train_seconds=comparison.train_seconds * 900,
+                                   cost_per_run=comparison.cost_per_run / 400)  # fmt: skip
+    return two(runs), two(curves), two(equivalence), speedup, comparison
+
+
+def test_figures_are_legible(long_sweep, tmp_path, monkeypatch):
+    runs, curves, equivalence, speedup, comparison = long_sweep
+    drawn = {}
+    save = plots._save
+
+    def check(fig, path):
+        drawn[path.stem] = legibility_problems(fig)
+        save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", check)
+    order = plots.hardware_order(comparison, "cpu1")
+    plots.equivalence_forest(equivalence, tmp_path / "forest.png", "cpu1", 0.95, order)
+    plots.speedup_by_devices(speedup, comparison, "cpu1", tmp_path / "speedup.png")
+    plots.metric_by_hardware(runs, comparison, "token_accuracy", "cpu1", tmp_path / "metric.png", 100.0)
+    plots.time_breakdown(comparison, "cpu1", tmp_path / "time.png")
+    plots.curves(curves, "cpu1", tmp_path / "curves.png", 0.95, order)
+    assert set(drawn) == {"forest", "speedup", "metric", "time", "curves"}
+    assert not {k: v for k, v in drawn.items() if v}, drawn
+
+
+def test_the_speedup_figure_shows_every_variant_and_colours_mean_hardware(long_sweep, tmp_path, monkeypatch):
+    _, _, _, speedup, comparison = long_sweep
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig))
+    plots.speedup_by_devices(speedup, comparison, "cpu1", tmp_path / "speedup.png")
+    (fig,) = figures
+    labels = " ".join(t.get_text() for ax in fig.axes for t in ax.get_yticklabels())
+    assert "width-128" in labels and "default" in labels  # both variants' bars
+    colours = plots.hardware_colours(plots.hardware_order(comparison, "cpu1"), "cpu1")
+    bars = [p for ax in fig.axes for p in ax.patches if isinstance(p, matplotlib.patches.Rectangle) and p.get_width()]
+    used = {matplotlib.colors.to_hex(p.get_facecolor()[:3]) for p in bars}
+    assert used <= {matplotlib.colors.to_hex(c) for c in colours.values()}, used
+    points = [c for ax in fig.axes for c in ax.collections if len(c.get_offsets())]
+    faces = {matplotlib.colors.to_hex(f[:3]) for c in points for f in c.get_facecolors()}
+    assert faces and faces <= {matplotlib.colors.to_hex(c) for c in colours.values()}, faces
+    plt.close(fig)

@@ -14,6 +14,8 @@ import yaml
 from browser import Browser, ensure_installed
 from conftest import REPO, snakemake
 
+from hwsweep.analysis import words
+
 # Debian's chromium writes nothing to the console for a clean report; the snakemake template's own
 # libraries log nothing either. Any error is ours.
 SETTLE = 0.4  # seconds at most for React to render a menu after a click
@@ -108,10 +110,13 @@ def test_report_in_a_browser(built, tmp_path):
                            ".map(e => e.innerText)")  # fmt: skip
         speed = pd.read_csv(folder / "results/mlp/speedup.csv").set_index("hardware")
         for r in comparison[~comparison.baseline].itertuples():
-            pace = f"{r.speedup:.3g}× faster" if r.speedup >= 1 else f"{1 / r.speedup:.3g}× slower"
-            assert any(t.startswith(f"{r.hardware} is {pace}") for t in items), (pace, items)
+            # faster / slower / no clear difference as the interval says (words.in_words owns the wording)
+            pace = words.in_words(words.SPEED, r.speedup, r.speedup_ci_low, r.speedup_ci_high)
+            assert any(t.startswith(f"{r.hardware}: {pace}") for t in items), (pace, items)
+            # The overall verdict of each hardware is on the landing page, not only in the table.
+            assert any(t.startswith("Overall against") and f"{r.hardware} {r.verdict}" in t for t in items), items
             # A speedup measured under contention is flagged exactly where speedup.csv says so.
-            line = next(t for t in items if t.startswith(f"{r.hardware} is {pace}"))
+            line = next(t for t in items if t.startswith(f"{r.hardware}: {pace}"))
             contended = isinstance(speed.loc[r.hardware, "contention"], str)
             assert ("Measured under contention" in line) == contended and ("timing: exclusive" in line) == contended
         for r in equivalence.itertuples():
@@ -121,7 +126,8 @@ def test_report_in_a_browser(built, tmp_path):
             assert said, (r.hardware, r.metric, r.verdict, items)
             overall = comparison.set_index("hardware").loc[r.hardware, "verdict"]
             if overall == "equivalent":
-                assert not any(r.hardware in t and ("differs" in t or "inconclusive" in t) for t in items)
+                assert not any(r.hardware in t and ("differs" in t or "inconclusive" in t) for t in items
+                               if not t.startswith("Overall"))  # the overall line names every hardware's verdict
         assert any(t.startswith("No results — of 4 runs 4 failed") and "unrecognized arguments: --bogus=1" in t
                    for t in items), items  # fmt: skip
         # Both hardware compute in fp32: no precision warning anywhere (the plan's warnings column is empty).

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from hwsweep.analysis import diagnose, stats
+from hwsweep.analysis import diagnose, stats, words
 from hwsweep.contracts import catalog
 
 MARGINS = {"token_accuracy": 0.005, "exact_accuracy": 0.005, "final_loss": 0.01}
@@ -58,7 +58,12 @@ def test_speedup_is_the_geometric_mean_of_paired_ratios_with_a_t_ci_on_logs():
     assert sp.loc["g2", "speedup_method"] == stats.GEOMETRIC
     assert sp.loc["g2", "efficiency"] == pytest.approx(math.exp(logs.mean()) / 2)
     assert sp.loc["g2", "time_saved_seconds"] == pytest.approx(3600 * ((25 - 14) + (26 - 13) + (24 - 15)) / 3)
-    assert sp.loc["g1", "speedup"] == 1.0 and sp.loc["g1", "efficiency"] == 1.0
+    # device-hours follow the same geometric mean: 2 devices at the speedup's pace, not a ratio of mean hours
+    assert sp.loc["g2", "device_hours_ratio"] == pytest.approx(2 / math.exp(logs.mean()))
+    assert sp.loc["g2", "device_hours_ratio"] != pytest.approx(2 * (14 + 13 + 15) / (25 + 26 + 24))
+    # the baseline has no smaller device count: no efficiency of 1 against itself
+    assert sp.loc["g1", "speedup"] == 1.0 and np.isnan(sp.loc["g1", "efficiency"])
+    assert sp.loc["g1", "scaling_reference"] == "" and sp.loc["g2", "scaling_reference"] == "g1"
 
 
 def test_unshared_seeds_give_the_ratio_of_mean_times():
@@ -129,7 +134,11 @@ def test_verdicts_and_a_shift_inside_the_margin():
     a = b + 0.0026 + np.array([0.0002, -0.0001, 0.0, 0.0001, -0.0002])
     res = stats.compare(a, b, 0.005, 0.95, paired=True)
     assert res["verdict"] == "equivalent" and res["shifted"] and res["p_difference"] < 0.001
-    assert stats.finding(res, 100) == f"equivalent, but shifted by +0.26 points (p = {res['p_difference']:.2g})"
+    low, high = (f"{x * 100:+.3g}" for x in (res["ci_low"], res["ci_high"]))
+    assert stats.finding(res, 100, "token_accuracy") == (
+        f"equivalent, but shifted inside ±0.5 points (p = {res['p_difference']:.2g}): better token accuracy: "
+        f"+0.26 points (95% CI {low} to {high} points)")
+    assert "worse final loss" in stats.finding(res, 1, "final_loss", goal="min")
 
 
 def test_paired_seeds_decide_where_unpaired_cannot():
@@ -164,7 +173,8 @@ def test_equivalence_table_pairs_by_seed_and_the_overall_verdict_is_intersection
 def test_amdahl_within_one_device_type_with_its_uncertainty():
     n = np.array([1.0, 2.0, 4.0, 8.0])
     f = 0.1
-    assert stats.amdahl(n, 1 / (f + (1 - f) / n)) == pytest.approx(f, abs=1e-6)
+    exact = stats.amdahl_fit(n, 100 * (f + (1 - f) / n))
+    assert exact["f"][0] == pytest.approx(f, abs=1e-6) and exact["se"][0] == pytest.approx(0, abs=1e-6)
     runs = []
     for seed in range(3):
         for devices in (1, 2, 4, 8):
@@ -178,8 +188,10 @@ def test_amdahl_within_one_device_type_with_its_uncertainty():
     assert sp.loc["g8", "amdahl_serial_fraction_se"] == pytest.approx(0, abs=1e-6)
     assert sp.loc["g8", "amdahl_extrapolated_devices"] == 16
     assert sp.loc["g8", "amdahl_extrapolated_speedup"] == pytest.approx(1 / (f + (1 - f) / 16), rel=1e-6)
-    assert sp.loc["h1", "speedup"] == pytest.approx(4) and sp.loc["h1", "efficiency"] == 1.0
-    assert sp.loc["h1", "scaling_reference"] == "h1" and np.isnan(sp.loc["h1", "device_hours_ratio"])
+    assert sp.loc["g8", "efficiency"] == pytest.approx(1 / (f + (1 - f) / 8) / 8)
+    # h1 is the only count of its type: a speedup against the baseline, but nothing to scale against
+    assert sp.loc["h1", "speedup"] == pytest.approx(4) and np.isnan(sp.loc["h1", "efficiency"])
+    assert sp.loc["h1", "scaling_reference"] == "" and np.isnan(sp.loc["h1", "device_hours_ratio"])
     assert np.isnan(sp.loc["h1", "amdahl_serial_fraction"])
     # noisy measurements: the serial fraction comes with a standard error and a CI around it
     noisy = pd.DataFrame(runs)
@@ -187,6 +199,24 @@ def test_amdahl_within_one_device_type_with_its_uncertainty():
     fit = stats.speedup(noisy, "g1", SETTINGS).set_index("hardware").loc["g2"]
     assert fit.amdahl_serial_fraction_se > 0
     assert fit.amdahl_serial_fraction_ci_low < fit.amdahl_serial_fraction < fit.amdahl_serial_fraction_ci_high
+
+
+def test_amdahl_standard_error_comes_from_every_run_with_the_reference_time_fitted():
+    n = np.repeat([1.0, 2.0, 4.0], 3)
+    t = 100 * (0.1 + 0.9 / n) * np.exp(np.array([0.05, -0.04, 0.0, 0.01, -0.01, 0.0, 0.0, 0.01, -0.01]))
+    fit = stats.amdahl_fit(n, t)
+    f = fit["f"][0]
+    assert f == pytest.approx(0.1, abs=0.03)
+    # by hand: least squares on log times (the reference count's too), two parameters, 9 - 2 df
+    r = np.log(t) - np.log(f + (1 - f) / n)
+    j = (1 - 1 / n) / (f + (1 - f) / n)
+    se = np.sqrt(((r - r.mean()) ** 2).sum() / 7 / ((j - j.mean()) ** 2).sum())
+    assert fit["se"][0] == pytest.approx(se)
+    assert fit["high"][0] == pytest.approx(f + sps.t.ppf(0.975, 7) * se)
+    # f is the least-squares minimum: nudging it either way fits worse
+    for g in (f - 0.002, f + 0.002):
+        rg = np.log(t) - np.log(g + (1 - g) / n)
+        assert ((rg - rg.mean()) ** 2).sum() > ((r - r.mean()) ** 2).sum()
 
 
 def test_cost_across_device_types_uses_each_types_price():
@@ -199,15 +229,20 @@ def test_cost_across_device_types_uses_each_types_price():
 
 
 def test_seeds_needed_is_t_based_capped_and_assumes_no_true_difference():
-    assert stats.seeds_needed(0.003, 0.005, 0.05, paired=True) == 5
+    assert stats.seeds_needed(0.003, 0.005, 0.05, paired=True) == 5  # a known spread
     assert stats.seeds_needed(0.003, 0.005, 0.05, paired=False) == 8
     assert stats.seeds_needed(0.1, 0.005, 0.05, paired=False) == math.inf
     assert stats.seeds_needed(0.0, 0.005, 0.05, paired=True) == 2
+    # an estimated spread plans with its upper 70% confidence bound: sd * sqrt(df / chi2_0.3(df))
+    bound = 0.003 * math.sqrt(2 / sps.chi2.ppf(0.3, 2))
+    assert stats.spread_bound(0.003, 2) == pytest.approx(bound) and bound > 0.003
+    assert stats.seeds_needed(0.003, 0.005, 0.05, True, df=2) == stats.seeds_needed(bound, 0.005, 0.05, True)
+    assert stats.seeds_needed(0.003, 0.005, 0.05, True, df=2) > 5
 
 
 def test_amounts_are_written_in_points_for_shares():
-    assert stats.amount(0.005, 100) == "0.5 points" and stats.amount(0.0026, 100, True) == "+0.26 points"
-    assert stats.amount(0.01) == "0.01"
+    assert words.amount(0.005, 100) == "0.5 points" and words.amount(0.0026, 100, True) == "+0.26 points"
+    assert words.amount(0.01) == "0.01"
 
 
 def test_diagnosis_names_the_cause_in_checklist_order():
@@ -229,3 +264,14 @@ def test_a_shift_inside_the_margin_is_diagnosed_too():
     out = diagnose.diagnose(runs, eq, "g1")
     assert out.metrics.tolist() == ["token_accuracy shifted"] and "precision bf16-mixed vs fp32" in out.diagnosis[0]
     assert diagnose.diagnose(runs, eq.assign(shifted=False), "g1").empty
+
+
+def test_a_seed_far_from_the_others_is_named_with_seeds_to_add():
+    runs = _runs(times=((25, 14, 0.900, 0.9003), (26, 13, 0.901, 0.9011), (24, 15, 0.902, 0.9002),
+                        (25, 14, 0.901, 0.9504)))  # fmt: skip
+    out = stats.spread_check(runs, SETTINGS).set_index("hardware").seed_spread
+    assert out["g1"] == ""
+    # g2's token accuracy at seed 3 is ~170 of its other seeds' SDs away: Grubbs' p with n - 2 = 2 df is about 0.002
+    assert out["g2"].startswith("seed 3 lies apart in token accuracy (Grubbs p = ")
+    assert out["g2"].endswith("the intervals assume roughly normal seeds; add seeds 4, 5, 6, 7 to check")
+    assert "exact accuracy" in out["g2"] and "final loss" in out["g2"]  # the same seed in each derived metric

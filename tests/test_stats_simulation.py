@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from hwsweep.analysis import stats
 
@@ -85,3 +86,80 @@ def test_the_promised_seeds_give_80_percent_power(paired, sd):
     # and it is the fewest: one seed less falls short (where fewer seeds are allowed)
     if n > 2:
         assert stats.power(n - 1, sd, margin, ALPHA, paired)[0] < stats.POWER
+
+
+@pytest.mark.parametrize("counts, seeds, sd", [((1, 2, 4), 3, 0.03), ((1, 2, 4, 8), 3, 0.05), ((1, 2, 4), 5, 0.01)])
+def test_amdahl_serial_fraction_ci_covers_95_percent(counts, seeds, sd):
+    # True fraction 0.1; every run's time, the smallest count's included, has lognormal noise. Fitted
+    # with the reference pinned at speedup 1, this covered about 60% (issue 20).
+    rng = np.random.default_rng(300 + seeds)
+    devices = np.repeat(np.array(counts, float), seeds)
+    trials = 20_000
+    times = 100 * (0.1 + 0.9 / devices) * np.exp(rng.normal(0, sd, (trials, devices.size)))
+    fit = stats.amdahl_fit(devices, times, 0.95)
+    coverage = np.mean((fit["low"] <= 0.1) & (0.1 <= fit["high"]))
+    assert 0.93 <= coverage <= 0.97, coverage
+
+
+STRATA = 40  # pilot spreads at equal-probability quantiles of their sampling distribution
+POWER_TOLERANCE = (0.02, 0.10)  # the achieved power lies within 80% - 2 points and 80% + 10 points
+
+
+@pytest.mark.parametrize("pilot, paired, rel", [(3, True, 0.6), (3, True, 1.0), (5, True, 1.0), (3, False, 0.6)])
+def test_seeds_needed_from_an_estimated_spread_keep_80_percent_power(pilot, paired, rel):
+    # A pilot of `pilot` seeds estimates the spread; seeds_needed plans from it; a fresh experiment
+    # with that many seeds (true difference 0, true spread rel x margin) shows equivalence this often.
+    # Planned with the pilot's spread as it is, this came out at 65-75% (issue 20).
+    margin = 0.005
+    sd = rel * margin
+    df = pilot - 1 if paired else 2 * pilot - 2
+    ratio = np.sqrt(sps.chi2.ppf((np.arange(STRATA) + 0.5) / STRATA, df) / df)  # s / sd of the pilot
+    rng = np.random.default_rng(400 + pilot + 10 * paired)
+    per = 500
+    success, promised = [], 0
+    for r in ratio:
+        n = stats.seeds_needed(sd * r, margin, ALPHA, paired, df)
+        if not np.isfinite(n):  # "more than 100 seeds would be needed": nothing promised
+            continue
+        promised += 1
+        n = int(n)
+        a = rng.normal(0, sd, (per, n))
+        b = np.zeros((per, n)) if paired else rng.normal(0, sd, (per, n))
+        success.append(np.mean(_equivalent(a, b, margin, paired)))
+    achieved = float(np.mean(success))
+    noise = 2 * math.sqrt(0.8 * 0.2 / (per * promised))
+    assert promised >= 0.9 * STRATA
+    low, high = POWER_TOLERANCE
+    assert stats.POWER - low - noise <= achieved <= stats.POWER + high + noise, achieved
+
+
+def test_one_hardwares_normal_seeds_are_flagged_for_their_spread_at_most_5_percent_of_the_time():
+    # 4 quantities (3 metrics and the log time) of 3 and of 5 seeds: their Grubbs tests share the 5% (Bonferroni).
+    rng = np.random.default_rng(500)
+    checks = 4
+    for n in (3, 5):
+        _, p = stats.grubbs(rng.normal(0, 1, (TRIALS * checks, n)))
+        flagged = np.mean((p.reshape(TRIALS, checks) * checks < stats.SPREAD_LEVEL).any(axis=1))
+        assert flagged <= ALPHA + NOISE, (n, flagged)
+        # and one check alone holds its level exactly (normal data: the p-value is uniform in its tail)
+        assert abs(np.mean(p < 0.05) - 0.05) <= 2 * NOISE, (n, np.mean(p < 0.05))
+
+
+def test_with_the_skewness_test_from_8_seeds_the_level_still_holds():
+    # 10 seeds: 4 Grubbs and 4 D'Agostino skewness tests share the 5%.
+    rng = np.random.default_rng(502)
+    trials, quantities, n = 10_000, 4, 10
+    values = rng.normal(0, 1, (trials * quantities, n))
+    _, p = stats.grubbs(values)
+    skew = sps.skewtest(values, axis=1).pvalue
+    checks = 2 * quantities
+    flagged = (np.minimum(p, skew).reshape(trials, quantities) * checks < stats.SPREAD_LEVEL).any(axis=1)
+    assert np.mean(flagged) <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / trials), np.mean(flagged)
+
+
+def test_an_outlier_seed_is_named():
+    rng = np.random.default_rng(501)
+    values = rng.normal(0, 1, (2000, 10))
+    values[:, 4] += 10  # one seed 10 SD away
+    column, p = stats.grubbs(values)
+    assert np.mean((column == 4) & (p * 4 < stats.SPREAD_LEVEL)) > 0.9

@@ -48,9 +48,10 @@ def test_end_to_end_local_run_and_report(tmp_path, small_config):
     assert sorted(comparison.hardware) == ["cpu1", "cpu1bf", "cpu2"]
     assert (comparison.n_seeds == 2).all()
     base = comparison.set_index("hardware").loc["cpu1"]
-    assert base.speedup == 1.0 and base.efficiency == 1.0
+    assert base.speedup == 1.0 and pd.isna(base.efficiency)  # no smaller count to measure cpu1 against
     other = comparison.set_index("hardware").loc["cpu2"]
     assert other.device_ratio == 2 and other.speedup > 0
+    assert other.scaling_reference == "cpu1" and other.efficiency == pytest.approx(other.speedup / 2)
     cpu2 = runs[runs.hardware == "cpu2"].token_accuracy
     assert other.token_accuracy_mean == pytest.approx(cpu2.mean())
     assert base.token_accuracy_verdict == "baseline"

@@ -29,6 +29,7 @@ def aggregate(train_paths, eval_paths, baseline: str, statistics: dict, metrics:
     speedup = stats.speedup(runs, baseline, settings, prices, catalog.CURRENCY)
     comparison = stats.comparison(summary, equivalence, speedup, baseline, settings)
     comparison = comparison.merge(diagnosis[stats.CELL + ["diagnosis"]], on=stats.CELL, how="left")
+    comparison = comparison.merge(stats.spread_check(runs, settings), on=stats.CELL, how="left")
     for name, frame in (("runs", runs), ("curves", curves), ("equivalence", equivalence), ("speedup", speedup),
                         ("comparison", comparison)):  # fmt: skip
         io.write_csv(frame, out[name])

@@ -10,14 +10,18 @@
   the primary metrics: equivalent only when every primary metric is.
 - speedup: time for the fixed step budget, baseline / hardware, as the geometric mean of the
   per-seed ratios with a t CI on the log ratios (ratio of mean times when no seed is shared);
-  device-hours, cost in money, time saved; parallel efficiency and Amdahl's serial fraction
-  only within one device type against its own smallest device count.
+  device-hours and cost ratios derived from that speedup (one kind of mean), with its interval;
+  parallel efficiency only within one device type against a smaller device count of it, and
+  Amdahl's serial fraction fitted to every run's time (the reference count's time is data).
+- power, seeds_needed: TOST power at no true difference; the seeds needed plan with an upper
+  confidence bound of an estimated spread, so that the promised power holds (simulation tests).
 
 Every function works for whatever metrics the config declares (Settings); no name is listed here.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -27,6 +31,7 @@ import pandas as pd
 from scipy import optimize
 from scipy import stats as sps
 
+from hwsweep.analysis.words import amount, in_words
 from hwsweep.contracts.records import SPEED_COLUMNS, STARTUP_COLUMNS
 
 CELL = ["suite", "variant", "hardware"]
@@ -64,15 +69,6 @@ class Settings:
     @property
     def alpha(self) -> float:
         return 1 - self.confidence
-
-
-def amount(value: float, scale: float = 1.0, signed: bool = False) -> str:
-    """A difference or margin in the metric's units: shares (scale 100) in percentage points."""
-    if value is None or not np.isfinite(value):
-        return "n/a"
-    v = value * scale
-    text = f"{v:+.3g}" if signed else f"{v:.3g}"
-    return f"{text} points" if scale == 100 else text
 
 
 # -- seed variance -----------------------------------------------------------------------
@@ -179,6 +175,20 @@ def decide(d, se, df, margin: float, alpha: float) -> dict:
 # -- power and seeds needed -----------------------------------------------------------------
 
 _NODES = (np.arange(96) + 0.5) / 96  # quantile midpoints: the quadrature over the sample variance
+SPREAD_BOUND = 0.7  # seeds_needed plans with this one-sided upper confidence bound of an estimated spread
+
+
+@functools.lru_cache(maxsize=512)
+def _power_terms(k: int, alpha: float, paired: bool) -> tuple[np.ndarray, float]:
+    """(t * se / sd at each quadrature node, sd of the estimated difference / sd) of the TOST with
+    k seeds: the power at spread sd is the mean of 2 Phi((margin / sd - first) / second) - 1."""
+    chi = sps.chi2.ppf(_NODES, k - 1) / (k - 1)  # s^2 / sd^2
+    if paired:
+        return sps.t.ppf(1 - alpha, k - 1) * np.sqrt(chi / k), 1 / math.sqrt(k)
+    va, vb = np.meshgrid(chi, chi)
+    v = (va + vb) / k
+    df = v**2 / ((va / k) ** 2 / (k - 1) + (vb / k) ** 2 / (k - 1))
+    return sps.t.ppf(1 - alpha, df) * np.sqrt(v), math.sqrt(2 / k)
 
 
 def power(n, sd: float, margin: float, alpha: float, paired: bool) -> np.ndarray:
@@ -187,37 +197,36 @@ def power(n, sd: float, margin: float, alpha: float, paired: bool) -> np.ndarray
     hardware, both with spread `sd`, Welch-TOST). Exact up to quadrature: the estimated
     difference is normal, the sample variance(s) chi-square."""
     n = np.atleast_1d(np.asarray(n, float))
-    out = np.zeros(len(n))
     if sd == 0:
         return np.ones(len(n))
+    out = np.zeros(len(n))
     for i, k in enumerate(n):
-        if k < 2:
-            continue
-        chi = sps.chi2.ppf(_NODES, k - 1) / (k - 1)  # s^2 / sd^2
-        if paired:
-            se = sd * np.sqrt(chi / k)
-            t = sps.t.ppf(1 - alpha, k - 1)
-            sd_mean = sd / math.sqrt(k)
-        else:
-            va, vb = np.meshgrid(chi, chi)
-            v = sd**2 * (va + vb) / k
-            se = np.sqrt(v)
-            df = v**2 / ((sd**2 * va / k) ** 2 / (k - 1) + (sd**2 * vb / k) ** 2 / (k - 1))
-            t = sps.t.ppf(1 - alpha, df)
-            sd_mean = sd * math.sqrt(2 / k)
-        p = 2 * sps.norm.cdf((margin - t * se) / sd_mean) - 1
-        out[i] = np.clip(p, 0, None).mean()
+        if k >= 2:
+            tse, w = _power_terms(int(k), float(alpha), bool(paired))
+            out[i] = np.clip(2 * sps.norm.cdf((margin / sd - tse) / w) - 1, 0, None).mean()
     return out
 
 
-def seeds_needed(sd: float, margin: float, alpha: float, paired: bool, target: float = POWER,
+def spread_bound(sd: float, df: float, level: float = SPREAD_BOUND) -> float:
+    """One-sided upper `level` confidence bound of a normal spread estimated as `sd` with df
+    degrees of freedom (sd itself where df is infinite: a known spread)."""
+    if not math.isfinite(df):
+        return sd
+    return sd * math.sqrt(df / sps.chi2.ppf(1 - level, df))
+
+
+def seeds_needed(sd: float, margin: float, alpha: float, paired: bool, df: float = math.inf, target: float = POWER,
                  cap: int = SEEDS_CAP) -> float:  # fmt: skip
     """Fewest seeds per hardware whose TOST shows equivalence with `target` power when the true
-    difference is 0 (an assumption: the observed difference is not plugged in); inf above cap."""
+    difference is 0 (an assumption: the observed difference is not plugged in); inf above cap.
+    A spread estimated with df degrees of freedom is planned with at its SPREAD_BOUND upper
+    confidence bound: planned with as it is, the promise holds only about 60-70% of the time
+    (tests/test_stats_simulation.py measures the power the rule achieves)."""
     if not np.isfinite(sd):
         return math.nan
     if sd == 0:
         return 2.0
+    sd = spread_bound(sd, df)
     lo, hi = 2, cap
     if power(hi, sd, margin, alpha, paired)[0] < target:
         return math.inf
@@ -228,6 +237,16 @@ def seeds_needed(sd: float, margin: float, alpha: float, paired: bool, target: f
         else:
             lo = mid + 1
     return float(lo)
+
+
+def seeds_words(needed: float) -> str:
+    """What seeds_needed promises, in words (the finding's and the headline's)."""
+    if needed == math.inf:
+        return f"more than {SEEDS_CAP} seeds per hardware would be needed"
+    if needed is None or not np.isfinite(needed):
+        return "more seeds needed"
+    return (f"{int(needed)} seeds per hardware would show equivalence {POWER:.0%} of the time if there is no true "
+            "difference")
 
 
 # -- equivalence ---------------------------------------------------------------------------
@@ -246,32 +265,31 @@ def compare(a: np.ndarray, b: np.ndarray, margin: float, confidence: float, pair
     out = {k: v[0] for k, v in decide(d, se, df, margin, alpha).items()}
     sd = float(np.std(a - b, ddof=1)) if paired else math.sqrt((np.var(a, ddof=1) + np.var(b, ddof=1)) / 2)
     n = len(a) if paired else min(len(a), len(b))
+    df = len(a) - 1 if paired else len(a) + len(b) - 2  # the spread's degrees of freedom
     return {
         "test": test, "n": len(a), "n_baseline": len(b), **out, "verdict": str(out["verdict"]),
         "shifted": bool(out["shifted"]), "margin": margin, "power": float(power(n, sd, margin, alpha, paired)[0]),
-        "seeds_needed": seeds_needed(sd, margin, alpha, paired), "note": "",
+        "seeds_needed": seeds_needed(sd, margin, alpha, paired, df), "note": "",
     }  # fmt: skip
 
 
-def finding(row, scale: float = 1.0) -> str:
-    """The verdict in words: 'equivalent, but shifted by +0.26 points (p = 0.003)'."""
+def finding(row, scale: float = 1.0, metric: str = "difference", goal: str = "max", confidence: float = 0.95) -> str:
+    """The verdict in words, with the direction only where the interval shows one (words.in_words):
+    'equivalent, but shifted inside ±0.5 points (p = 0.003): better token accuracy: +0.26 points (...)'."""
     v = row["verdict"]
+    beyond = f"±{amount(row['margin'], scale)}"
+    said = in_words(metric, row["difference"], row["ci_low"], row["ci_high"], confidence, goal, scale)
     if v == "equivalent":
         if row.get("shifted"):
-            return f"equivalent, but shifted by {amount(row['difference'], scale, True)} (p = {row['p_difference']:.2g})"
+            return f"equivalent, but shifted inside {beyond} (p = {row['p_difference']:.2g}): {said}"
         return "equivalent"
     if v == "different":
-        return f"different: {amount(row['difference'], scale, True)}, beyond ±{amount(row['margin'], scale)}"
-    needed = row.get("seeds_needed", math.nan)
-    if needed is None or not np.isfinite(needed):
-        more = f"more than {SEEDS_CAP} seeds would be needed" if needed == math.inf else "more seeds needed"
-    else:
-        more = f"{int(needed)} seeds would decide"
-    return f"inconclusive — {more}"
+        return f"different, beyond {beyond}: {said}"
+    return f"inconclusive — {seeds_words(row.get('seeds_needed', math.nan))}"
 
 
 EQUIVALENCE_COLUMNS = [
-    "suite", "variant", "hardware", "baseline", "metric", "primary", "scale", "test", "n", "n_baseline",
+    "suite", "variant", "hardware", "baseline", "metric", "primary", "scale", "goal", "test", "n", "n_baseline",
     "difference", "ci_low", "ci_high", "tost_ci_low", "tost_ci_high", "p_difference", "p_tost", "margin", "verdict",
     "shifted", "finding", "power", "seeds_needed", "note",
 ]  # fmt: skip
@@ -306,10 +324,68 @@ def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings
                                  settings.confidence)  # fmt: skip
             scale = settings.scales.get(metric, 1.0)
             result["note"] = "; ".join(x for x in (result.get("note", ""), note) if x)
-            result["finding"] = finding(result, scale)
+            result["finding"] = finding(result, scale, metric, settings.goals.get(metric, "max"),
+                                        settings.confidence)  # fmt: skip
             rows.append({"suite": suite, "variant": variant, "hardware": hw, "baseline": baseline, "metric": metric,
-                         "primary": metric in settings.primary, "scale": scale} | result)  # fmt: skip
+                         "primary": metric in settings.primary, "scale": scale,
+                         "goal": settings.goals.get(metric, "max")} | result)  # fmt: skip
     return pd.DataFrame(rows, columns=EQUIVALENCE_COLUMNS)
+
+
+# -- the normality the intervals assume -------------------------------------------------------
+
+SPREAD_LEVEL = 0.05  # chance that one hardware's normal seeds are flagged at all (Bonferroni over its checks)
+SKEW_SEEDS = 8  # the skewness test needs this many seeds
+MORE_SEEDS = 5  # at most this many seeds offered to add
+
+
+def grubbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided Grubbs test of the most extreme value of each row (rows: cases, columns: seeds, n >= 3):
+    (its column, p-value). Exact for normal data: G's tail from the t distribution (n - 2 df)."""
+    values = np.atleast_2d(np.asarray(values, float))
+    n = values.shape[1]
+    dev = np.abs(values - values.mean(axis=1, keepdims=True))
+    sd = values.std(axis=1, ddof=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = np.where(sd > 0, dev.max(axis=1) / sd, 0.0)
+        t2 = n * (n - 2) * g**2 / np.maximum((n - 1) ** 2 - n * g**2, 1e-300)
+        p = np.minimum(1.0, 2 * n * sps.t.sf(np.sqrt(t2), n - 2))
+    return dev.argmax(axis=1), np.where(sd > 0, p, 1.0)
+
+
+def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.DataFrame:
+    """Per cell, `seed_spread`: where its seeds of a metric (or of the log training time) have an
+    outlier (Grubbs) or, from SKEW_SEEDS seeds, look skewed (D'Agostino), named with the seed, and
+    the seeds to add; '' elsewhere. The checks of one cell share SPREAD_LEVEL (Bonferroni), so one
+    hardware's normal seeds are flagged at most that often (tests/test_stats_simulation.py); over a
+    whole suite a false flag is likelier, and costs a few seeds. With 3 seeds only a seed far apart
+    shows (Grubbs' statistic is bounded by (n - 1) / sqrt(n))."""
+    quantities = [m for m in settings.metrics if m in runs] + ["train_seconds"]
+    top = int(runs.seed.max()) + 1 if len(runs) else 0
+    rows = []
+    for key, sub in runs.groupby(CELL, sort=False):
+        sub = sub.sort_values("seed")
+        checks = []  # (name, seeds, values)
+        for q in quantities:
+            values = pd.to_numeric(sub[q], errors="coerce")
+            ok = values.notna().to_numpy()
+            if ok.sum() >= 3:
+                v = values.to_numpy(float)[ok]
+                checks.append(("training time" if q == "train_seconds" else q.replace("_", " "), sub.seed.to_numpy()[ok],
+                               np.log(v) if q == "train_seconds" else v))  # fmt: skip
+        tests = len(checks) + sum(len(v) >= SKEW_SEEDS for *_, v in checks)
+        found = []
+        for name, seeds, values in checks:
+            column, p = grubbs(values[None, :])
+            if p[0] * tests < SPREAD_LEVEL:
+                found.append(f"seed {seeds[column[0]]} lies apart in {name} (Grubbs p = {p[0]:.1g}, {tests} checks "
+                             f"share {SPREAD_LEVEL:.0%})")  # fmt: skip
+            if len(values) >= SKEW_SEEDS and sps.skewtest(values).pvalue * tests < SPREAD_LEVEL:
+                found.append(f"{name} looks skewed over the seeds")
+        more = ", ".join(str(s) for s in range(top, top + min(sub.seed.nunique(), MORE_SEEDS)))
+        text = "; ".join(found) + f": the intervals assume roughly normal seeds; add seeds {more} to check" if found else ""
+        rows.append(dict(zip(CELL, key)) | {"seed_spread": text})
+    return pd.DataFrame(rows, columns=CELL + ["seed_spread"])
 
 
 def overall(equiv: pd.DataFrame) -> pd.DataFrame:
@@ -372,19 +448,35 @@ def _ratio(ref: pd.DataFrame, sub: pd.DataFrame, confidence: float) -> dict:
     return {"value": float(est[0]), "low": float(low[0]), "high": float(high[0]), "method": method, "n_pairs": n}
 
 
-def amdahl(device_ratio: np.ndarray, speedup: np.ndarray) -> float:
-    """Serial fraction f of S(N) = 1 / (f + (1 - f) / N), least squares, 0 <= f <= 1."""
-    return amdahl_fit(device_ratio, speedup)[0]
+GOLDEN = (math.sqrt(5) - 1) / 2
 
 
-def amdahl_fit(device_ratio: np.ndarray, speedup: np.ndarray) -> tuple[float, float]:
-    """(f, standard error of f) from the least-squares fit; the error from the residuals."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a perfect fit has no residual variance: se 0
-        fit, cov = optimize.curve_fit(lambda n, f: 1 / (f + (1 - f) / n), device_ratio, speedup, p0=[0.1],
-                                      bounds=(0, 1))  # fmt: skip
-    se = float(np.sqrt(cov[0, 0])) if np.isfinite(cov[0, 0]) else 0.0
-    return float(fit[0]), se
+def amdahl_fit(devices: np.ndarray, seconds: np.ndarray, confidence: float = 0.95) -> dict:
+    """Amdahl's serial fraction f from every run's time (rows: cases, columns: runs; `devices`: each
+    column's device count relative to the type's smallest). Model: log t = c + log(f + (1 - f) / N) +
+    noise of one spread: c, the smallest count's log time, is fitted like f, so its error carries into
+    f's (the reference point is data with an error, not a fixed point of the curve). Least squares,
+    f in [0, 1] by golden section with c profiled out; its standard error from the Jacobian and a t
+    interval with runs - 2 df (tests/test_stats_simulation.py measures its coverage)."""
+    x = np.asarray(devices, float)
+    y = np.log(np.atleast_2d(np.asarray(seconds, float)))
+
+    def rss(f):  # f: (cases,) -> residual sum of squares with c at its optimum
+        r = y - np.log(f[:, None] + (1 - f[:, None]) / x)
+        return ((r - r.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+
+    lo, hi = np.zeros(len(y)), np.ones(len(y))
+    for _ in range(60):  # the bracket shrinks to 1e-12
+        a, b = hi - GOLDEN * (hi - lo), lo + GOLDEN * (hi - lo)
+        left = rss(a) <= rss(b)
+        hi, lo = np.where(left, b, hi), np.where(left, lo, a)
+    f = (lo + hi) / 2
+    m = x.size
+    j = (1 - 1 / x) / (f[:, None] + (1 - f[:, None]) / x)  # d log t / d f
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se = np.sqrt(rss(f) / (m - 2) / ((j - j.mean(axis=1, keepdims=True)) ** 2).sum(axis=1))
+    half = sps.t.ppf(0.5 + confidence / 2, m - 2) * se
+    return {"f": f, "se": se, "low": np.clip(f - half, 0, 1), "high": np.clip(f + half, 0, 1)}
 
 
 def amdahl_speedup(f: float, n: float) -> float:
@@ -420,10 +512,12 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
         ws, ws_base = int(sub.world_size.iloc[0]), int(base.world_size.iloc[0])
         gpu, gpu_base = sub.gpu_type.iloc[0], base.gpu_type.iloc[0]
         hours = float((sub.world_size * sub.train_seconds).mean() / 3600)
-        hours_base = float((base.world_size * base.train_seconds).mean() / 3600)
         price, price_base = prices.get(hw), prices.get(baseline)
         cost = hours * price if price is not None else math.nan
-        cost_base = hours_base * price_base if price_base is not None else math.nan
+        # Ratios of device-hours and money follow the speedup's own mean (the geometric mean of the
+        # per-seed ratios), so one sentence never mixes it with a ratio of arithmetic means.
+        per_hour = (math.nan if price is None else price) / price_base if price_base else math.nan
+        cost_ratio = [per_hour * ws / ws_base / x for x in (r["value"], r["high"], r["low"])]
         rows.append({
             "suite": suite, "variant": variant, "hardware": hw, "gpu_type": gpu, "world_size": ws,
             "n_pairs": r["n_pairs"], "speedup": r["value"], "speedup_ci_low": r["low"], "speedup_ci_high": r["high"],
@@ -433,10 +527,10 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
             "same_device_type": gpu == gpu_base,
             "time_saved_seconds": base.train_seconds.mean() - sub.train_seconds.mean(),
             "device_hours": hours,
-            "device_hours_ratio": hours / hours_base if gpu == gpu_base else math.nan,
+            "device_hours_ratio": ws / ws_base / r["value"] if gpu == gpu_base else math.nan,
             "price_per_device_hour": math.nan if price is None else price, "currency": currency,
             "cost_per_run": cost, "cost_per_cell": cost * len(sub) if price is not None else math.nan,
-            "cost_ratio": cost / cost_base if cost_base else math.nan,
+            "cost_ratio": cost_ratio[0], "cost_ratio_ci_low": cost_ratio[1], "cost_ratio_ci_high": cost_ratio[2],
             # Whose timings measured other work too: this hardware's runs and the baseline's.
             "contention": "; ".join(c for c in (contention(sub), contention(base) if hw != baseline else "") if c),
         } | _means(sub, [c for c in SPEED_COLUMNS if c != "flops_per_step"]))  # fmt: skip
@@ -457,27 +551,29 @@ AMDAHL_COLUMNS = ["amdahl_serial_fraction", "amdahl_serial_fraction_se", "amdahl
 
 
 def _scaling(out: pd.DataFrame, idx, cells: dict, baseline: str, settings: Settings) -> None:
-    """Efficiency within one device type: speedup over its smallest device count / device ratio;
-    Amdahl's fit where the type has >= 3 device counts."""
+    """Efficiency within one device type, for the hardware above its smallest device count: speedup
+    over that count (`scaling_reference`, the baseline where it is one) / device ratio; Amdahl's fit
+    where the type has >= 3 device counts."""
     sub = out.loc[idx]
     smallest = sub[sub.world_size == sub.world_size.min()]
     ref = smallest[smallest.hardware == baseline] if (smallest.hardware == baseline).any() else smallest.iloc[:1]
     ref_hw, ref_ws = ref.hardware.iloc[0], int(ref.world_size.iloc[0])
     suite, variant = sub.suite.iloc[0], sub.variant.iloc[0]
     for i in idx:
+        if out.at[i, "world_size"] == ref_ws:  # nothing smaller to compare with: no efficiency of 1 against itself
+            continue
         r = _ratio(cells[(suite, variant, ref_hw)], cells[(suite, variant, out.at[i, "hardware"])], settings.confidence)
         out.loc[i, ["scaling_speedup", "scaling_ci_low", "scaling_ci_high"]] = r["value"], r["low"], r["high"]
         out.at[i, "scaling_reference"] = ref_hw
         out.at[i, "efficiency"] = r["value"] / (out.at[i, "world_size"] / ref_ws)
     sub = out.loc[idx]
     if sub.world_size.nunique() >= 3:
-        x, y = (sub.world_size / ref_ws).to_numpy(float), sub.scaling_speedup.to_numpy(float)
-        f, se = amdahl_fit(x, y)
-        k = len(sub) - 1  # residual df of a one-parameter fit
-        half = sps.t.ppf(0.5 + settings.confidence / 2, k) * se
+        times = [_times(cells[(suite, variant, hw)]) for hw in sub.hardware]
+        devices = np.concatenate([np.full(len(t), ws / ref_ws) for t, ws in zip(times, sub.world_size)])
+        fit = {k: float(v[0]) for k, v in amdahl_fit(devices, np.concatenate(times), settings.confidence).items()}
         n = 2 * int(sub.world_size.max())
-        out.loc[idx, AMDAHL_COLUMNS] = [f, se, max(0.0, f - half), min(1.0, f + half), n,
-                                        amdahl_speedup(f, n / ref_ws)]  # fmt: skip
+        out.loc[idx, AMDAHL_COLUMNS] = [fit["f"], fit["se"], fit["low"], fit["high"], n,
+                                        amdahl_speedup(fit["f"], n / ref_ws)]  # fmt: skip
 
 
 def known_speedup(hours_base: float, hours_new: float, devices_base: int, devices_new: int) -> dict:
@@ -512,7 +608,7 @@ def comparison(summary: pd.DataFrame, equiv: pd.DataFrame, speed: pd.DataFrame, 
     keep = ["speedup", "speedup_ci_low", "speedup_ci_high", "speedup_method", "throughput_ratio", "device_ratio",
             "same_device_type", "efficiency", "scaling_reference", "device_hours", "device_hours_ratio",
             "time_saved_seconds", "price_per_device_hour", "currency", "cost_per_run", "cost_per_cell",
-            "cost_ratio", "contention"]  # fmt: skip
+            "cost_ratio", "cost_ratio_ci_low", "cost_ratio_ci_high", "contention"]  # fmt: skip
     if speed.empty:
         return out
     return out.merge(speed[CELL + keep], on=CELL, how="left")

@@ -6,14 +6,12 @@ and money. The report's landing page puts these sentences first."""
 from __future__ import annotations
 
 import math
-import numbers
 
 import pandas as pd
 
-from hwsweep.analysis.stats import SEEDS_CAP, amount
+from hwsweep.analysis.stats import seeds_words
+from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money
 from hwsweep.contracts.host import LOAD_FACTOR
-
-SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
 
 
 def _name(metric: str) -> str:
@@ -25,19 +23,6 @@ def _join(words: list[str]) -> str:
     if len(words) <= 1:
         return "".join(words)
     return ", ".join(words[:-1]) + " and " + words[-1]
-
-
-def finite(x) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def money(value: float, currency: str) -> str:
-    """$0.04, $0.00031, 12 EUR: two significant digits, never in exponent notation."""
-    v = abs(float(value))
-    digits = 2 if v >= 0.01 or v == 0 else 1 - math.floor(math.log10(v))
-    text = f"{v:,.{digits}f}"
-    symbol = SYMBOLS.get(currency)
-    return f"{symbol}{text}" if symbol else f"{text} {currency}"
 
 
 def margin_text(rows: pd.DataFrame) -> str:
@@ -59,14 +44,16 @@ def _state(row) -> str:
 
 def _seeds(rows: pd.DataFrame) -> str:
     needed = [x for x in rows.seeds_needed if finite(x) or x == math.inf]
-    if not needed:
-        return "more seeds would decide"
-    top = max(needed)
-    return f"more than {SEEDS_CAP} seeds per hardware would be needed" if top == math.inf else \
-        f"{int(top)} seeds would decide"  # fmt: skip
+    return seeds_words(max(needed)) if needed else seeds_words(math.nan)
 
 
-def equivalence_sentences(equivalence: pd.DataFrame, baseline: str) -> list[str]:
+def _said(r, confidence: float) -> str:
+    """One metric of one hardware against the baseline in the vocabulary of words.in_words."""
+    goal = r.goal if isinstance(getattr(r, "goal", None), str) else "max"
+    return in_words(r.metric, r.difference, r.ci_low, r.ci_high, confidence, goal, r.scale)
+
+
+def equivalence_sentences(equivalence: pd.DataFrame, baseline: str, confidence: float = 0.95) -> list[str]:
     """Hardware with the same outcome on every compared metric share one sentence."""
     if equivalence.empty:
         return [f"Only the baseline {baseline} ran: nothing to compare."]
@@ -77,11 +64,11 @@ def equivalence_sentences(equivalence: pd.DataFrame, baseline: str) -> list[str]
     out = []
     for key, hws in groups.items():
         rows = equivalence[equivalence.hardware.isin(hws)]
-        out.append(_group_sentence(rows, hws, dict(key), baseline))
+        out.append(_group_sentence(rows, hws, dict(key), baseline, confidence))
     return out
 
 
-def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: str) -> str:
+def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: str, confidence: float) -> str:
     subject = _join(hws)
     plural = len(hws) > 1
     first = rows.drop_duplicates("metric")
@@ -102,14 +89,14 @@ def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: 
         clauses.append(f"{subject} {verb} **equivalent** to {baseline} on {label(same)} ({tests(same)})")
         for m in by_state["shifted"]:
             for r in rows[rows.metric == m].itertuples():
-                clauses.append(f"{_name(m)} is shifted by {amount(r.difference, r.scale, True)} on {r.hardware} "
-                               f"(p = {r.p_difference:.2g}), inside the margin")  # fmt: skip
+                clauses.append(f"on {r.hardware}, shifted inside ±{amount(r.margin, r.scale)} (p = "
+                               f"{r.p_difference:.2g}): {_said(r, confidence)}")  # fmt: skip
     if by_state["different"]:
         for hw in hws:
             sub = rows[(rows.hardware == hw) & rows.metric.isin(by_state["different"])]
-            what = _join([f"{label([r.metric])} ({amount(r.difference, r.scale, True)}, beyond "
-                          f"±{amount(r.margin, r.scale)})" for r in sub.itertuples()])  # fmt: skip
-            clauses.append(f"{hw} **differs** from {baseline} on {what} ({tests(by_state['different']).split(';')[0]})")
+            what = _join([f"{_said(r, confidence)}, beyond ±{amount(r.margin, r.scale)}"
+                          + ("" if r.primary else " (secondary)") for r in sub.itertuples()])  # fmt: skip
+            clauses.append(f"{hw} **differs** from {baseline}: {what} ({tests(by_state['different']).split(';')[0]})")
     if by_state["inconclusive"]:
         m = by_state["inconclusive"]
         sub = rows[rows.metric.isin(m)]
@@ -138,36 +125,40 @@ def utilisation(row) -> str:
     return f"MFU {mfu:.2g}" + (f" ({tflops:.2g} TFLOP/s per device)" if finite(tflops) else "")
 
 
+def _percent(ratio: float) -> str:
+    """'+28%', '-0.3%' (never '-0%')."""
+    v = (ratio - 1) * 100
+    return f"{v:+.0f}%" if abs(v) >= 1 or v == 0 else f"{v:+.1g}%"
+
+
 def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
-    """'cpu2 is 1.57× faster (95% CI 1.21–2.04) at +28% device-hours, $0.04 more per run.'"""
+    """'cpu2: 1.57× faster (95% CI 1.41–1.73) at +28% device-hours (95% CI +16% to +42%); more expensive: 1.4×
+    the baseline's cost per run (95% CI ...). Mean per run: 2 h 10 min and $0.14 against ... on cpu1.' The
+    directions come from the intervals (words.in_words); the ratios all follow the geometric-mean speedup,
+    the absolute figures (arithmetic means over seeds) stand in a sentence of their own."""
     hw = row["hardware"]
     s = row.get("speedup", math.nan)
     if not finite(s):
         return f"{hw}: no speedup (no timing shared with {baseline})."
-    ci = ""
-    low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
-    if finite(low) and finite(high):
-        low, high = (low, high) if s >= 1 else (1 / high, 1 / low)  # the interval of what the sentence says
-        ci = f" ({confidence:.0%} CI {low:.3g}–{high:.3g})"
-    pace = f"{s:.3g}× faster" if s >= 1 else f"{1 / s:.3g}× slower"
-    parts = []
+    low, high = row.get("speedup_ci_low", math.nan), row.get("speedup_ci_high", math.nan)
+    speed = in_words(SPEED, s, low, high, confidence)
     ratio = row.get("device_hours_ratio", math.nan)
     if finite(ratio):
-        parts.append(f"at {(ratio - 1) * 100:+.0f}% device-hours")
+        hours = f"at {_percent(ratio)} device-hours"
+        if finite(low) and finite(high):  # device-hours = devices / speedup: its interval is the speedup's
+            hours += f" ({confidence:.0%} CI {_percent(ratio * s / high)} to {_percent(ratio * s / low)})"
     else:
-        parts.append(f"on another device type ({int(row['world_size'])} × {row['gpu_type']})")
-    cost, currency = row.get("cost_per_run", math.nan), row.get("currency", "USD")
-    base_cost = row.get("baseline_cost_per_run", math.nan)
-    if finite(cost) and finite(base_cost):
-        diff = cost - base_cost
-        if round(diff, 12) == 0:
-            parts.append(f"the same cost ({money(cost, currency)} per run)")
-        else:
-            parts.append(f"{money(diff, currency)} {'more' if diff > 0 else 'less'} per run "
-                         f"({money(cost, currency)} against {money(base_cost, currency)})")  # fmt: skip
+        hours = f"on another device type ({int(row['world_size'])} × {row['gpu_type']})"
+    cost = row.get("cost_ratio", math.nan)
+    if finite(cost):
+        money_words = in_words(COST, cost, row.get("cost_ratio_ci_low"), row.get("cost_ratio_ci_high"), confidence)
     else:
-        parts.append(f"cost not known (no price_per_hour for {hw if not finite(cost) else baseline})")
-    sentence = f"{hw} is {pace}{ci} {', '.join(parts)}."
+        missing = hw if not finite(row.get("cost_per_run", math.nan)) else baseline
+        money_words = f"cost not known (no price_per_hour for {missing})"
+    sentence = f"{hw}: {speed} {hours}; {money_words}."
+    means = _means(row, baseline)
+    if means:
+        sentence += f" {means}"
     mine, theirs = utilisation(row), row.get("baseline_utilisation", "")
     if mine:
         sentence += f" {mine}" + (f" against {theirs} on {baseline}." if theirs else ".")
@@ -178,9 +169,43 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     return sentence
 
 
+def _means(row, baseline: str) -> str:
+    """'Mean per run: 2 h 10 min and $0.14 against 2 h 46 min and $0.10 on cpu1.' ('' when no time is known)."""
+    t, tb = row.get("train_seconds", math.nan), row.get("baseline_train_seconds", math.nan)
+    c, cb = row.get("cost_per_run", math.nan), row.get("baseline_cost_per_run", math.nan)
+    currency = row.get("currency", "USD")
+    if not (finite(t) and finite(tb)):
+        return ""
+    mine, theirs = f"training {duration(t)}", f"{duration(tb)}"
+    if finite(c) and finite(cb):
+        mine, theirs = f"{mine} and {money(c, currency, cb)}", f"{theirs} and {money(cb, currency, c)}"
+    return f"Mean per run: {mine} against {theirs} on {baseline}."
+
+
+def overall_sentence(comp: pd.DataFrame, equivalence: pd.DataFrame, baseline: str) -> str:
+    """'Overall against cpu1 (every primary metric: token accuracy and final loss): cpu2 **equivalent**,
+    cpu4 **inconclusive**.'"""
+    others = comp[~comp.baseline.astype(bool)]
+    if others.empty:
+        return ""
+    primary = equivalence[equivalence.primary.astype(bool)].metric.drop_duplicates() if len(equivalence) else []
+    which = f" (every primary metric: {_join([_name(m) for m in primary])})" if len(primary) else ""
+    verdicts = _join([f"{r.hardware} **{r.verdict}**" for r in others.itertuples()])
+    return f"Overall against {baseline}{which}: {verdicts}."
+
+
+def spread_sentences(comp: pd.DataFrame) -> list[str]:
+    """'⚠ cpu2: seed 4 lies apart in token accuracy (...): the intervals assume ...' per flagged hardware."""
+    if "seed_spread" not in comp:
+        return []
+    return [f"⚠ {r.hardware}: {r.seed_spread}." for r in comp.itertuples()
+            if isinstance(r.seed_spread, str) and r.seed_spread]  # fmt: skip
+
+
 def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
                    confidence: float = 0.95) -> dict[str, list[str]]:  # fmt: skip
-    """Variant -> its sentences (equivalence first, then time and cost per hardware)."""
+    """Variant -> its sentences (the overall verdicts, equivalence per metric, then time and cost per
+    hardware, then seeds whose spread the intervals' normality does not fit)."""
     out = {}
     for variant, comp in comparison.groupby("variant", sort=False):
         base_rows = comp[comp.baseline.astype(bool)]
@@ -189,12 +214,15 @@ def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
             continue
         baseline = base_rows.hardware.iloc[0]
         equiv = equivalence[equivalence.variant == variant] if len(equivalence) else equivalence
-        sentences = equivalence_sentences(equiv, baseline)
-        base_cost = base_rows.get("cost_per_run", pd.Series([math.nan])).iloc[0]
-        base = {"baseline_cost_per_run": base_cost, "baseline_utilisation": utilisation(base_rows.iloc[0].to_dict())}
+        sentences = [s for s in [overall_sentence(comp, equiv, baseline)] if s]
+        sentences += equivalence_sentences(equiv, baseline, confidence)
+        first = base_rows.iloc[0]
+        base = {"baseline_cost_per_run": first.get("cost_per_run", math.nan),
+                "baseline_train_seconds": first.get("train_seconds", math.nan),
+                "baseline_utilisation": utilisation(first.to_dict())}  # fmt: skip
         for _, row in comp[~comp.baseline.astype(bool)].iterrows():
             sentences.append(cost_sentence(row.to_dict() | base, baseline, confidence))
-        out[variant] = sentences
+        out[variant] = sentences + spread_sentences(comp)
     return out
 
 

@@ -6,6 +6,8 @@ in black); verdicts are marked by shape as well as colour."""
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -14,12 +16,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from hwsweep.analysis.stats import curve_band, curve_difference  # noqa: E402
+from hwsweep.analysis.words import duration, money  # noqa: E402
 from hwsweep.contracts import io  # noqa: E402
 from hwsweep.contracts.records import (
     PARTS,  # noqa: E402
     STARTUP_COLUMNS,  # noqa: E402
 )
-from hwsweep.report.tables import hardware_order  # noqa: E402
+from hwsweep.report.tables import hardware_order, in_order  # noqa: E402
 
 DPI = 110
 MAX_WIDTH = 8.0  # inches: 880 px, what the report's content pane shows unscaled beside its menu
@@ -151,79 +154,112 @@ def equivalence_forest(equivalence: pd.DataFrame, path, baseline: str | None = N
     _save(fig, path)
 
 
-def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline: str, path) -> None:
-    """Left: speedup against devices within each device type (log2 axes, against the type's
-    smallest count), ideal line and Amdahl's fit. Right: training time and cost per run of every
-    hardware, across device types (never one 'device ratio' axis for a GPU and a CPU core)."""
-    order = hardware_order(comparison, baseline)
-    colours = hardware_colours(order, baseline)
-    variants = list(dict.fromkeys(comparison.variant))
-    variant = variants[0]
-    bars = 0.5 * len(order) + 1.2
-    fig, panels = plt.subplot_mosaic([["scale", "scale"], ["time", "cost"]], figsize=(MAX_WIDTH, 3.6 + bars),
-                                     layout="constrained", height_ratios=[3.6, bars])  # fmt: skip
-    axes = [panels["scale"], panels["time"], panels["cost"]]
-    ax = axes[0]
-    sp = speedup[speedup.variant == variant]
-    top = 1
-    for i, (gpu, sub) in enumerate(sp.groupby("gpu_type", sort=False)):
-        sub = sub.sort_values("world_size")
-        ref = sub.world_size.min()
-        x = sub.world_size / ref
-        low = (sub.scaling_speedup - sub.scaling_ci_low).fillna(0).clip(lower=0)
-        high = (sub.scaling_ci_high - sub.scaling_speedup).fillna(0).clip(lower=0)
-        marker = "osD^v"[i % 5]
-        ax.errorbar(x, sub.scaling_speedup, yerr=[low, high], fmt=marker + "-", color=f"C{i}", capsize=3, ms=7,
-                    label=f"{gpu} (against {int(ref)} device{'s' if ref > 1 else ''})")  # fmt: skip
-        for xi, yi, hw in zip(x, sub.scaling_speedup, sub.hardware):
-            ax.annotate(hw, (xi, yi), textcoords="offset points", xytext=(7, -13 - 11 * i), fontsize=9, color=f"C{i}")
-        top = max(top, float(x.max()))
-        fit = sub.dropna(subset=["amdahl_serial_fraction"])
-        if len(fit):
-            f, n_max = fit.amdahl_serial_fraction.iloc[0], fit.amdahl_extrapolated_devices.iloc[0] / ref
-            n = np.geomspace(1, n_max, 50)
-            ax.plot(n, 1 / (f + (1 - f) / n), ":", color=f"C{i}", label=f"Amdahl f = {f:.2f} (to {int(n_max * ref)})")
-            top = max(top, n_max)
+def _wrap(text: str, inches: float) -> str:
+    """A title wrapped to the width of its panel (about 0.075 inch per character at 10-11 pt)."""
+    return textwrap.fill(text, max(12, int(inches / 0.075)))
+
+
+def _time_unit(seconds) -> tuple[float, str]:
+    """Seconds per tick unit and its name, so a time axis reads '2.5 h' rather than '9000'."""
+    top = float(np.nanmax(np.asarray(seconds, float), initial=0))
+    return (3600.0, "h") if top >= 3 * 3600 else (60.0, "min") if top >= 3 * 60 else (1.0, "s")
+
+
+def _scaling_panel(ax, speedup: pd.DataFrame, variants: list[str], colours: dict) -> None:
+    """Per variant and device type with a smaller count: the speedup over that count (line style: variant,
+    marker: device type, face colour: the hardware, as in every figure), the type's smallest count at 1x,
+    the ideal line and Amdahl's fit."""
+    top, drawn = 1.0, False
+    types = list(dict.fromkeys(speedup.gpu_type))
+    for v, variant in enumerate(variants):
+        for gpu, sub in speedup[speedup.variant == variant].groupby("gpu_type", sort=False):
+            sub = sub.sort_values("world_size")
+            ref = sub.world_size.min()
+            above = sub[sub.world_size > ref].dropna(subset=["scaling_speedup"])
+            if above.empty:  # one device count: nothing to scale against
+                continue
+            drawn = True
+            marker, style = "osD^v"[types.index(gpu) % 5], LINE_STYLES[v % 4]
+            x = np.r_[1.0, above.world_size / ref]
+            y = np.r_[1.0, above.scaling_speedup]
+            label = f"{gpu}{f' · {variant}' if len(variants) > 1 else ''} (against {above.scaling_reference.iloc[0]})"
+            ax.plot(x, y, ls=style, marker=marker, color="0.35", mfc="white", lw=1.2, zorder=2, label=label)
+            low = (above.scaling_speedup - above.scaling_ci_low).fillna(0).clip(lower=0)
+            high = (above.scaling_ci_high - above.scaling_speedup).fillna(0).clip(lower=0)
+            ax.errorbar(x[1:], y[1:], yerr=[low, high], fmt="none", ecolor="0.35", capsize=3, zorder=2)
+            faces = [colours.get(above.scaling_reference.iloc[0], "white")] + [colours[h] for h in above.hardware]
+            ax.scatter(x, y, c=faces, marker=marker, s=55, edgecolors="black", linewidths=0.6, zorder=3)
+            top = max(top, float(x.max()))
+            fit = above.dropna(subset=["amdahl_serial_fraction"])
+            if len(fit):
+                f, n_max = fit.amdahl_serial_fraction.iloc[0], fit.amdahl_extrapolated_devices.iloc[0] / ref
+                n = np.geomspace(1, n_max, 50)
+                ax.plot(n, 1 / (f + (1 - f) / n), ls=style, color="tab:purple", lw=1, alpha=0.8,
+                        label=f"Amdahl f = {f:.2f} (to {int(n_max * ref)})")  # fmt: skip
+                top = max(top, n_max)
+    if not drawn:
+        ax.text(0.5, 0.5, "every device type ran at one device count: nothing to scale against", ha="center",
+                va="center", transform=ax.transAxes)  # fmt: skip
     ax.plot([1, top], [1, top], "k--", lw=1, label="perfect scaling")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlim(0.8, top * 1.4)
-    ax.set_ylim(min(0.5, float(sp.scaling_speedup.min(skipna=True) or 1) * 0.8), top * 1.4)
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
+    low = speedup.scaling_speedup.min(skipna=True)
+    ax.set_ylim(min(0.5, float(low) * 0.8 if np.isfinite(low) else 0.5), top * 1.4)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("devices, relative to the type's smallest count")
-    ax.set_ylabel("speedup within the device type")
-    ax.set_title("scaling within one device type")
-    ax.legend(loc="upper left")
+    ax.set_ylabel("speedup within the type")
+    ax.set_title("scaling within one device type (marker colour: hardware, as in the bars)")
+    ax.legend(loc="upper left", fontsize=8)
     ax.grid(alpha=0.3, which="both")
 
-    comp = comparison[comparison.variant == variant].set_index("hardware").reindex(order)
-    y = np.arange(len(order))
-    for ax, column, label in ((axes[1], "train_seconds", "training time per run (s)"),
-                              (axes[2], "cost_per_run", "cost per run")):  # fmt: skip
-        values = comp[column].astype(float) if column in comp else pd.Series(np.nan, index=order)
-        currency = str(comp["currency"].dropna().iloc[0]) if "currency" in comp and comp.currency.notna().any() else ""
-        bars = ax.barh(y, values.fillna(0), color=[colours[h] for h in order], alpha=0.85)
-        text = [("no price" if column == "cost_per_run" else "") if pd.isna(v) else
-                (f"{v:.3g} s" if column == "train_seconds" else _money(v, currency)) for v in values]  # fmt: skip
-        ax.bar_label(bars, text, padding=3, fontsize=9)
-        names = [f"{h} ({int(comp.loc[h, 'world_size'])}× {comp.loc[h, 'gpu_type']})" for h in order]
-        ax.set_yticks(y, names if ax is axes[1] else [""] * len(order))
-        ax.set_ylim(len(order) - 0.5, -0.6)
-        ax.set_xlim(0, float(values.max(skipna=True) or 1) * 1.45)
-        ax.set_xlabel(label + (f" ({currency})" if column == "cost_per_run" and currency else ""))
+
+def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline: str, path) -> None:
+    """Top: speedup against devices within each device type (log2 axes, against the type's smallest
+    count), ideal line and Amdahl's fit, every variant. Bottom: training time and cost per run of every
+    variant and hardware, across device types (never one 'device ratio' axis for a GPU and a CPU core).
+    One colour per hardware in every panel."""
+    order = hardware_order(comparison, baseline)
+    colours = hardware_colours(order, baseline)
+    variants = list(dict.fromkeys(comparison.variant))
+    comp = in_order(comparison, order)
+    several = len(variants) > 1
+    bars = 0.3 * len(comp) + 1.1
+    height = min(MAX_HEIGHT, 3.4 + bars)
+    fig, panels = plt.subplot_mosaic([["scale", "scale"], ["time", "cost"]], figsize=(MAX_WIDTH, height),
+                                     layout="constrained", height_ratios=[3.4, bars])  # fmt: skip
+    _scaling_panel(panels["scale"], speedup, variants, colours)
+    y = np.arange(len(comp))
+    currency = str(comp["currency"].dropna().iloc[0]) if "currency" in comp and comp.currency.notna().any() else "USD"
+    unit, unit_name = _time_unit(comp.train_seconds)
+    for key, column in (("time", "train_seconds"), ("cost", "cost_per_run")):
+        ax = panels[key]
+        values = comp[column].astype(float) if column in comp else pd.Series(np.nan, index=comp.index)
+        finite = values.dropna().tolist()
+        shown = values / unit if key == "time" else values
+        bar = ax.barh(y, shown.fillna(0), color=[colours[h] for h in comp.hardware], alpha=0.85)
+        text = [("no price" if key == "cost" else "") if pd.isna(v) else
+                (duration(v) if key == "time" else money(v, currency, *finite)) for v in values]  # fmt: skip
+        ax.bar_label(bar, text, padding=3, fontsize=8)
+        ax.set_ylim(len(comp) - 0.5, -0.6)
+        ax.set_xlim(0, float(shown.max(skipna=True) or 1) * 1.6)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
         ax.grid(axis="x", alpha=0.3)
-    axes[1].set_title(f"time against {baseline}, any device type")
-    axes[2].set_title("money (device-hours × price)")
-    if len(variants) > 1:
-        fig.suptitle(f"variant {variant} (the tables hold every variant)")
+    names = [f"{f'{v} · ' if several else ''}{h} ({int(w)}× {g})"
+             for v, h, w, g in zip(comp.variant, comp.hardware, comp.world_size, comp.gpu_type)]  # fmt: skip
+    panels["time"].set_yticks(y, names, fontsize=8)
+    panels["cost"].set_yticks(y, [""] * len(comp))
+    panels["time"].xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ticks = panels["cost"].xaxis  # every tick with the digits that keep it apart from its neighbours
+    ticks.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: money(v, currency, *ticks.get_majorticklocs())))
+    panels["cost"].xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(3))
+    panels["time"].set_xlabel(f"training time per run ({unit_name})")
+    panels["cost"].set_xlabel(f"cost per run ({currency})")
+    panels["time"].set_title(_wrap(f"time against {baseline}, any device type", MAX_WIDTH / 2 - 1.5))
+    panels["cost"].set_title(_wrap("money: device-hours × price", MAX_WIDTH / 2 - 1.5))
     _save(fig, path)
-
-
-def _money(value: float, currency: str) -> str:
-    from hwsweep.report.headline import money
-
-    return money(value, currency or "USD")
 
 
 # The startup parts (hwsweep.run.startup.PARTS) in shades of one colour, so they read as one startup.
@@ -253,20 +289,25 @@ def time_breakdown(summary: pd.DataFrame, baseline: str, path) -> None:
     summary = summary.assign(rank=summary.hardware.map({h: i for i, h in enumerate(order)}))
     summary = summary.sort_values(["variant", "rank"])
     several = summary.variant.nunique() > 1
-    labels = [f"{r.variant}\n{r.hardware}" if several else r.hardware for r in summary.itertuples()]
+    labels = [f"{r.variant} · {r.hardware}" if several else r.hardware for r in summary.itertuples()]
     layers = time_layers(summary)
-    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH, max(5.0, 1.3 * len(labels) + 2.5)), 4.0), layout="constrained")
+    width = min(MAX_WIDTH, max(5.0, 1.3 * len(labels) + 2.5))
+    fig, ax = plt.subplots(figsize=(width, 4.0 + 0.5 * several), layout="constrained")
+    total = sum(np.nan_to_num(np.asarray(v, float)) for _, v, _ in layers)
+    unit, unit_name = _time_unit(total)
     bottom = np.zeros(len(summary))
     for name, values, colour in layers:
-        values = np.nan_to_num(np.asarray(values, float))
-        bars = ax.bar(labels, values, bottom=bottom, color=colour, label=name)
-        ax.bar_label(bars, [f"{v:.2g}" if v >= 0.05 * bottom.max(initial=0) + 1e-9 and v > 0 else "" for v in values],
-                     label_type="center", fontsize=9,
+        values = np.nan_to_num(np.asarray(values, float)) / unit
+        bars = ax.bar(range(len(labels)), values, bottom=bottom, color=colour, label=name)
+        ax.bar_label(bars, [f"{v:.2g}" if v >= 0.05 * total.max(initial=0) / unit + 1e-9 and v > 0 else ""
+                            for v in values], label_type="center", fontsize=8,
                      color="white" if colour in ("C0", STARTUP_SHADES[0]) else "black")  # fmt: skip
         bottom += values
-    ax.bar_label(bars, [f"{t:.3g} s" for t in bottom], padding=2, fontsize=9)
-    ax.set_ylim(0, bottom.max() * 1.15 if len(bottom) else 1)
-    ax.set_ylabel("seconds per run (mean over seeds)")
+    crowded = len(labels) * 0.7 > width - 2.5  # labels side by side would run together: upright
+    ax.bar_label(bars, [duration(t) for t in total], padding=2, fontsize=8, rotation=90 if crowded else 0)
+    ax.set_xticks(range(len(labels)), labels, rotation=90 if crowded else 0)
+    ax.set_ylim(0, bottom.max() * (1.4 if crowded else 1.15) if len(bottom) else 1)
+    ax.set_ylabel(f"{unit_name} per run (mean over seeds)")
     ax.set_title("where the time of one run goes")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     _save(fig, path)
@@ -305,8 +346,9 @@ def curves(curves: pd.DataFrame, baseline: str, path, confidence: float = 0.95, 
         if len(sub) and (sub.low > 0).all() and sub["mean"].max() / sub["mean"].min() > 20:
             ax.set_yscale("log")  # losses fall over orders of magnitude
         where = f" · variant {variant}" if several else ""
-        ax.set_title(f"{name}{where}: mean, min–max of seeds")
-        dax.set_title(f"{name}{where}: hardware − {baseline}, {confidence * 100:g}% band")
+        ax.set_title(_wrap(f"{name}{where}: mean, min–max of seeds", MAX_WIDTH / 2 - 0.6), fontsize=10)
+        dax.set_title(_wrap(f"{name}{where}: hardware − {baseline}, {confidence * 100:g}% band", MAX_WIDTH / 2 - 0.6),
+                      fontsize=10)  # fmt: skip
         dax.axhline(0, color="black", lw=0.8)
         for a in (ax, dax):
             a.grid(alpha=0.3)

@@ -10,9 +10,8 @@ import math
 import pandas as pd
 
 from hwsweep.analysis import stats
-from hwsweep.analysis.stats import amount
+from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money
 from hwsweep.report import headline
-from hwsweep.report.headline import finite
 
 # Text marks first, so the verdict reads without colour; the colour repeats it.
 VERDICTS = {
@@ -96,31 +95,32 @@ def _td(value, cls: str = "num") -> str:
     return f'<td class="{cls}">{html.escape(str(value))}</td>'
 
 
+NORMALITY = ("The intervals assume roughly normal seed-to-seed spread (log-normal for times); a seed far from the "
+             "others is named in the last column.")
 LEGEND = ("Verdict marks: ✓ equivalent, ✓~ equivalent but shifted inside the margin, ✗ different, ? inconclusive, "
           "◆ baseline.")
 
 
-def comparison_page(comparison: pd.DataFrame, metrics: list[str], scales: dict) -> str:
+def comparison_page(comparison: pd.DataFrame, metrics: list[str], scales: dict, confidence: float = 0.95) -> str:
     """One row per variant and hardware: the overall verdict over the primary metrics, speedup
     and cost first (what a reader decides on), then each metric's seed mean with its CI and its
     finding, and the diagnosis."""
     several = comparison.variant.nunique() > 1
     suites = comparison.suite.nunique() > 1  # the table of every suite
     header = (["suite"] if suites else []) + (["variant"] if several else [])
-    header += ["hardware", "devices", "seeds", "overall verdict", "speedup [CI]", "cost per run",
+    header += ["hardware", "devices", "seeds", "overall verdict", "speed vs baseline", "cost per run",
                "device-hours per run"]  # fmt: skip
     for m in metrics:
         header += [f"{m} mean [CI]", f"{m} vs baseline"]
-    header += ["diagnosis"]
+    header += ["diagnosis and seed spread"]
     rows = []
     for r in comparison.to_dict("records"):
         row = ([_td(r["suite"], "text")] if suites else []) + ([_td(r["variant"], "text")] if several else [])
         row += [_td(r["hardware"], "text"), _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"),
                 _td(_num(r["n_seeds"])), verdict_cell(str(r["verdict"]))]  # fmt: skip
-        row.append(_td(f"{_num(r.get('speedup'))}× {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"
-                       if finite(r.get("speedup")) else ""))  # fmt: skip
+        row.append(_td(_speed(r, confidence) if finite(r.get("speedup")) else "", "text"))
         cost = r.get("cost_per_run")
-        row.append(_td(headline.money(cost, r.get("currency", "USD")) if finite(cost) else "no price"))
+        row.append(_td(money(cost, r.get("currency", "USD")) if finite(cost) else "no price"))
         row.append(_td(_num(r.get("device_hours"))))
         for m in metrics:
             s = scales.get(m, 1.0)
@@ -135,10 +135,11 @@ def comparison_page(comparison: pd.DataFrame, metrics: list[str], scales: dict) 
             row.append(verdict_cell(state, str(r.get(f"{m}_finding")) if state not in ("baseline", "not compared")
                                     else v))  # fmt: skip
         diag = r.get("diagnosis")
-        row.append(_td(diag if isinstance(diag, str) else "", "text"))
+        spread = r.get("seed_spread")
+        row.append(_td("; ".join(x for x in (diag, spread) if isinstance(x, str) and x), "text"))
         rows.append(row)
     note = ("Means over seeds with their t confidence intervals (shares in percentage points, pt); "
-            "each metric against the baseline by the test in the equivalence table. " + LEGEND)
+            "each metric against the baseline by the test in the equivalence table. " + NORMALITY + " " + LEGEND)
     return page("Comparison with the baseline", note, header, rows)
 
 
@@ -163,36 +164,48 @@ def equivalence_page(equivalence: pd.DataFrame) -> str:
         ])  # fmt: skip
     note = ("Each hardware minus the baseline, per metric: the difference with its confidence interval, the "
             "TOST interval (1 - 2α) that must lie inside ±margin for equivalence, the tests' p-values, the "
-            "power of these seeds and the seeds a decision needs (t-based, assuming no true difference). " + LEGEND)
+            "power of these seeds and the seeds that show equivalence 80% of the time if there is no true difference "
+            "(planned with a 70% upper confidence bound of the seed spread). " + NORMALITY + " " + LEGEND)
     return page("Equivalence to the baseline", note, header, rows)
 
 
 SHORT_METHODS = {stats.GEOMETRIC: "geometric mean", stats.RATIO_OF_MEANS: "ratio of means"}
 
 
-def speedup_page(speedup: pd.DataFrame) -> str:
-    header = ["variant", "hardware", "devices", "speedup [CI]", "method", "time saved (s)", "device-hours per run",
-              "device-hours vs baseline", "price per device-hour", "cost per run", "cost vs baseline",
-              "efficiency (same type)", "Amdahl serial fraction", "samples/s per device", "TFLOP/s per device",
-              "MFU", "measured under contention"]  # fmt: skip
+def _speed(r, confidence: float) -> str:
+    return in_words(SPEED, r["speedup"], r.get("speedup_ci_low"), r.get("speedup_ci_high"), confidence)
+
+
+def _efficiency(r) -> str:
+    """'0.89 against cpu1 (1 × cpu)': what the efficiency is measured against; '' without a smaller count."""
+    if not finite(r.get("efficiency")):
+        return ""
+    return f"{_num(r['efficiency'])} against {r['scaling_reference']}"
+
+
+def speedup_page(speedup: pd.DataFrame, confidence: float = 0.95) -> str:
+    header = ["variant", "hardware", "devices", "speed vs baseline", "method", "time saved per run",
+              "device-hours per run", "device-hours vs baseline", "price per device-hour", "cost per run",
+              "cost vs baseline", "efficiency (same type, against a smaller count)", "Amdahl serial fraction",
+              "samples/s per device", "TFLOP/s per device", "MFU", "measured under contention"]  # fmt: skip
     rows = []
     for r in speedup.to_dict("records"):
         currency = r.get("currency", "USD")
         ratio = r.get("device_hours_ratio")
         amdahl = r.get("amdahl_serial_fraction")
         amdahl_ci = _interval(r.get("amdahl_serial_fraction_ci_low"), r.get("amdahl_serial_fraction_ci_high"), 2)
+        cost = (in_words(COST, r["cost_ratio"], r.get("cost_ratio_ci_low"), r.get("cost_ratio_ci_high"), confidence)
+                if finite(r.get("cost_ratio")) else "")  # fmt: skip
         rows.append([
             _td(r["variant"], "text"), _td(r["hardware"], "text"),
             _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"),
-            _td(f"{_num(r['speedup'])}× {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"),
+            _td(_speed(r, confidence) if finite(r.get("speedup")) else "", "text"),
             _td(SHORT_METHODS.get(r["speedup_method"], r["speedup_method"]), "text"),
-            _td(_num(r.get("time_saved_seconds"))), _td(_num(r.get("device_hours"))),
+            _td(duration(r.get("time_saved_seconds"))), _td(_num(r.get("device_hours"))),
             _td(f"{(ratio - 1) * 100:+.0f}%" if finite(ratio) else "other device type"),
-            _td(headline.money(r["price_per_device_hour"], currency) if finite(r.get("price_per_device_hour"))
-                else "not known"),
-            _td(headline.money(r["cost_per_run"], currency) if finite(r.get("cost_per_run")) else ""),
-            _td(f"{_num(r.get('cost_ratio'))}×" if finite(r.get("cost_ratio")) else ""),
-            _td(_num(r.get("efficiency"))),
+            _td(money(r["price_per_device_hour"], currency) if finite(r.get("price_per_device_hour")) else "not known"),
+            _td(money(r["cost_per_run"], currency) if finite(r.get("cost_per_run")) else ""),
+            _td(cost, "text"), _td(_efficiency(r), "text"),
             _td(f"{_num(amdahl, 2)} {amdahl_ci}" if finite(amdahl) else ""),
             _td(_num(r.get("samples_per_second_per_device"))), _td(_num(r.get("tflops_per_device"))),
             _td(_num(r.get("mfu"), 2)),
@@ -200,8 +213,12 @@ def speedup_page(speedup: pd.DataFrame) -> str:
         ])  # fmt: skip
     note = ("Speedup = baseline training time / this hardware's for the same steps: the geometric mean of the "
             "per-seed ratios with a t interval on the log ratios when seeds are shared, else the ratio of mean times "
-            "(Welch interval on the log means). Cost = device-hours × price per device-hour. Efficiency and "
-            "Amdahl's serial fraction only within one device type, against its smallest device count. "
+            "(Welch interval on the log means); faster or slower only where the whole interval lies above or below "
+            "1. Device-hours and cost against the baseline follow that speedup (devices × price / speedup), so "
+            "cheaper or more expensive likewise. Cost = device-hours × price per device-hour; device-hours and cost "
+            "per run are means over seeds. Efficiency only within one device type, for a hardware with a smaller "
+            "device count of its type to compare with (named); Amdahl's serial fraction fitted to every run's time "
+            "of a type with three or more counts. " + NORMALITY + " "
             "Throughput, TFLOP/s and MFU (model FLOPs utilisation: achieved / the catalog's peak FLOP/s of one "
             "device, for a CPU process the cores of its threads) per device in the steady state, mean over seeds; "
             f"empty where the FLOPs or the peak are not known. {headline.CONTENTION_ADVICE}")

@@ -90,6 +90,7 @@ rule table_pages:
     params:
         metrics=MATRIX.metric_names(),
         scales=SCALES,
+        confidence=MATRIX.statistics.get("confidence", 0.95),
     script:
         "../scripts/tables.py"
 

@@ -15,9 +15,10 @@ comparison, equivalence, speedup = tables.ordered(
     pd.read_csv(snakemake.input.speedup),
 )
 pages = {
-    "comparison": tables.comparison_page(comparison, snakemake.params.metrics, snakemake.params.scales),
+    "comparison": tables.comparison_page(comparison, snakemake.params.metrics, snakemake.params.scales,
+                                         snakemake.params.confidence),
     "equivalence": tables.equivalence_page(equivalence),
-    "speedup": tables.speedup_page(speedup),
+    "speedup": tables.speedup_page(speedup, snakemake.params.confidence),
 }
 for name, text in pages.items():
     io.write_text(snakemake.output[name], text)

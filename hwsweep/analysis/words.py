@@ -1,0 +1,122 @@
+"""The report's numbers and verdicts in words, in one place (issue 20).
+
+`in_words` owns the verdict vocabulary: a direction (faster, slower, cheaper, more expensive,
+better, worse) is written only when the whole interval lies on one side of "no difference";
+otherwise the sentence says "no clear difference" and gives the interval. Headline, tables and
+findings all call it, so a sentence never says more than its interval.
+
+`figures`, `money` and `duration` write numbers for people: enough significant digits that
+different numbers read different, money never in exponent notation, durations in h/min/s."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+SPEED = "speed"  # estimate: speedup = baseline time / this hardware's time; no difference at 1
+COST = "cost"  # estimate: cost per run, this hardware / the baseline; no difference at 1
+SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
+MAX_DIGITS = 8  # figures gives up making numbers distinct beyond this (they are then equal for a reader)
+
+
+def finite(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def figures(*values: float, digits: int = 3) -> list[str]:
+    """Each value with at least `digits` significant digits and more where two different values
+    would otherwise print the same (1.0004 against 1: '1.0004', '1')."""
+    for d in range(digits, MAX_DIGITS + 1):
+        text = [f"{v:.{d}g}" for v in values]
+        if all(a == b or ta != tb for a, ta in zip(values, text) for b, tb in zip(values, text)):
+            return text
+    return text
+
+
+def amount(value: float, scale: float = 1.0, signed: bool = False) -> str:
+    """A difference or margin in the metric's units: shares (scale 100) in percentage points."""
+    if value is None or not finite(float(value)):
+        return "n/a"
+    v = value * scale
+    text = f"{v:+.3g}" if signed else f"{v:.3g}"
+    return f"{text} points" if scale == 100 else text
+
+
+def money(value: float, currency: str = "USD", *others: float) -> str:
+    """$0.04, $0.00031, $1,234.50: cents (or two significant digits below a cent), never in
+    exponent notation, and more decimals where `others` (the numbers it is read against) would
+    otherwise print the same: $0.0175 against $0.0200, not $0.02 against $0.02."""
+    values = [abs(float(x)) for x in (value, *others) if finite(x)]
+    small = min((v for v in values if v > 0), default=1.0)
+    decimals = 2 if small >= 0.01 else 1 - math.floor(math.log10(small))
+    while decimals < 12 and len({round(v, decimals) for v in values}) < len(set(values)):
+        decimals += 1
+    text = f"{abs(float(value)):,.{decimals}f}" if float(value) != 0 else "0"
+    symbol = SYMBOLS.get(currency)
+    return f"{symbol}{text}" if symbol else f"{text} {currency}"
+
+
+def duration(seconds: float) -> str:
+    """'10 h 2 min', '3 min 5 s', '4.2 s': hours and minutes for what lasts hours, never '3.61e+04 s'."""
+    if not finite(seconds):
+        return "n/a"
+    sign, s = ("-" if seconds < 0 else ""), abs(float(seconds))
+    if round(s) >= 3600:
+        h, m = divmod(round(s / 60), 60)
+        return f"{sign}{h} h {m} min" if m else f"{sign}{h} h"
+    if round(s) >= 60:
+        m, r = divmod(round(s), 60)
+        return f"{sign}{m} min {r} s" if r else f"{sign}{m} min"
+    return f"{sign}{s:.2g} s" if s < 10 else f"{sign}{s:.0f} s"
+
+
+def side(low: float, high: float, reference: float, goal: str = "max") -> str:
+    """'better' when the whole interval lies on the goal's side of `reference`, 'worse' when on the
+    other, 'unclear' when it includes the reference or is not known."""
+    if not (finite(low) and finite(high)):
+        return "unclear"
+    if low > reference:
+        return "better" if goal == "max" else "worse"
+    if high < reference:
+        return "worse" if goal == "max" else "better"
+    return "unclear"
+
+
+def in_words(what: str, estimate: float, low: float, high: float, confidence: float = 0.95, goal: str = "max",
+             scale: float = 1.0) -> str:  # fmt: skip
+    """The one vocabulary of a comparison with the baseline. `what`: SPEED (a speedup), COST (a
+    cost ratio) or a metric's name (a difference, this hardware - the baseline, judged by the
+    metric's `goal`; shares with scale 100 in points).
+
+    '1.57× faster (95% CI 1.21–2.04)', '2× slower (95% CI 1.82–2.22)', 'no clear difference in
+    speed (1.5×, 95% CI 0.82–2.73)'; 'cheaper: 0.8× the baseline's cost per run (95% CI ...)';
+    'better token accuracy: +0.3 points (95% CI +0.1 to +0.5 points)'."""
+    level = f"{confidence:.0%} CI"
+    known = finite(low) and finite(high)
+    if what in (SPEED, COST):
+        if not finite(estimate):
+            return f"no {what} measured"
+        if what == SPEED:
+            way = side(low, high, 1.0, "max")
+            if way == "better":
+                s, lo, hi, _ = figures(estimate, low, high, 1.0)
+                return f"{s}× faster ({level} {lo}–{hi})"
+            if way == "worse":
+                s, lo, hi, _ = figures(1 / estimate, 1 / high, 1 / low, 1.0)
+                return f"{s}× slower ({level} {lo}–{hi})"
+            s, lo, hi, _ = figures(estimate, low, high, 1.0) if known else (*figures(estimate), "", "", "")
+            ci = f"{level} {lo}–{hi}" if known else "no CI: fewer than 2 seeds"
+            return f"no clear difference in speed ({s}× the baseline's speed, {ci})"
+        way = side(low, high, 1.0, "min")
+        c, lo, hi, _ = figures(estimate, low, high, 1.0) if known else (*figures(estimate), "", "", "")
+        ci = f"{level} {lo}–{hi}" if known else "no CI: fewer than 2 seeds"
+        if way == "unclear":
+            return f"no clear difference in cost ({c}× the baseline's per run, {ci})"
+        return f"{'cheaper' if way == 'better' else 'more expensive'}: {c}× the baseline's cost per run ({ci})"
+    name = what.replace("_", " ")
+    way = side(low, high, 0.0, goal)
+    bound = amount(low, scale, True).removesuffix(" points")  # the unit once, after the upper bound
+    ci = f"{level} {bound} to {amount(high, scale, True)}" if known else "no CI"
+    if way == "unclear":
+        return f"no clear difference in {name} ({amount(estimate, scale, True)}, {ci})"
+    return f"{way} {name}: {amount(estimate, scale, True)} ({ci})"
