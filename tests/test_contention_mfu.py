@@ -69,7 +69,7 @@ def _comparison(runs: pd.DataFrame) -> pd.DataFrame:
 
 def test_headline_gives_mfu_and_flags_a_speedup_measured_under_contention():
     clean = headline.suite_headline(_comparison(_runs()), pd.DataFrame())["v"][-1]
-    assert clean.startswith("cpu2 is ") and "MFU 0.16 (0.015 TFLOP/s per device) against MFU 0.21" in clean
+    assert clean.startswith("cpu2: 1.58× faster (95% CI") and "MFU 0.16 (0.015 TFLOP/s per device) against MFU 0.21" in clean
     assert "contention" not in clean
     flagged = headline.suite_headline(_comparison(_runs({("cpu2", 2): "2 other hwsweep run(s) on the node"})),
                                       pd.DataFrame())["v"][-1]  # fmt: skip
