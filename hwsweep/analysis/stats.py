@@ -410,6 +410,9 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
     """Per cell: speedup over the baseline for the fixed step budget (any device type), device-
     hours and money; parallel efficiency against the smallest device count of the same type."""
     prices = prices or {}
+    # A run without a timed step (steps: 1: its only step is startup) measured no training time:
+    # its times are unknown (NaN), never a zero that divides.
+    runs = runs.assign(**{c: runs[c].where(runs[c] > 0) for c in ("train_seconds", "samples_per_second")})
     cells = {key: frame for key, frame in runs.groupby(CELL, sort=False)}
     rows = []
     for (suite, variant, hw), sub in cells.items():
@@ -470,7 +473,7 @@ def _scaling(out: pd.DataFrame, idx, cells: dict, baseline: str, settings: Setti
         out.at[i, "scaling_reference"] = ref_hw
         out.at[i, "efficiency"] = r["value"] / (out.at[i, "world_size"] / ref_ws)
     sub = out.loc[idx]
-    if sub.world_size.nunique() >= 3:
+    if sub.world_size.nunique() >= 3 and np.isfinite(sub.scaling_speedup.to_numpy(float)).all():
         x, y = (sub.world_size / ref_ws).to_numpy(float), sub.scaling_speedup.to_numpy(float)
         f, se = amdahl_fit(x, y)
         k = len(sub) - 1  # residual df of a one-parameter fit

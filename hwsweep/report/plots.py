@@ -6,6 +6,8 @@ in black); verdicts are marked by shape as well as colour."""
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -188,7 +190,7 @@ def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlim(0.8, top * 1.4)
-    ax.set_ylim(min(0.5, float(sp.scaling_speedup.min(skipna=True) or 1) * 0.8), top * 1.4)
+    ax.set_ylim(min(0.5, _finite(sp.scaling_speedup.min(skipna=True), 1) * 0.8), top * 1.4)
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
     ax.set_xlabel("devices, relative to the type's smallest count")
@@ -210,7 +212,7 @@ def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline
         names = [f"{h} ({int(comp.loc[h, 'world_size'])}× {comp.loc[h, 'gpu_type']})" for h in order]
         ax.set_yticks(y, names if ax is axes[1] else [""] * len(order))
         ax.set_ylim(len(order) - 0.5, -0.6)
-        ax.set_xlim(0, float(values.max(skipna=True) or 1) * 1.45)
+        ax.set_xlim(0, _finite(values.max(skipna=True), 1) * 1.45)
         ax.set_xlabel(label + (f" ({currency})" if column == "cost_per_run" and currency else ""))
         ax.grid(axis="x", alpha=0.3)
     axes[1].set_title(f"time against {baseline}, any device type")
@@ -218,6 +220,13 @@ def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline
     if len(variants) > 1:
         fig.suptitle(f"variant {variant} (the tables hold every variant)")
     _save(fig, path)
+
+
+def _finite(value, default: float) -> float:
+    """An axis limit from a column's extreme: the default where there is none (every value NaN, e.g. runs of
+    one step measure no training time) or it is 0."""
+    value = float(value)
+    return value if math.isfinite(value) and value else default
 
 
 def _money(value: float, currency: str) -> str:
