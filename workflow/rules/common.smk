@@ -19,13 +19,12 @@ MATRIX = resolve_or_exit(config, CONFIG_DIR)
 for _warning in MATRIX.warnings:
     print(f"hwsweep warning: {_warning}", file=sys.stderr)
 
-NAME = r"[A-Za-z0-9][A-Za-z0-9_-]*"
 
-
+# The planner's rule for names (hwsweep.contracts.spec.name_problem), so a name it accepts is one these match.
 wildcard_constraints:
-    suite=NAME,
-    hardware=NAME,
-    variant=r"[A-Za-z0-9][A-Za-z0-9_.+-]*",
+    suite=layout.NAME,
+    hardware=layout.NAME,
+    variant=layout.VARIANT,
     seed=r"\d+",
     metric=r"[a-z][a-z0-9_]*",
 
