@@ -26,6 +26,7 @@ SPEC_FILE = "spec.json"
 TRAIN_RECORD = "train.json"
 FINAL_CHECKPOINT = "final.pt"  # written by hwsweep.runtime (the built-in trainer, runtime-API scripts)
 EVAL_RECORD = "eval.json"
+REPAIRS_LOG = "repairs.log"  # in the run's log folder: what `all` set right in the run's files, one line each
 METRICS_FILE = "metrics.jsonl"  # what the runtime logs per step (the JSON-lines metric contract)
 CHECKPOINT_DIR = "checkpoints"  # not a workflow output, so a failed job's checkpoints survive
 
@@ -82,6 +83,10 @@ class RunSpec(Typed):
 
     def path(self, name: str) -> Path:
         return Path(self.run_dir) / name
+
+    def log_path(self, name: str) -> Path:
+        return Path(LOG_DIR.format(suite=self.suite, variant=self.variant, hardware=self.hardware_name,
+                                   seed=self.seed)) / name  # fmt: skip
 
 
 def canonical_json(spec: RunSpec) -> str:
