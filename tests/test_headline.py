@@ -108,6 +108,11 @@ def test_failed_suite_names_counts_and_the_first_reason():
     assert text == "**No results** — of 4 runs 1 done, 2 failed, 1 missing. First failure: cpu1 seed 0: boom"
 
 
+def test_a_suite_whose_runs_are_all_done_is_never_called_without_results():
+    text = headline.failure_sentence({"done": 4, "failed": 0, "missing": 0}, [])
+    assert "No results" not in text and "all 4 runs are done" in text and "snakemake all" in text
+
+
 def test_failure_reason_is_the_cause_not_the_launchers_echo(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("step 1\nTraceback (most recent call last):\n  File \"x\", line 1\n"
