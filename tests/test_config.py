@@ -376,3 +376,9 @@ def test_snakemake_refuses_a_name_with_a_newline_or_a_periodic_end_in_one_line(t
         errors = [line for line in proc.stderr.splitlines() if line.startswith("hwsweep config error:")]
         assert proc.returncode != 0 and len(errors) == 1 and errors[0].startswith("hwsweep config error: hardware: name")
         assert "Traceback" not in proc.stderr and not (tmp_path / "results").exists()
+
+
+def test_the_schemas_name_pattern_is_the_workflows_name_rule():
+    from hwsweep.plan.config import load_schema
+
+    assert load_schema()["$defs"]["name"]["pattern"] == f"^{layout.NAME}$"
