@@ -1,13 +1,19 @@
 """Config validation and matrix expansion, through the library and through the snakemake CLI."""
 
 import os
+import re
 import subprocess
+import sys
+import time
 
 import pytest
 import yaml
 from conftest import REPO, snakemake
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from hwsweep.plan.config import ConfigError, resolve
+from hwsweep.contracts import spec as layout
+from hwsweep.plan.config import ConfigError, load_file, resolve
 
 
 def test_default_config_expands_to_suites_variants_seeds_hardware():
@@ -67,6 +73,33 @@ BAD = [
     ("recipe.tf32", True, ["recipe.tf32", "reproducibility"]),
     ("hardware.cpu2", {"accelerator": "cuda", "gres": "gpu:a100:2", "gpu_model": "a100", "gpu_type": "A100-80GB"},
      ["hardware.cpu2.gpu_model", "either gres or gpu_model"]),
+    # Numbers that pass every minimum and maximum (YAML .nan), or have none to fail (.inf).
+    ("recipe.optimizer", {"lr": float("nan")}, ["recipe.optimizer.lr: nan is not a finite number"]),
+    ("hardware.cpu2.price_per_hour", float("nan"), ["hardware.cpu2.price_per_hour: nan is not a finite number"]),
+    ("guard", {"chance_loss": float("inf")}, ["guard.chance_loss: inf is not a finite number"]),
+    ("guard", {"factor": float("nan")}, ["guard.factor: nan"]),
+    ("metrics", {"final_loss": {"goal": "min", "key": "loss", "margin": float("nan")}}, ["metrics.final_loss.margin: nan"]),
+    ("metrics", {"m": {"goal": "max", "stage": "eval", "bounds": [0, float("inf")]}}, ["metrics.m.bounds.1: inf"]),
+    # Metrics the built-in trainer or evaluator never reports: refused before a run trains in full.
+    ("metrics", {"bleu": {"goal": "max"}}, ["metrics.bleu", "built-in trainer logs loss", "not bleu"]),
+    ("metrics", {"eval_exact_accuracy": {"goal": "max"}}, ["metrics.eval_exact_accuracy", "eval_every > 0"]),
+    ("metrics", {"bleu": {"goal": "max", "stage": "eval"}}, ["metrics.bleu", "built-in evaluator does not report"]),
+    # The device type belongs to the accelerator.
+    ("hardware.cpu2.gpu_type", "H100-80GB", ["hardware.cpu2.gpu_type: H100-80GB is a GPU, but accelerator is cpu"]),
+    ("hardware.cpu2", {"accelerator": "cuda"}, ["hardware.cpu2.gpu_type: cpu on a cuda entry"]),
+    # Names snakemake would not match or would refuse, and paths too long for the file system.
+    ("hardware", {"cpu1\n": {"accelerator": "cpu"}}, ["hardware: name 'cpu1\\n' is not allowed"]),
+    ("suites", {"tiny\n": {}}, ["suites: name 'tiny\\n' is not allowed"]),
+    ("baseline", "cpu1\n", ["baseline: 'cpu1\\n' is invalid"]),
+    ("hardware", {"cpu" + "1" * 20: {"accelerator": "cpu"}}, ["hardware: name", "'1' repeated 20 times", "periodic"]),
+    ("suites", {"s" + "ab" * 20: {}}, ["suites: name", "'ab' repeated 20 times"]),
+    ("suites.tiny.sweep", {"args.tag": ["x" + "z" * 25]}, ["suites.tiny.sweep: variant name", "'z' repeated"]),
+    ("suites.tiny.sweep", {f"args.k{i}": ["v" + "w" * 62 + "x"] for i in range(8)},
+     ["suites.tiny.sweep: variant name", "characters long; use at most 128"]),
+    ("suites.tiny.sweep", {"args.tag": ["a\n"]}, ["suites.tiny.sweep.args.tag.0: 'a\\n' is invalid"]),
+    # A bound on the matrix, counted before any variant is made.
+    ("suites.tiny.sweep", {f"args.k{i}": list(range(64)) for i in range(8)},
+     ["suites: the matrix has 1,125,899,906,842,624 runs", "more than the 10,000"]),
 ]
 
 
@@ -279,3 +312,73 @@ def test_snakemake_refuses_what_the_local_executor_cannot_place_and_the_slurm_ex
     for args in (["-n", "--executor", "slurm", "--jobs", "1"], ["-n", "--profile", str(REPO / "profiles/slurm")]):
         proc = snakemake(tmp_path, small_config, *args)
         assert proc.returncode == 0 and "gpu1" in proc.stdout, proc.stderr[-2000:]
+
+
+# -- names, alias bombs and the size of the matrix (issue 26) ------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.one_of(st.text(alphabet="ab_-.+1\n\t ", max_size=140),
+                      st.builds(lambda head, block, n: head + block * n, st.text("xy", max_size=5),
+                                st.text("ab1", min_size=1, max_size=3), st.integers(15, 25))))  # fmt: skip
+def test_a_name_the_planner_accepts_is_one_snakemake_matches_and_does_not_call_periodic(name):
+    from snakemake.io import PeriodicityDetector
+
+    for variant, pattern in ((False, layout.NAME), (True, layout.VARIANT)):
+        ok = layout.name_problem(name, variant) is None
+        # snakemake matches a wildcard with the constraint, then refuses a periodic value
+        matched = re.fullmatch(pattern, name) is not None
+        assert ok == (matched and PeriodicityDetector().is_periodic(name) is None), (name, variant)
+        assert not ok or len(name) <= 128
+
+
+def _alias_bomb(top: str) -> str:
+    """A billion laughs: nine levels of nine aliases of the level below (9**9 values), under 1 KB."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    base = {"recipe": "{}", "suites": "{tiny: {}}", "seeds": "[0]", "hardware": "{cpu1: {accelerator: cpu}}",
+            "baseline": "cpu1"}  # fmt: skip
+    return "\n".join(lines + [f"{k}: {'*a8' if k == top else v}" for k, v in base.items()]) + "\n"
+
+
+@pytest.mark.parametrize("top", ["seeds", "recipe", "suites"])
+def test_an_alias_bomb_is_refused_at_once(tmp_path, top):
+    path = tmp_path / "config.yaml"
+    path.write_text(_alias_bomb(top))
+    assert path.stat().st_size < 1024
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"^config: more than 100,000 values once its YAML aliases"):
+        resolve(load_file(path))
+    assert time.perf_counter() - t0 < 0.5
+
+
+def test_both_entry_points_refuse_an_alias_bomb_in_one_line(tmp_path):
+    (tmp_path / "config.yaml").write_text(_alias_bomb("seeds"))
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    plan = [sys.executable, "-m", "hwsweep.cli", "plan", "--configfile", str(tmp_path / "config.yaml")]
+    for proc in (subprocess.run(plan, capture_output=True, text=True, env=env, timeout=60),
+                 snakemake(tmp_path, None, "--cores", "1", timeout=60)):  # fmt: skip
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("hwsweep config error:")]
+        assert proc.returncode != 0 and len(errors) == 1 and "YAML aliases" in errors[0], proc.stderr[-2000:]
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_value_bound_leaves_anchors_of_ordinary_configs_alone(small_config):
+    shared = {"accelerator": "cpu", "devices_per_node": 1}
+    small_config["hardware"] = {f"cpu{i}": shared for i in range(1, 40)}  # one anchor used 39 times
+    assert len(resolve(small_config).hardware) == 39
+
+
+def test_snakemake_refuses_a_name_with_a_newline_or_a_periodic_end_in_one_line(tmp_path, small_config):
+    for name in ("cpu9\n", "cpu" + "9" * 20):
+        small_config["hardware"] = {"cpu1": {"accelerator": "cpu"}, name: {"accelerator": "cpu"}}
+        proc = snakemake(tmp_path, small_config, "--cores", "1")
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("hwsweep config error:")]
+        assert proc.returncode != 0 and len(errors) == 1 and errors[0].startswith("hwsweep config error: hardware: name")
+        assert "Traceback" not in proc.stderr and not (tmp_path / "results").exists()
+
+
+def test_the_schemas_name_pattern_is_the_workflows_name_rule():
+    from hwsweep.plan.config import load_schema
+
+    assert load_schema()["$defs"]["name"]["pattern"] == f"^{layout.NAME}$"

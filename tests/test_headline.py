@@ -3,7 +3,6 @@
 import math
 
 import pandas as pd
-import pytest
 
 from hwsweep.report import headline, landing, tables
 
@@ -139,6 +138,11 @@ def test_no_prices_says_cost_unknown():
 def test_failed_suite_names_counts_and_the_first_reason():
     text = headline.failure_sentence({"done": 1, "failed": 2, "missing": 1}, ["cpu1 seed 0: boom"])
     assert text == "**No results** — of 4 runs 1 done, 2 failed, 1 missing. First failure: cpu1 seed 0: boom"
+
+
+def test_a_suite_whose_runs_are_all_done_is_never_called_without_results():
+    text = headline.failure_sentence({"done": 4, "failed": 0, "missing": 0}, [])
+    assert "No results" not in text and "all 4 runs are done" in text and "snakemake all" in text
 
 
 def test_failure_reason_is_the_cause_not_the_launchers_echo(tmp_path):

@@ -13,7 +13,6 @@ from hwsweep.models import footprint
 from hwsweep.models.transformer import SequenceTransformer
 from hwsweep.plan.batch import Advisor, make_plan
 from hwsweep.plan.config import ConfigError, resolve
-from hwsweep.plan.table import format_table, plan_rows
 
 
 def gpu_config(small_config, **recipe):

@@ -224,3 +224,27 @@ def test_status_while_a_sweep_trains_says_running(tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
         assert _gone_within(tmp_path, 40) == []
+
+
+def test_a_lost_final_checkpoint_is_repaired_by_plain_all_and_status_names_every_repair(two_suites):
+    folder, cfg = two_suites
+    run = folder / "results/tiny/default/cpu1/seed0"
+    (run / "final.pt").unlink()  # deleted by hand, while the evaluation must be redone
+    (run / "eval.json").write_text("garbage")
+    (run / "spec.json").write_text("garbage")
+    proc = snakemake(folder, cfg, "--cores", "1", "-f", "status")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "needed: " in proc.stderr and "the final checkpoint is missing" in proc.stderr, proc.stderr[-3000:]
+    assert "spec.json is damaged; would rewrite" in proc.stderr
+
+    proc = snakemake(folder, cfg, "--cores", "2")  # plain all: retrained (from its checkpoints) and evaluated
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "train.json -> train.json.corrupt" in proc.stderr and (run / "final.pt").exists()
+    assert json.loads((run / "train.json").read_text())["restarts"] == 1  # resumed, not trained again
+    assert 0 <= json.loads((run / "eval.json").read_text())["metrics"]["token_accuracy"] <= 1
+
+    proc = snakemake(folder, cfg, "--cores", "1", "-f", "status")
+    assert "spec.json is damaged; rewritten from the config" in proc.stderr  # what the last all set right
+    assert "made " in proc.stderr and "the final checkpoint is missing" in proc.stderr
+    status = pd.read_csv(folder / "results/partial/status.csv")
+    assert set(status.state) == {"done"} and status.repairs.notna().sum() == 1

@@ -2,6 +2,7 @@
 judgement of what is done, for status and for the workflow."""
 
 import copy
+import dataclasses
 import json
 import os
 
@@ -33,6 +34,7 @@ def run(tmp_path, monkeypatch, small_config):
     io.write_text(spec.path("spec.json"), canonical_json(spec))
     io.write_json(spec.path("train.json"), train.to_dict())
     io.write_json(spec.path("eval.json"), evaluation.to_dict())
+    spec.path("final.pt").write_bytes(b"the model")  # what the built-in evaluator reads
     return spec
 
 
@@ -62,6 +64,9 @@ DAMAGE = [
     ("train.json", lambda d: d.update(status="running"), "status 'running', not complete"),
     ("train.json", lambda d: d.pop("curves"), "curves: missing"),
     ("train.json", lambda d: d.update(seeded="yes"), "seeded is 'yes', not"),
+    # The record against itself: a final loss its own curve contradicts.
+    ("train.json", lambda d: d["metrics"].update(final_loss=2.0), "metric final_loss is 2.0, but the last of its curve loss is 0.5"),
+    ("train.json", lambda d: d["curves"]["loss"]["values"].__setitem__(5, 0.4), "the last of its curve loss is 0.4"),
 ]  # fmt: skip
 
 
@@ -126,3 +131,52 @@ def test_a_spec_of_another_run_is_rewritten_and_left_newer(run):
     os.utime(record, (1000, 1000))
     quarantine.settle_spec(run)
     assert spec_path.stat().st_mtime > record.stat().st_mtime
+
+
+def test_a_command_trainers_final_may_add_values_without_a_step_but_not_contradict_a_min(run):
+    data = json.loads(run.path("train.json").read_text())
+    data["trainer"] = "command"
+    metric = next(m for m in run.metrics if m.name == "final_loss")
+    for reduce, final, ok in (("last", 0.45, True), ("min", 0.45, True), ("min", 0.6, False), ("max", 2.9, True)):
+        spec = dataclasses.replace(run, metrics=[dataclasses.replace(metric, reduce=reduce)])
+        record = RunRecord.from_dict(data | {"metrics": {"final_loss": final}})
+        assert (validation.train_problems(record, spec) == []) == ok, (reduce, final)
+
+
+def _lose_the_checkpoint(run, eval_json):
+    run.path("final.pt").unlink()
+    if eval_json == "missing":
+        run.path("eval.json").unlink()
+    elif eval_json == "damaged":
+        run.path("eval.json").write_text("garbage")
+
+
+@pytest.mark.parametrize("eval_json", ["missing", "damaged"])
+def test_a_lost_final_checkpoint_with_an_evaluation_to_redo_retrains_the_run(run, tmp_path, eval_json):
+    _lose_the_checkpoint(run, eval_json)
+    verdict = validation.run_state(run)
+    assert verdict.state == "corrupt" and verdict.path == run.path("train.json")
+    assert verdict.reason.startswith(f"{run.path('final.pt')}: the final checkpoint is missing")
+    assert validation.run_state(run, evaluated=False).state == "done"  # nothing to evaluate: nothing needed
+    (line,) = quarantine.settle_runs([run], None, evaluated=True)
+    assert "train.json -> train.json.corrupt" in line and not run.path("train.json").exists()
+    assert validation.run_state(run).state == "missing"  # snakemake trains it (resuming from checkpoints/)
+
+
+def test_a_lost_final_checkpoint_of_an_evaluated_run_is_named_and_needs_nothing(run):
+    _lose_the_checkpoint(run, "kept")
+    verdict = validation.run_state(run)
+    assert verdict.state == "done" and "final checkpoint is missing (not needed" in verdict.reason
+    assert quarantine.settle_runs([run], None, evaluated=True) == []
+
+
+def test_status_names_the_repairs_the_next_all_needs_and_those_made_before(run):
+    run.path("spec.json").write_text("garbage")
+    _lose_the_checkpoint(run, "damaged")
+    (rewrite, move) = quarantine.repairs(run, evaluated=True)
+    assert rewrite.startswith("needed: ") and "spec.json is damaged; would rewrite from the config" in rewrite
+    assert move.startswith("needed: ") and "final checkpoint is missing" in move and "would move aside" in move
+    quarantine.settle_runs([run], None, evaluated=True)
+    made = quarantine.repairs(run, evaluated=True)
+    assert len(made) == 2 and all(line.startswith("made 20") for line in made)
+    assert "spec.json is damaged; rewritten from the config" in made[0] and "moved aside" in made[1]

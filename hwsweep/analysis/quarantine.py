@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from hwsweep.analysis import validation
 from hwsweep.contracts import io
-from hwsweep.contracts.spec import EVAL_RECORD, SPEC_FILE, TRAIN_RECORD, RunSpec, canonical_json
+from hwsweep.contracts.spec import EVAL_RECORD, REPAIRS_LOG, SPEC_FILE, TRAIN_RECORD, RunSpec, canonical_json
 
 PIPELINE = (TRAIN_RECORD, EVAL_RECORD)  # a record is made from the ones before it
 
@@ -80,6 +81,23 @@ def settle_run(spec: RunSpec, evaluated: bool, dry_run: bool = False) -> tuple[s
     return verdict.state, lines
 
 
+def _remember(spec: RunSpec, lines: list[str]) -> None:
+    """What was set right, kept in the run's repairs log for `status` (nothing else records a rewritten spec)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    for line in lines:
+        io.append_line(spec.log_path(REPAIRS_LOG), f"{stamp} {line.removeprefix('hwsweep: ')}")
+
+
+def repairs(spec: RunSpec, evaluated: bool) -> list[str]:
+    """The repairs of a run that `status` names: those the next `all` needs, then those made before."""
+    _, needed = settle_run(spec, evaluated, dry_run=True)
+    try:
+        seen = spec.log_path(REPAIRS_LOG).read_text(errors="replace").splitlines()
+    except OSError:
+        seen = []
+    return [f"needed: {line.removeprefix('hwsweep: ')}" for line in needed] + [f"made {line}" for line in seen]
+
+
 def settle_runs(specs: list[RunSpec], tables: Path | None, evaluated: bool, dry_run: bool = False) -> list[str]:
     """Settle runs; given the folder of their suite's tables (all its runs), drop them unless every run is done."""
     lines, states = [], []
@@ -87,6 +105,8 @@ def settle_runs(specs: list[RunSpec], tables: Path | None, evaluated: bool, dry_
         state, said = settle_run(spec, evaluated, dry_run)
         states.append(state)
         lines += said
+        if said and not dry_run:
+            _remember(spec, said)
     stale = sorted(tables.glob("*.csv")) if tables and any(s != validation.DONE for s in states) else []
     if stale and not dry_run:
         for table in stale:

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import optimize
 from scipy import stats as sps
 
 from hwsweep.analysis.words import amount, in_words
@@ -502,6 +501,9 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
     """Per cell: speedup over the baseline for the fixed step budget (any device type), device-
     hours and money; parallel efficiency against the smallest device count of the same type."""
     prices = prices or {}
+    # A run without a timed step (steps: 1: its only step is startup) measured no training time:
+    # its times are unknown (NaN), never a zero that divides.
+    runs = runs.assign(**{c: runs[c].where(runs[c] > 0) for c in ("train_seconds", "samples_per_second")})
     cells = {key: frame for key, frame in runs.groupby(CELL, sort=False)}
     rows = []
     for (suite, variant, hw), sub in cells.items():
@@ -567,8 +569,9 @@ def _scaling(out: pd.DataFrame, idx, cells: dict, baseline: str, settings: Setti
         out.at[i, "scaling_reference"] = ref_hw
         out.at[i, "efficiency"] = r["value"] / (out.at[i, "world_size"] / ref_ws)
     sub = out.loc[idx]
-    if sub.world_size.nunique() >= 3:
-        times = [_times(cells[(suite, variant, hw)]) for hw in sub.hardware]
+    times = [np.asarray(_times(cells[(suite, variant, hw)]), float) for hw in sub.hardware]
+    # runs of one step time no training (NaN): no fit rather than a fit to nothing
+    if sub.world_size.nunique() >= 3 and all(len(t) and np.isfinite(t).all() and (t > 0).all() for t in times):
         devices = np.concatenate([np.full(len(t), ws / ref_ws) for t, ws in zip(times, sub.world_size)])
         fit = {k: float(v[0]) for k, v in amdahl_fit(devices, np.concatenate(times), settings.confidence).items()}
         n = 2 * int(sub.world_size.max())

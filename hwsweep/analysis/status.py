@@ -2,7 +2,8 @@
 hwsweep.analysis.validation judges them, the same judgement `all` acts on; running where a run without a
 record has its launcher on this node), and a partial aggregate of what has finished, for watching
 a long sweep (`snakemake status`). It reads only: the next `all` moves a corrupt record aside
-(hwsweep.analysis.quarantine), not this."""
+(hwsweep.analysis.quarantine), not this; the repairs column names what that `all` will set right and what
+earlier ones did (a rewritten spec.json, records moved aside, a run retrained for a lost checkpoint)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hwsweep.analysis import quarantine
 from hwsweep.analysis.aggregate import aggregate, prices_of
 from hwsweep.analysis.validation import FAILED, MISSING, run_state
 from hwsweep.contracts import host, io
@@ -35,7 +37,8 @@ def write_status(matrix, folder="results/partial") -> pd.DataFrame:
         spec = matrix.spec(r.suite, r.variant, r.hardware, r.seed)
         state, problem = _state(spec, evaluated, launched)
         rows.append({"suite": r.suite, "variant": r.variant, "hardware": r.hardware, "seed": r.seed,
-                     "state": state, "problem": problem})  # fmt: skip
+                     "state": state, "problem": problem,
+                     "repairs": " | ".join(quarantine.repairs(spec, evaluated))})  # fmt: skip
     status = pd.DataFrame(rows)
     io.write_csv(status, folder / "status.csv")
     done = status[status.state == "done"]

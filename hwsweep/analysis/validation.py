@@ -3,8 +3,10 @@ workflow both ask, so they never disagree about what is done.
 
 A record is checked against its schema (every key, each value's type), for plausibility (final metrics
 finite and inside their declared bounds, times not negative, finite losses, as many loss steps as the
-plan) and against the run it sits in (the same suite, variant, hardware and seed; the spec of the
-current config, else it is stale). Reading only: moving a damaged record aside is hwsweep.analysis.quarantine's job."""
+plan, final train metrics that agree with their own curves) and against the run it sits in (the same suite,
+variant, hardware and seed; the spec of the current config, else it is stale); an evaluation to be redone
+needs the run's final checkpoint, else the run is retrained. Reading only: moving a damaged record aside is
+hwsweep.analysis.quarantine's job."""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwsweep.contracts import failure
+from hwsweep.contracts.metrics import REDUCE
 from hwsweep.contracts.records import EvalRecord, RecordError, RunRecord, read
-from hwsweep.contracts.spec import EVAL_RECORD, LOG_DIR, TRAIN_RECORD, RunSpec
+from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec
 
 DONE, TRAINED, STALE, CORRUPT, FAILED, MISSING = "done", "trained", "stale", "corrupt", "failed", "missing"
 NOT_NEGATIVE = ("train_seconds", "startup_seconds", "wall_seconds", "samples_per_second", "restarts", "eval_seconds")
@@ -96,6 +99,27 @@ def train_problems(record: RunRecord, spec: RunSpec) -> list[str]:
             out.append(f"curve {name} has {values[bad]!r} at its entry {bad + 1}, not a finite loss")
         if record.trainer == "builtin" and len(values) != spec.plan.steps:
             out.append(f"curve {name} has {len(values)} steps, the plan says {spec.plan.steps}")
+    return out or _contradicted(record, spec)
+
+
+def _contradicted(record: RunRecord, spec: RunSpec) -> list[str]:
+    """Final train metrics their own curve contradicts (a hand-edited or mixed-up record). The built-in trainer's
+    final value is its curve reduced; a command's may add values logged without a step, which only ever lower a
+    min and raise a max."""
+    out = []
+    for m in spec.metrics_of("train"):
+        name = m.name if m.name in record.curves else m.json_key
+        final, values = record.metrics.get(m.name), record.curves.get(name, {}).get("values")
+        if final is None or not values:
+            continue
+        expected = REDUCE[m.reduce](values)
+        close = math.isclose(final, expected, rel_tol=1e-9, abs_tol=1e-12)
+        if record.trainer == "builtin":
+            agrees = close
+        else:
+            agrees = close or {"min": final < expected, "max": final > expected}.get(m.reduce, True)
+        if not agrees:
+            out.append(f"metric {m.name} is {final!r}, but the {m.reduce} of its curve {name} is {expected!r}")
     return out
 
 
@@ -142,10 +166,22 @@ def run_state(spec: RunSpec, evaluated: bool = True) -> Verdict:
         return Verdict(CORRUPT, train_path, str(e))
     if not evaluated:
         return Verdict(DONE)
+    lost = lost_checkpoint(spec)  # an evaluation to be (re)done without it retrains the run
     if not eval_path.exists():  # an evaluation that failed (or still runs) says why in its log
-        return Verdict(TRAINED, reason=_log_reason(spec, "evaluate.log") or "")
+        return Verdict(CORRUPT, train_path, lost) if lost else Verdict(TRAINED, reason=_log_reason(spec, "evaluate.log") or "")
     try:
         check(EvalRecord, eval_path, spec)
     except RecordError as e:
-        return Verdict(CORRUPT, eval_path, str(e))
-    return Verdict(DONE)
+        return Verdict(CORRUPT, train_path, f"{lost}; and {e}") if lost else Verdict(CORRUPT, eval_path, str(e))
+    return Verdict(DONE, reason=f"{lost} (not needed: the run is evaluated)" if lost else "")
+
+
+def lost_checkpoint(spec: RunSpec) -> str:
+    """Why the built-in evaluator cannot evaluate the trained run (its final checkpoint is gone or empty), or ''.
+    A retrain resumes from the newest complete checkpoint left in checkpoints/, so it costs at most the steps
+    after it."""
+    if spec.evaluation.kind != "builtin":
+        return ""  # a command evaluates the run from whatever its script keeps
+    path = spec.path(FINAL_CHECKPOINT)
+    size = path.stat().st_size if path.exists() else 0
+    return "" if size else f"{path}: the final checkpoint is {'empty' if path.exists() else 'missing'}"

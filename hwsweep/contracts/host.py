@@ -57,8 +57,8 @@ def peak_rss_bytes(children: bool = False) -> int:
 LAUNCHER = "hwsweep.run.launch"  # every run, built-in or a user's command, is started through it
 
 
-def _launchers():
-    """(pid, argv) of every hwsweep launcher process on this node now (Linux /proc)."""
+def _processes(wanted):
+    """(pid, argv) of every process on this node now whose argv `wanted` accepts (Linux /proc)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -66,8 +66,37 @@ def _launchers():
             argv = [a.decode(errors="replace") for a in open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")]
         except OSError:
             continue  # gone meanwhile, or not ours to read
-        if LAUNCHER in argv:
+        if wanted(argv):
             yield int(entry), argv
+
+
+def _launchers():
+    """(pid, argv) of every hwsweep launcher process on this node now."""
+    return _processes(lambda argv: LAUNCHER in argv)
+
+
+def _ancestors() -> set[int]:
+    pids, pid = set(), os.getpid()
+    while pid > 1:
+        pids.add(pid)
+        try:
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def other_snakemakes(folder) -> list[int]:
+    """Pids of the snakemake processes working in `folder` on this node, besides this one and its parents."""
+    here, mine = os.path.realpath(folder), _ancestors()
+    out = []
+    for pid, argv in _processes(lambda argv: any(os.path.basename(a) == "snakemake" for a in argv[:3])):
+        try:
+            if pid not in mine and os.path.realpath(os.readlink(f"/proc/{pid}/cwd")) == here:
+                out.append(pid)
+        except OSError:
+            continue
+    return out
 
 
 def launched_specs() -> set[str]:

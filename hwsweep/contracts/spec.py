@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +26,35 @@ SPEC_FILE = "spec.json"
 TRAIN_RECORD = "train.json"
 FINAL_CHECKPOINT = "final.pt"  # written by hwsweep.runtime (the built-in trainer, runtime-API scripts)
 EVAL_RECORD = "eval.json"
+REPAIRS_LOG = "repairs.log"  # in the run's log folder: what `all` set right in the run's files, one line each
 METRICS_FILE = "metrics.jsonl"  # what the runtime logs per step (the JSON-lines metric contract)
 CHECKPOINT_DIR = "checkpoints"  # not a workflow output, so a failed job's checkpoints survive
+
+# The names that become folders: suites and hardware (the config's own) and variants (made from sweep values).
+# One rule, read by the planner (hwsweep.plan.config) and by the workflow's wildcard constraints. The lengths
+# keep a folder name far below the file system's 255 bytes and a run's paths below PATH_MAX.
+NAME_MAX, VARIANT_MAX = 64, 128
+NAME = rf"[A-Za-z0-9][A-Za-z0-9_-]{{0,{NAME_MAX - 1}}}"
+VARIANT = rf"[A-Za-z0-9][A-Za-z0-9_.+-]{{0,{VARIANT_MAX - 1}}}"
+# snakemake refuses a wildcard value that ends in one block repeated 20 times or more (PeriodicWildcardError).
+PERIODIC = re.compile(r"(.+?)\1{19,}\Z", re.DOTALL)
+
+
+def name_problem(name: str, variant: bool = False) -> str | None:
+    """Why `name` cannot name a folder of the workflow (a phrase with the fix), or None."""
+    pattern, limit, chars = (VARIANT, VARIANT_MAX, "_.+-") if variant else (NAME, NAME_MAX, "_-")
+    if any(not c.isprintable() for c in name):
+        return "contains a control character (a newline?); remove it"
+    if len(name) > limit:
+        return f"is {len(name)} characters long; use at most {limit}"
+    if not re.fullmatch(pattern, name):
+        return f"use only letters, digits and {chars}, starting with a letter or digit"
+    repeat = PERIODIC.search(name)
+    if repeat:
+        times = len(repeat.group(0)) // len(repeat.group(1))
+        return (f"ends in {repeat.group(1)!r} repeated {times} times, which snakemake refuses as a periodic "
+                "wildcard; use a shorter repeat")  # fmt: skip
+    return None
 
 
 @dataclass(frozen=True)
@@ -55,6 +83,10 @@ class RunSpec(Typed):
 
     def path(self, name: str) -> Path:
         return Path(self.run_dir) / name
+
+    def log_path(self, name: str) -> Path:
+        return Path(LOG_DIR.format(suite=self.suite, variant=self.variant, hardware=self.hardware_name,
+                                   seed=self.seed)) / name  # fmt: skip
 
 
 def canonical_json(spec: RunSpec) -> str:

@@ -27,6 +27,12 @@ class Family:
     metrics: dict  # default metric declarations, in the config's form
     device_bytes: Callable  # (model, task, micro_batch, accumulation, strict, accelerator, precision) -> bytes
     module: str  # the torch-side module (tables, build, evaluate), imported when a run needs it
+    periodic: tuple = ("token_accuracy", "exact_accuracy")  # what its evaluator reports during training (eval_every)
+
+    def trainer_keys(self, eval_every: int) -> list[str]:
+        """What the built-in trainer logs (a train-stage metric's key): the loss, and with eval_every the
+        periodic evaluation's eval_<metric>; the final evaluation alone adds milestones and costs."""
+        return ["loss"] + [f"eval_{name}" for name in self.periodic if eval_every]
 
 
 # The reference evaluator's metrics and the trainer's final loss.
@@ -69,13 +75,15 @@ PUZZLE_METRICS = {
                          "description": "training FLOPs (forward + backward at the most segments) per training sample"},
     "final_loss": SEQUENCE_METRICS["final_loss"],
 }  # fmt: skip
+PUZZLE_PERIODIC = ("exact_accuracy", "token_accuracy", "pass_at_1", "pass_at_2", "pass_at_10", "pass_at_100")
 
 FAMILIES = {
     "transformer": Family(metrics=SEQUENCE_METRICS, device_bytes=footprint.device_bytes,
                           module="hwsweep.models.transformer"),
-    "hrm": Family(metrics=PUZZLE_METRICS, device_bytes=footprint.puzzle_device_bytes, module="hwsweep.models.hrm"),
+    "hrm": Family(metrics=PUZZLE_METRICS, device_bytes=footprint.puzzle_device_bytes, module="hwsweep.models.hrm",
+                  periodic=PUZZLE_PERIODIC),
     "deep_transformer": Family(metrics=PUZZLE_METRICS, device_bytes=footprint.puzzle_device_bytes,
-                               module="hwsweep.models.deep_transformer"),
+                               module="hwsweep.models.deep_transformer", periodic=PUZZLE_PERIODIC),
 }  # fmt: skip
 
 

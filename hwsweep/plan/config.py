@@ -8,7 +8,9 @@ from __future__ import annotations
 import copy
 import difflib
 import itertools
+import math
 import re
+import reprlib
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -34,6 +36,7 @@ from hwsweep.contracts.guard import GuardConfig
 from hwsweep.contracts.hardware import Hardware
 from hwsweep.contracts.metrics import Metric, check_pattern
 from hwsweep.contracts.recipe import Recipe
+from hwsweep.contracts.spec import name_problem
 from hwsweep.contracts.typed import SpecError
 from hwsweep.models import families
 from hwsweep.plan.batch import Advisor, PlanError, make_plan
@@ -46,14 +49,36 @@ class ConfigError(ValueError):
     pass
 
 
+@lru_cache(maxsize=None)
+def _ecma(pattern: str) -> re.Pattern:
+    # A schema pattern is an ECMA-262 regex, whose final $ is the end of the text; Python's $ also matches
+    # before a final newline, which let 'cpu1\n' pass as a name.
+    return re.compile(re.sub(r"(?<!\\)\$$", r"\\Z", pattern))
+
+
+def _pattern(validator, pattern, instance, schema):
+    if validator.is_type(instance, "string") and not _ecma(pattern).search(instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
 # JSON Schema counts 32.0 as an integer; a float where a count belongs would plan fine and crash
 # inside torchrun (or name a folder seed1.0), so integers must be ints.
 Validator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,
+    validators={"pattern": _pattern},
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
         "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)
     ),
 )
+# A config's values counted as a walk meets them (an alias counted where it is used): above this it is an
+# alias bomb or a mistake, refused before anything walks it (validation, its messages, the planner).
+MAX_VALUES = 100_000
+# Runs one config may plan: far above any sweep one machine or cluster finishes.
+MAX_RUNS = 10_000
+SHOWN = reprlib.Repr()  # a value in a message, cut short however much it holds
+SHOWN.maxstring = SHOWN.maxother = 40
+SHOWN.maxlist = SHOWN.maxdict = 4
+SHOWN.maxlevel = 2
 # Suite names taken by the workflow itself: results/partial/ is the status rule's folder (a suite of
 # that name collides with it); the rule names are kept free so a suite never reads like a workflow target.
 RESERVED_SUITES = ("partial", "all", "plan", "spec", "train", "evaluate", "combine", "status", "report")
@@ -106,9 +131,7 @@ def _message(err: jsonschema.ValidationError) -> str:
     if err.validator == "required":
         missing = [k for k in err.validator_value if k not in err.instance]
         return f"{where}.{missing[0]}: missing; add it"
-    shown = repr(err.instance)
-    shown = shown if len(shown) <= 40 else shown[:37] + "..."
-    return f"{where}: {shown} is invalid; {_fix(err)}"
+    return f"{where}: {SHOWN.repr(err.instance)} is invalid; {_fix(err)}"  # bounded: never the whole expansion
 
 
 def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
@@ -371,19 +394,47 @@ def _metrics(raw: dict | None, recipe: dict, trainer: Trainer, evaluation: Evalu
             raise ConfigError(f"{where}.bounds: {metric.bounds} is not [low, high]; put the lower bound first")
         if metric.stage == "eval" and evaluation.kind == "none":
             raise ConfigError(f"{where}.stage: eval, but there is no evaluation stage; use stage: train or configure evaluation")
-        if metric.stage == "eval" and evaluation.kind == "builtin" and name not in families.family(recipe["model"]["name"]).metrics:
-            raise ConfigError(
-                f"{where}: the built-in evaluator does not report it; use one of "
-                f"{', '.join(families.family(recipe['model']['name']).metrics)} or stage: train"
-            )
         out.append(metric)
     return out
+
+
+def _check_producible(metrics: list[Metric], recipe: Recipe, trainer: Trainer, evaluation: Evaluation,
+                      where: str) -> None:  # fmt: skip
+    """Every declared metric is one the built-in trainer or evaluator reports for this recipe: checked here,
+    not after every run has trained in full and then failed."""
+    fam = families.family(recipe.model.name) if recipe.model else None
+    for metric in metrics:
+        if metric.stage == "eval" and evaluation.kind == "builtin" and metric.name not in fam.metrics:
+            raise ConfigError(f"metrics.{metric.name}: the built-in evaluator does not report it{where}; use one "
+                              f"of {', '.join(fam.metrics)} or stage: train")  # fmt: skip
+        logged = fam.trainer_keys(recipe.eval_every) if trainer.kind == "builtin" else [metric.json_key]
+        if metric.stage == "train" and metric.json_key not in logged:
+            hint = "" if recipe.eval_every else " (eval_<metric> with recipe.eval_every > 0)"
+            raise ConfigError(f"metrics.{metric.name}: the built-in trainer logs {', '.join(logged)}{hint}, not "
+                              f"{metric.json_key}{where}; give key: loss, or stage: eval for an evaluation metric")  # fmt: skip
+
+
+def check_document(raw) -> None:
+    """A config as loaded from YAML: bounded (MAX_VALUES) and every number in it finite. YAML's .nan and
+    .inf pass every minimum and maximum of the schema, then crash training or poison the statistics."""
+    stack, seen = [((), raw)], 0
+    while stack:
+        where, node = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise ConfigError(f"config: more than {MAX_VALUES:,} values once its YAML aliases (*name) are expanded; "
+                              "write the values out, or repeat fewer of them")  # fmt: skip
+        if isinstance(node, float) and not math.isfinite(node):
+            raise ConfigError(f"{_path(where)}: {node} is not a finite number; give a number")
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        stack += [((*where, key), value) for key, value in reversed(list(items))]
 
 
 def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".") -> Matrix:
     """Validate `raw` and expand it; raises ConfigError with a one-line message. Relative
     workdirs of commands are taken from `config_dir` (the config file's folder)."""
     schema = schema or load_schema()
+    check_document(raw)
     if isinstance(raw, dict) and isinstance(raw.get("statistics"), dict) and "margins" in raw["statistics"]:
         raise ConfigError("statistics.margins: margins moved to the metrics; give each as metrics.<name>.margin")
     validator = Validator(schema)
@@ -402,9 +453,20 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
     evaluation = _evaluation(raw.get("evaluation"), trainer, Path(config_dir), schema)
     metrics = _metrics(raw.get("metrics"), base, trainer, evaluation, schema)
 
+    for section in ("suites", "hardware"):
+        for name in raw[section]:
+            problem = name_problem(name)
+            if problem:
+                raise ConfigError(f"{section}: name {SHOWN.repr(name)} {problem}")
+    runs = _run_count(raw)
+    if runs > MAX_RUNS:
+        raise ConfigError(f"suites: the matrix has {runs:,} runs (suites x sweep values x hardware x seeds), more "
+                          f"than the {MAX_RUNS:,} one config may plan; use fewer seeds, sweep values or hardware")  # fmt: skip
+
     hardware = {}
     for name, entry in raw["hardware"].items():
         entry = _fill_defaults(schema["$defs"]["hardware"], entry, schema)
+        _check_device_type(entry, f"hardware.{name}")
         entry.setdefault("cpus_per_task", entry["devices_per_node"])
         hardware[name] = Hardware.from_dict(entry, f"hardware.{name}")
         if hardware[name].gres and hardware[name].gpu_model:
@@ -474,12 +536,16 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             for key, value in values.items():
                 variant_recipe = _set_dotted(variant_recipe, key, value)
             variant = _variant_name(values)
+            problem = name_problem(variant, variant=True)
+            if problem:
+                raise ConfigError(f"{where}.sweep: variant name {SHOWN.repr(variant)} (from {SHOWN.repr(values)}) {problem}")
             if variant in seen:
                 raise ConfigError(
                     f"{where}.sweep: values {seen[variant]} and {values} both name variant {variant!r}; make them distinct"
                 )
             seen[variant] = values
             typed = _check_recipe(variant_recipe, where, schema, builtin, values)
+            _check_producible(metrics, typed, trainer, evaluation, f" (suite {suite}, variant {variant})")
             for hw in names:
                 try:
                     make_plan(typed, hardware[hw], advisor, context=f" (suite {suite}, variant {variant}, hardware {hw})")
@@ -508,6 +574,30 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             for hw in cell.hardware:
                 _command_problems(trainer, matrix.spec(cell.suite, cell.variant, hw, matrix.seeds[0]))
     return matrix
+
+
+def _run_count(raw: dict) -> int:
+    """Runs the (schema-valid) config plans, counted before any variant is made: a sweep's variants are the
+    product of its value lists."""
+    total = 0
+    for body in raw["suites"].values():
+        variants = math.prod(len(choices) for choices in body.get("sweep", {}).values())
+        total += variants * len(body.get("hardware", raw["hardware"])) * len(raw["seeds"])
+    return total
+
+
+def _check_device_type(entry: dict, where: str) -> None:
+    """gpu_type must be a device of the entry's accelerator: a GPU type on a cpu entry (or the cpu type on a
+    cuda one) would price the runs and compute their MFU as that device."""
+    kind = catalog.lookup(entry["gpu_type"])
+    if kind is None:
+        return  # a site's own name, with memory_gb: nothing to compare
+    if entry["accelerator"] == "cpu" and kind.architecture != "cpu":
+        raise ConfigError(f"{where}.gpu_type: {kind.name} is a GPU, but accelerator is cpu; "
+                          "remove gpu_type (cpu) or set accelerator: cuda")  # fmt: skip
+    if entry["accelerator"] == "cuda" and kind.architecture == "cpu":
+        raise ConfigError(f"{where}.gpu_type: {kind.name} on a cuda entry; give the GPU's type, e.g. "
+                          f"{next(n for n, t in catalog.catalog().items() if t.architecture != 'cpu')}")  # fmt: skip
 
 
 def _cross_hardware_warnings(cells, hardware, baseline) -> tuple[str, ...]:

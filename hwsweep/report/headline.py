@@ -229,6 +229,8 @@ def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
 def failure_sentence(states: dict[str, int], reasons: list[str]) -> str:
     """A suite without results: how many runs failed or are missing, and the first reason."""
     total = sum(states.values())
+    if total and states.get("done") == total:  # every run finished: only the tables are to be made
+        return f"**No tables yet** — all {total} runs are done; `snakemake all` aggregates them."
     counts = ", ".join(f"{n} {state}" for state, n in states.items() if n)
     why = f" First failure: {reasons[0]}" if reasons else ""
     return f"**No results** — of {total} runs {counts}.{why}"

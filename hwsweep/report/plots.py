@@ -6,6 +6,7 @@ in black); verdicts are marked by shape as well as colour."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 import matplotlib
@@ -244,7 +245,7 @@ def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline
                 (duration(v) if key == "time" else money(v, currency, *finite)) for v in values]  # fmt: skip
         ax.bar_label(bar, text, padding=3, fontsize=8)
         ax.set_ylim(len(comp) - 0.5, -0.6)
-        ax.set_xlim(0, float(shown.max(skipna=True) or 1) * 1.6)
+        ax.set_xlim(0, _finite(shown.max(skipna=True), 1) * 1.6)
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
         ax.grid(axis="x", alpha=0.3)
     names = [f"{f'{v} · ' if several else ''}{h} ({int(w)}× {g})"
@@ -260,6 +261,13 @@ def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline
     panels["time"].set_title(_wrap(f"time against {baseline}, any device type", MAX_WIDTH / 2 - 1.5))
     panels["cost"].set_title(_wrap("money: device-hours × price", MAX_WIDTH / 2 - 1.5))
     _save(fig, path)
+
+
+def _finite(value, default: float) -> float:
+    """An axis limit from a column's extreme: the default where there is none (every value NaN, e.g. runs of
+    one step measure no training time) or it is 0."""
+    value = float(value)
+    return value if math.isfinite(value) and value else default
 
 
 # The startup parts (hwsweep.run.startup.PARTS) in shades of one colour, so they read as one startup.

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from hwsweep.analysis import quarantine
 from hwsweep.contracts import spec as layout
-from hwsweep.plan import placement
+from hwsweep.plan import interrupt, placement
 from hwsweep.plan.config import ConfigError, resolve_or_exit
 from hwsweep.plan.matrix import Run
 
@@ -19,13 +19,12 @@ MATRIX = resolve_or_exit(config, CONFIG_DIR)
 for _warning in MATRIX.warnings:
     print(f"hwsweep warning: {_warning}", file=sys.stderr)
 
-NAME = r"[A-Za-z0-9][A-Za-z0-9_-]*"
 
-
+# The planner's rule for names (hwsweep.contracts.spec.name_problem), so a name it accepts is one these match.
 wildcard_constraints:
-    suite=NAME,
-    hardware=NAME,
-    variant=r"[A-Za-z0-9][A-Za-z0-9_.+-]*",
+    suite=layout.NAME,
+    hardware=layout.NAME,
+    variant=layout.VARIANT,
     seed=r"\d+",
     metric=r"[a-z][a-z0-9_]*",
 
@@ -105,6 +104,14 @@ def warn_unslotted_timing():
         )
 
 
+def advise_after_interrupt():
+    """Once, before snakemake stops at a killed run's lock or incomplete outputs: the one line of what to run."""
+    if not EXECUTOR.get("advised"):
+        EXECUTOR["advised"] = True
+        for line in interrupt.advice(".", workflow.dag_settings.force_incomplete):
+            print(line, file=sys.stderr)
+
+
 SETTLED = set()
 
 
@@ -119,6 +126,7 @@ def settled(suite, runs):
     for hardware in dict.fromkeys(r.hardware for r in todo):
         placed(hardware)  # nothing is moved for a run that cannot start here
     warn_unslotted_timing()
+    advise_after_interrupt()
     SETTLED.update(r.run_dir for r in todo)
     specs = [MATRIX.spec(r.suite, r.variant, r.hardware, r.seed) for r in todo]
     evaluated = MATRIX.evaluation.kind != "none"

@@ -6,8 +6,11 @@ from hwsweep.analysis.status import write_status
 from hwsweep.plan.config import resolve
 
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821 - snakemake injects it
-counts = write_status(matrix).state.value_counts()
+status = write_status(matrix)
+counts = status.state.value_counts()
 summary = ", ".join(f"{n} {state}" for state, n in counts.items())
 print(f"hwsweep status: {summary}; see results/partial/", file=sys.stderr)
+for run in status[status.repairs != ""].itertuples():  # what `all` set right, or will
+    print(f"hwsweep status: {run.suite}/{run.variant}/{run.hardware}/seed{run.seed}: {run.repairs}", file=sys.stderr)
 with open(snakemake.log[0], "w") as log:  # noqa: F821
     print(summary, file=log)

@@ -1,4 +1,5 @@
 from common import *
+
 if rank == 0:
     torch._C._cuda_setDevice(0)
 dist.barrier()

@@ -1,5 +1,8 @@
-from common import *
 import json
+
+from common import *
+
+
 def load(path):
     try:
         return json.loads(open(path).read())

@@ -1,4 +1,5 @@
 from common import *
+
 d = {"lr": 0.1}
 try:
     d["learning_rate"]

@@ -1,6 +1,6 @@
-import os, sys
 import torch
 import torch.distributed as dist
+
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 print(f"rank {rank}: started", flush=True)

@@ -1,4 +1,5 @@
 from common import *
+
 if rank == 0:
     raise KeyboardInterrupt
 dist.barrier()

@@ -1,6 +1,8 @@
 import time
+
 import torch
 import torch.distributed as dist
+
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 print(f"rank {rank}: started", flush=True)

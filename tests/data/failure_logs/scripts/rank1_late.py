@@ -1,6 +1,9 @@
-import datetime, time
+import datetime
+import time
+
 import torch
 import torch.distributed as dist
+
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=3))
 rank = dist.get_rank()
 print(f"rank {rank}: started", flush=True)

@@ -1,6 +1,8 @@
-import datetime, os, sys, time
+import datetime
+
 import torch
 import torch.distributed as dist
+
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
 rank = dist.get_rank()
 print(f"rank {rank}: started", flush=True)
