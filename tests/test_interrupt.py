@@ -3,7 +3,9 @@ killed run left in .snakemake/ (hwsweep.plan.interrupt)."""
 
 import os
 import subprocess
+import time
 
+from hwsweep.contracts import host
 from hwsweep.plan.interrupt import advice
 
 
@@ -37,6 +39,9 @@ def test_a_lock_of_a_snakemake_still_running_in_the_folder_is_not_called_stale(t
     fake.symlink_to("/bin/sleep")
     proc = subprocess.Popen([str(fake), "30"], cwd=tmp_path)
     try:
+        deadline = time.monotonic() + 10
+        while not host.other_snakemakes(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the child has exec'd (before that its argv is this interpreter's)
         assert advice(tmp_path) == []
     finally:
         proc.kill()

@@ -277,13 +277,16 @@ def finding(row, scale: float = 1.0, metric: str = "difference", goal: str = "ma
     'equivalent, but shifted inside ±0.5 points (p = 0.003): better token accuracy: +0.26 points (...)'."""
     v = row["verdict"]
     beyond = f"±{amount(row['margin'], scale)}"
-    said = in_words(metric, row["difference"], row["ci_low"], row["ci_high"], confidence, goal, scale)
+
+    def said():  # only verdicts that were tested have a difference to word
+        return in_words(metric, row["difference"], row["ci_low"], row["ci_high"], confidence, goal, scale)
+
     if v == "equivalent":
         if row.get("shifted"):
-            return f"equivalent, but shifted inside {beyond} (p = {row['p_difference']:.2g}): {said}"
+            return f"equivalent, but shifted inside {beyond} (p = {row['p_difference']:.2g}): {said()}"
         return "equivalent"
     if v == "different":
-        return f"different, beyond {beyond}: {said}"
+        return f"different, beyond {beyond}: {said()}"
     return f"inconclusive — {seeds_words(row.get('seeds_needed', math.nan))}"
 
 

@@ -144,8 +144,7 @@ def check(cls, path: Path, spec: RunSpec):
 
 def _log_reason(spec: RunSpec, name: str) -> str | None:
     """Why a stage failed, from its log (hwsweep.contracts.failure); None when the stage never started."""
-    log = Path(LOG_DIR.format(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name,
-                              seed=spec.seed)) / name  # fmt: skip
+    log = spec.log_path(name)
     return failure.log_reason(log) if log.exists() else None
 
 
