@@ -275,3 +275,20 @@ def test_a_seed_far_from_the_others_is_named_with_seeds_to_add():
     assert out["g2"].startswith("seed 3 lies apart in token accuracy (Grubbs p = ")
     assert out["g2"].endswith("the intervals assume roughly normal seeds; add seeds 4, 5, 6, 7 to check")
     assert "exact accuracy" in out["g2"] and "final loss" in out["g2"]  # the same seed in each derived metric
+
+
+def test_identical_repeats_are_not_evidence_of_equivalence_but_identical_pairs_are():
+    """A script without a seed flag gives one value per hardware whatever the seed: that is no spread to test
+    against (TOST would say p = 0). Bitwise equal hardware with a spread across seeds (strict mode) stays
+    equivalent."""
+    from hwsweep.report import headline
+
+    repeats = _runs(times=((25, 14, 0.90, 0.91), (26, 13, 0.90, 0.91), (24, 15, 0.90, 0.91)))
+    eq = stats.equivalence(repeats, "g1", SETTINGS).set_index("metric")
+    row = eq.loc["token_accuracy"]
+    assert row.verdict == "inconclusive" and row.finding == stats.REPEATS and not np.isfinite(row.p_tost)
+    assert stats.overall(eq.reset_index()).verdict.tolist() == ["inconclusive"]
+    said = " ".join(headline.equivalence_sentences(eq.reset_index(), "g1"))
+    assert stats.REPEATS in said and "p = 0" not in said
+    strict = _runs(times=((25, 14, 0.90, 0.90), (26, 13, 0.92, 0.92), (24, 15, 0.91, 0.91)))
+    assert stats.equivalence(strict, "g1", SETTINGS).set_index("metric").loc["token_accuracy", "verdict"] == "equivalent"

@@ -297,6 +297,16 @@ EQUIVALENCE_COLUMNS = [
 ]  # fmt: skip
 
 
+# Seeds that are not seeds: every seed of both hardware gave the same value (a script that gets no seed, or
+# ignores it). Zero spread is no evidence of equivalence: a test would say p = 0 from nothing.
+REPEATS = "no seed variation: equivalence cannot be tested from repeats; pass a seed flag the script uses"
+
+
+def repeats(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether both sides are >= 2 runs that all gave one value each (identical repeats, not seeds)."""
+    return len(a) >= 2 and len(b) >= 2 and bool(np.ptp(a) == 0 and np.ptp(b) == 0)
+
+
 def _pairing(sub: pd.DataFrame, base: pd.DataFrame) -> tuple[bool, list, str]:
     """Paired when both ran the same seeds (>= 2 shared) and the seed drives the run."""
     shared = sorted(set(sub.seed) & set(base.seed))
@@ -320,11 +330,19 @@ def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings
                 x = sub.set_index("seed")[metric].loc[shared]
                 y = base.set_index("seed")[metric].loc[shared]
                 ok = x.notna().to_numpy() & y.notna().to_numpy()
-                result = compare(x.to_numpy()[ok], y.to_numpy()[ok], margin, settings.confidence, paired=True)
+                a, b = x.to_numpy(float)[ok], y.to_numpy(float)[ok]
             else:
-                result = compare(sub[metric].dropna().to_numpy(), base[metric].dropna().to_numpy(), margin,
-                                 settings.confidence)  # fmt: skip
+                a, b = sub[metric].dropna().to_numpy(float), base[metric].dropna().to_numpy(float)
             scale = settings.scales.get(metric, 1.0)
+            if repeats(a, b):
+                result = {"test": PAIRED if paired else WELCH, "n": len(a), "n_baseline": len(b), "margin": margin,
+                          "difference": float(a.mean() - b.mean()), "verdict": "inconclusive", "shifted": False,
+                          "finding": REPEATS, "note": REPEATS}  # fmt: skip
+                rows.append({"suite": suite, "variant": variant, "hardware": hw, "baseline": baseline, "metric": metric,
+                             "primary": metric in settings.primary, "scale": scale,
+                             "goal": settings.goals.get(metric, "max")} | result)  # fmt: skip
+                continue
+            result = compare(a, b, margin, settings.confidence, paired=paired)
             result["note"] = "; ".join(x for x in (result.get("note", ""), note) if x)
             result["finding"] = finding(result, scale, metric, settings.goals.get(metric, "max"),
                                         settings.confidence)  # fmt: skip
