@@ -234,3 +234,22 @@ def test_one_process_runs_plainly_and_a_script_that_needs_torchrun_says_why_in_o
     proc = launch(tmp_path / "tutorial", cfg, "cpu1") if (tmp_path / "tutorial").mkdir() is None else None
     assert proc.returncode == 1
     assert "RANK expected" in proc.stderr.strip().splitlines()[-1]  # the real cause, not torchrun's boilerplate
+
+
+@pytest.mark.slow
+def test_a_runtime_api_script_started_as_one_plain_process_makes_its_own_group(tmp_path):
+    import yaml
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "runtime_api"
+    cfg = yaml.safe_load((example / "config.yaml").read_text())
+    cfg["trainer"] = cfg["trainer"] | {"launch": "auto", "workdir": str(example)}
+    cfg["recipe"] |= {"schedule": {"steps": 20, "warmup_steps": 2}, "args": {"hidden": 16, "eval_every": 10}}
+    matrix = resolve(cfg)
+    spec = matrix.spec(matrix.cells[0].suite, matrix.cells[0].variant, "cpu1", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run([sys.executable, "-m", "hwsweep.run.launch", str(tmp_path / "spec.json"), "--threads", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "torchrun" not in proc.stdout.splitlines()[0]
+    record = read(RunRecord, tmp_path / "run" / "train.json")
+    assert record.trainer == "builtin" or record.data_order["sampler"] != "script"  # the runtime wrote it

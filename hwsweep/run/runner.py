@@ -275,6 +275,8 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     attempts_path, history_path = run_dir / ATTEMPTS_FILE, run_dir / PARSED_FILE
     resuming = bool(trainer.resume_when) and any(run_dir.glob(trainer.resume_when))
+    # A runtime-API script resumes from its own checkpoints: then this attempt's step count is its own too.
+    fresh = not resuming and not any(Path(run_dir, CHECKPOINT_DIR).glob("step*.pt"))
     if not resuming:  # a fresh start forgets earlier attempts of this run
         for path in (attempts_path, history_path):
             path.unlink(missing_ok=True)
@@ -311,7 +313,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         verdict = divergence(spec, curves)
         if verdict and spec.guard.action == "fail":
             raise RunFailed(f"{verdict} (guard.action: fail; flag keeps such runs)")
-        seen_run, departures = _observed(spec, run_dir, None if resuming else spec.plan.steps)
+        seen_run, departures = _observed(spec, run_dir, spec.plan.steps if fresh else None)
         if departures and trainer.observe == "fail":
             raise RunFailed(f"what trained is not the plan: {'; '.join(departures)} (trainer.observe: flag keeps such runs)")
         if _wrote_own_record(spec, started):

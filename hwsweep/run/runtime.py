@@ -28,6 +28,7 @@ import json
 import math
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -68,6 +69,12 @@ def init(spec: str | os.PathLike | None = None, node_threads: int | None = None)
     return run
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Run:
     def __init__(self, spec: RunSpec, node_threads: int | None, clock: StartupClock | None = None,
                  run_dir: str | None = None):
@@ -101,7 +108,11 @@ class Run:
         self._device = devices.select(self.plan.accelerator, self.local_rank)
         self.device = self._device.torch_device
         if not dist.is_initialized():
-            dist.init_process_group(backend=self._device.backend)
+            if "MASTER_ADDR" in os.environ:
+                dist.init_process_group(backend=self._device.backend)
+            else:  # one process started plainly (trainer.launch auto): a group of one, on a free local port
+                dist.init_process_group(backend=self._device.backend, init_method=f"tcp://127.0.0.1:{_free_port()}",
+                                        rank=0, world_size=1)  # fmt: skip
         devices.lock_precision(self.plan.tf32)
         repro.apply_level(self.recipe.reproducibility)
         repro.seed_everything(self.seed)  # same seed on every rank: identical initial weights
