@@ -253,3 +253,20 @@ def test_a_runtime_api_script_started_as_one_plain_process_makes_its_own_group(t
     assert "torchrun" not in proc.stdout.splitlines()[0]
     record = read(RunRecord, tmp_path / "run" / "train.json")
     assert record.trainer == "builtin" or record.data_order["sampler"] != "script"  # the runtime wrote it
+
+
+def test_show_commands_prints_what_the_train_job_runs(tmp_path, capsys, monkeypatch):
+    import yaml
+
+    from hwsweep import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my.yaml").write_text(yaml.safe_dump(nanogpt_config()))
+    assert cli.main(["plan", "--configfile", str(tmp_path / "my.yaml"), "--show-commands"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    one, two = out[out.index("s/default/cpu1/seed0:") + 1], out[out.index("s/default/cpu2/seed0:") + 1]
+    assert "torchrun" not in one and f"{SCRIPTS}/nanogpt_like.py --batch_size=4 --gradient_accumulation_steps=4" in one
+    assert "--nproc_per_node 2 -m hwsweep.run.tether" in two and "--block_size=8" in two
+    cwd, env = out[out.index("s/default/cpu2/seed0:") + 2], out[out.index("s/default/cpu2/seed0:") + 3]
+    assert cwd.endswith(str(tmp_path / "results/s/default/cpu2/seed0"))
+    assert f"PYTHONPATH={observe.OBSERVER}:{SCRIPTS}" in env and "HWSWEEP_OBSERVE_DIR=" in env
