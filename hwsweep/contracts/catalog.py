@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 CURRENCY = "USD"  # of every price_per_hour, the catalog's and a hardware entry's
 
@@ -31,6 +29,8 @@ class DeviceType:
 
 @lru_cache(maxsize=1)
 def catalog() -> dict[str, DeviceType]:
+    import yaml  # here: the launcher of every run imports this module, and most runs never read the catalog
+
     raw = yaml.safe_load(CATALOG_PATH.read_text())
     return {name: DeviceType(name=name, **entry) for name, entry in raw.items()}
 

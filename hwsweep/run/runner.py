@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 
 from hwsweep.contracts import failure, guard, host, io
@@ -189,6 +188,8 @@ def train_folder(spec: RunSpec) -> str:
 
 def _provenance(spec: RunSpec, invocation: Invocation, env: dict) -> dict:
     try:
+        from importlib import metadata  # here: only a finished run's record needs it
+
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         torch_version = None
