@@ -263,6 +263,8 @@ def variant_sentences(frame: pd.DataFrame, side_by_side: bool = False) -> list[s
         first = rows.iloc[0]
         shown = rows[rows.primary.astype(bool)] if rows.primary.astype(bool).any() else rows
         head = f"{first.variant} against {first.reference} on {first.hardware} ({pairing_words(rows)})"
+        if "comparison" in frame:
+            head = f"{first.comparison}: {head}"
         if first.overall == versus.NOT_TESTED:
             said = _join([versus.side_by_side(r) for _, r in shown.iterrows()])
             text = f"{head}: {said}; **no test** — {versus.seeds_to_test(str(first.seeds).split())}."
