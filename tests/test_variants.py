@@ -197,6 +197,9 @@ def test_a_two_variant_suite_through_the_workflow(tmp_path):
     cfg["hardware"] = {"cpu1": SMALL["hardware"]["cpu1"]}
     cfg["suites"] = {"tiny": {"sweep": {"model.width": [16, 32]}, "reference": "width-32"}}
     cfg["compare"] = {"narrow": {"variant": "tiny/width-16", "reference": "tiny/width-32", "metrics": ["final_loss"]}}
+    # the trainer's own loss only: no evaluation jobs, one metric plot (the test stays near a minute)
+    cfg["evaluation"] = "none"
+    cfg["metrics"] = {"final_loss": {"goal": "min", "stage": "train", "key": "loss", "reduce": "last"}}
     proc = snakemake(tmp_path, cfg, "--cores", "2", timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     runs = pd.read_csv(tmp_path / "results/tiny/runs.csv")
