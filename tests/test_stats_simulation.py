@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from hwsweep.analysis import stats
+from hwsweep.analysis import stats, variants
 
 TRIALS = 40_000
 ALPHA = 0.05
@@ -163,3 +163,44 @@ def test_an_outlier_seed_is_named():
     values[:, 4] += 10  # one seed 10 SD away
     column, p = stats.grubbs(values)
     assert np.mean((column == 4) & (p * 4 < stats.SPREAD_LEVEL)) > 0.9
+
+
+def _variant_verdicts(a, b, paired, goal="max"):
+    """The variant verdicts (hwsweep.analysis.variants.contrast: stats.compare without a margin, then direction),
+    vectorised over trials through the same core (stats.decide); a few trials checked against stats.compare itself."""
+    d, se, df = stats.paired_stats(a, b) if paired else stats.welch_stats(a, b)
+    out = stats.decide(d, se, df, math.nan, ALPHA)
+    for i in range(5):
+        one = stats.compare(a[i], b[i], None, 1 - ALPHA, paired)
+        assert (one["ci_low"], one["ci_high"]) == pytest.approx((out["ci_low"][i], out["ci_high"][i]))
+    verdicts = np.array([variants.direction(lo, hi, goal) for lo, hi in zip(out["ci_low"], out["ci_high"])])
+    return verdicts, out
+
+
+@pytest.mark.parametrize("n", [3, 5, 10])
+@pytest.mark.parametrize("paired", [True, False])
+def test_a_variant_is_falsely_better_at_most_5_percent_of_the_time_and_its_ci_covers_95(n, paired):
+    rng = np.random.default_rng(300 + n + paired)
+    sd, shift = 0.01, 0.02
+    effect = rng.normal(0, 0.05, (TRIALS, n)) if paired else 0  # a seed's effect shared by both variants
+    ref = 0.8 + effect + rng.normal(0, sd, (TRIALS, n))
+    same = 0.8 + effect + rng.normal(0, sd, (TRIALS, n))
+    verdicts, _ = _variant_verdicts(same, ref, paired)
+    better, either = np.mean(verdicts == "better"), np.mean(verdicts != "no clear difference")
+    assert better <= ALPHA / 2 + NOISE and either <= ALPHA + NOISE, (better, either)
+    assert np.mean(_variant_verdicts(same, ref, paired, goal="min")[0] == "better") <= ALPHA / 2 + NOISE
+    _, out = _variant_verdicts(same + shift, ref, paired)
+    coverage = np.mean((out["ci_low"] <= shift) & (shift <= out["ci_high"]))
+    assert 0.93 <= coverage <= 0.97, coverage  # Welch at few seeds is a little conservative (~0.957)
+
+
+def test_a_variant_is_falsely_better_overall_at_most_5_percent_of_the_time():
+    # Intersection-union over two primary metrics: one truly equal, one truly better; better overall needs both.
+    rng = np.random.default_rng(11)
+    n, sd = 5, 0.01
+    ref = rng.normal(0.8, sd, (2, TRIALS, n))
+    mine = ref + np.array([0.0, 0.05])[:, None, None] + rng.normal(0, sd, (2, TRIALS, n))
+    first, second = (_variant_verdicts(mine[i], ref[i], True)[0] for i in range(2))
+    overall = np.array([variants.overall([x, y]) for x, y in zip(first, second)])
+    assert np.mean(second == "better") > 0.9  # the truly better metric is found: the level is not kept by silence
+    assert np.mean(overall == "better") <= ALPHA / 2 + NOISE

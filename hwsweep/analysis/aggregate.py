@@ -1,8 +1,11 @@
-"""One suite's records -> its tables: runs, curves, equivalence (with diagnosis), speedup, comparison."""
+"""One suite's records -> its tables: runs, curves, equivalence (with diagnosis), speedup, comparison and variants;
+every suite's runs -> the comparisons across suites the config declares."""
 
 from __future__ import annotations
 
-from hwsweep.analysis import diagnose, stats
+import pandas as pd
+
+from hwsweep.analysis import diagnose, stats, variants
 from hwsweep.contracts import catalog, io, records
 from hwsweep.contracts.metrics import Metric
 
@@ -14,10 +17,11 @@ def prices_of(hardware: dict) -> dict:
 
 
 def aggregate(train_paths, eval_paths, baseline: str, statistics: dict, metrics: list[Metric], out: dict,
-              prices: dict | None = None):  # fmt: skip
+              prices: dict | None = None, reference: str | None = None):  # fmt: skip
     """Write the suite's tables to the paths in `out`; returns the comparison table. `prices`:
     hardware name -> price per device-hour in catalog.CURRENCY; left out, each run's device
-    type's catalog list price."""
+    type's catalog list price. `reference`: the variant the others are compared with (out["variants"]);
+    left out, the first."""
     settings = stats.Settings.of(statistics, metrics)
     runs, curves = records.load(train_paths, eval_paths, metrics)
     if prices is None:
@@ -30,7 +34,18 @@ def aggregate(train_paths, eval_paths, baseline: str, statistics: dict, metrics:
     comparison = stats.comparison(summary, equivalence, speedup, baseline, settings)
     comparison = comparison.merge(diagnosis[stats.CELL + ["diagnosis"]], on=stats.CELL, how="left")
     comparison = comparison.merge(stats.spread_check(runs, settings), on=stats.CELL, how="left")
-    for name, frame in (("runs", runs), ("curves", curves), ("equivalence", equivalence), ("speedup", speedup),
-                        ("comparison", comparison)):  # fmt: skip
+    tables = {"runs": runs, "curves": curves, "equivalence": equivalence, "speedup": speedup, "comparison": comparison}
+    if "variants" in out:
+        first = runs.variant.iloc[0] if len(runs) else ""
+        tables["variants"] = variants.variants(runs, reference or first, settings)
+    for name, frame in tables.items():
         io.write_csv(frame, out[name])
     return comparison
+
+
+def cross(runs_paths, compare: dict, statistics: dict, metrics: list[Metric], out: str) -> pd.DataFrame:
+    """The config's comparisons across suites (variants.cross) from the suites' runs.csv, written to `out`."""
+    runs = pd.concat([pd.read_csv(p) for p in runs_paths], ignore_index=True)
+    frame = variants.cross(runs, compare, stats.Settings.of(statistics, metrics))
+    io.write_csv(frame, out)
+    return frame

@@ -54,6 +54,7 @@ class Settings:
     metrics: tuple = ()  # every declared metric, in order
     margins: dict = field(default_factory=dict)  # name -> margin, for the metrics that are compared
     primary: tuple = ()  # the compared metrics that decide a hardware's overall verdict
+    variant_primary: tuple = ()  # every primary metric: a variant's overall verdict (a difference needs no margin)
     goals: dict = field(default_factory=dict)  # name -> "max" | "min"
     scales: dict = field(default_factory=dict)  # name -> 100 for shares (bounds [0, 1]: written in points)
 
@@ -62,7 +63,8 @@ class Settings:
         compared = [m for m in metrics if m.margin is not None]
         scales = {m.name: 100.0 for m in metrics if m.bounds is not None and list(m.bounds) == [0, 1]}
         return cls(**statistics, metrics=tuple(m.name for m in metrics), margins={m.name: m.margin for m in compared},
-                   primary=tuple(m.name for m in compared if m.primary), goals={m.name: m.goal for m in metrics},
+                   primary=tuple(m.name for m in compared if m.primary),
+                   variant_primary=tuple(m.name for m in metrics if m.primary), goals={m.name: m.goal for m in metrics},
                    scales=scales)  # fmt: skip
 
     @property
@@ -250,18 +252,24 @@ def seeds_words(needed: float) -> str:
 
 # -- equivalence ---------------------------------------------------------------------------
 
+NEEDS_SEEDS = "needs >= 2 seeds on both"
 
-def compare(a: np.ndarray, b: np.ndarray, margin: float, confidence: float, paired: bool = False) -> dict:
+
+def compare(a: np.ndarray, b: np.ndarray, margin: float | None, confidence: float, paired: bool = False) -> dict:
     """One metric of one hardware (a) against the baseline (b); paired: a[i] and b[i] are the
-    same seed."""
+    same seed. margin None: the difference, its CI and its t-test only (verdict 'not compared';
+    a variant's metric without a margin)."""
     alpha = 1 - confidence
     a, b = np.asarray(a, float), np.asarray(b, float)
     test = PAIRED if paired else WELCH
     if len(a) < 2 or len(b) < 2:
         return {"test": test, "n": len(a), "n_baseline": len(b), "margin": margin, "verdict": "inconclusive",
-                "shifted": False, "note": "needs >= 2 seeds on both"}  # fmt: skip
+                "shifted": False, "note": NEEDS_SEEDS}  # fmt: skip
     d, se, df = paired_stats(a, b) if paired else welch_stats(a, b)
-    out = {k: v[0] for k, v in decide(d, se, df, margin, alpha).items()}
+    out = {k: v[0] for k, v in decide(d, se, df, math.nan if margin is None else margin, alpha).items()}
+    if margin is None:  # no margin: nothing to say about equivalence, power or seeds for it
+        return {"test": test, "n": len(a), "n_baseline": len(b), **out, "verdict": "not compared", "shifted": False,
+                "margin": math.nan, "p_tost": math.nan, "power": math.nan, "seeds_needed": math.nan, "note": ""}  # fmt: skip
     sd = float(np.std(a - b, ddof=1)) if paired else math.sqrt((np.var(a, ddof=1) + np.var(b, ddof=1)) / 2)
     n = len(a) if paired else min(len(a), len(b))
     df = len(a) - 1 if paired else len(a) + len(b) - 2  # the spread's degrees of freedom
@@ -307,7 +315,7 @@ def repeats(a: np.ndarray, b: np.ndarray) -> bool:
     return len(a) >= 2 and len(b) >= 2 and bool(np.ptp(a) == 0 and np.ptp(b) == 0)
 
 
-def _pairing(sub: pd.DataFrame, base: pd.DataFrame) -> tuple[bool, list, str]:
+def pairing(sub: pd.DataFrame, base: pd.DataFrame) -> tuple[bool, list, str]:
     """Paired when both ran the same seeds (>= 2 shared) and the seed drives the run."""
     shared = sorted(set(sub.seed) & set(base.seed))
     seeded = "seeded" not in sub or bool(sub.seeded.all() and base.seeded.all())
@@ -317,6 +325,17 @@ def _pairing(sub: pd.DataFrame, base: pd.DataFrame) -> tuple[bool, list, str]:
     return True, shared, f"seeds {alone} not on both: left out of the pairing" if alone else ""
 
 
+def sides(sub: pd.DataFrame, base: pd.DataFrame, metric: str, paired: bool, shared: list) -> tuple[np.ndarray, np.ndarray]:
+    """One metric's values of both sides: the shared seeds in one order when paired (a seed missing the
+    value on either side left out), else every value of each."""
+    if not paired:
+        return sub[metric].dropna().to_numpy(float), base[metric].dropna().to_numpy(float)
+    x = sub.set_index("seed")[metric].loc[shared]
+    y = base.set_index("seed")[metric].loc[shared]
+    ok = x.notna().to_numpy() & y.notna().to_numpy()
+    return x.to_numpy(float)[ok], y.to_numpy(float)[ok]
+
+
 def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings()) -> pd.DataFrame:
     rows = []
     cells = {key: frame for key, frame in runs.groupby(CELL, sort=False)}
@@ -324,15 +343,9 @@ def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings
         base = cells.get((suite, variant, baseline))
         if hw == baseline or base is None:
             continue
-        paired, shared, note = _pairing(sub, base)
+        paired, shared, note = pairing(sub, base)
         for metric, margin in settings.margins.items():
-            if paired:
-                x = sub.set_index("seed")[metric].loc[shared]
-                y = base.set_index("seed")[metric].loc[shared]
-                ok = x.notna().to_numpy() & y.notna().to_numpy()
-                a, b = x.to_numpy(float)[ok], y.to_numpy(float)[ok]
-            else:
-                a, b = sub[metric].dropna().to_numpy(float), base[metric].dropna().to_numpy(float)
+            a, b = sides(sub, base, metric, paired, shared)
             scale = settings.scales.get(metric, 1.0)
             if repeats(a, b):
                 result = {"test": PAIRED if paired else WELCH, "n": len(a), "n_baseline": len(b), "margin": margin,

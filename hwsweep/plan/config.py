@@ -496,7 +496,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             "guard.chance_loss: auto needs the built-in task's vocabulary; give your loss at chance as a number"
         )
 
-    cells = []
+    cells, references = [], {}
     for suite, body in raw["suites"].items():
         where = f"suites.{suite}"
         if suite in RESERVED_SUITES:
@@ -552,6 +552,10 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
                 except PlanError as e:
                     raise ConfigError(str(e)) from None
             cells.append(Cell(suite=suite, variant=variant, recipe=typed, sweep_values=values, hardware=tuple(names)))
+        references[suite] = body.get("reference", next(iter(seen)))
+        if references[suite] not in seen:
+            raise ConfigError(f"{where}.reference: {SHOWN.repr(references[suite])} is not a variant of suite {suite}; "
+                              f"use one of {', '.join(list(seen)[:8])}")  # fmt: skip
     warnings = _cross_hardware_warnings(cells, hardware, raw["baseline"]) + _unmapped_warnings(trainer)
     matrix = Matrix(
         cells=tuple(cells),
@@ -568,6 +572,8 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         trainer=trainer,
         evaluation=evaluation,
         metrics=tuple(metrics),
+        references=references,
+        compare=_comparisons(raw.get("compare", {}), cells, metrics),
     )
     if not builtin:
         for cell in cells:
@@ -584,6 +590,29 @@ def _run_count(raw: dict) -> int:
         variants = math.prod(len(choices) for choices in body.get("sweep", {}).values())
         total += variants * len(body.get("hardware", raw["hardware"])) * len(raw["seeds"])
     return total
+
+
+def _comparisons(raw: dict, cells, metrics) -> dict:
+    """The config's `compare`, checked: both sides name a suite/variant of the matrix and the metrics are declared.
+    Both sides always share the baseline (every suite runs it) and the seeds (one list), so they pair."""
+    paths = [f"{c.suite}/{c.variant}" for c in cells]
+    names = [m.name for m in metrics]
+    out = {}
+    for name, pair in raw.items():
+        for key in ("variant", "reference"):
+            if pair[key] not in paths:
+                near = difflib.get_close_matches(pair[key], paths, n=1, cutoff=0.5)
+                hint = f"did you mean {near[0]}?" if near else f"give suite/variant, e.g. {paths[0]}"
+                raise ConfigError(f"compare.{name}.{key}: {SHOWN.repr(pair[key])} is not a suite/variant of this config; "
+                                  f"{hint}")  # fmt: skip
+        if pair["variant"] == pair["reference"]:
+            raise ConfigError(f"compare.{name}.reference: the same as its variant; name another suite/variant")
+        for metric in pair.get("metrics", []):
+            if metric not in names:
+                raise ConfigError(f"compare.{name}.metrics: {metric!r} is not a declared metric; use one of "
+                                  f"{', '.join(names)}")  # fmt: skip
+        out[name] = {"variant": pair["variant"], "reference": pair["reference"], "metrics": list(pair.get("metrics", names))}
+    return out
 
 
 def _check_device_type(entry: dict, where: str) -> None:

@@ -55,6 +55,8 @@ class Matrix:
     trainer: Trainer = Trainer(kind="builtin")
     evaluation: Evaluation = Evaluation(kind="builtin")
     metrics: tuple[Metric, ...] = ()
+    references: dict = field(default_factory=dict)  # suite -> the variant its other variants are compared with
+    compare: dict = field(default_factory=dict)  # name -> {variant, reference: suite/variant, metrics}: across suites
 
     def metric_names(self) -> list[str]:
         return [m.name for m in self.metrics]

@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 
+from hwsweep.analysis import variants as versus
 from hwsweep.analysis.stats import REPEATS, seeds_words
 from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money
 from hwsweep.contracts.host import LOAD_FACTOR
@@ -225,6 +226,51 @@ def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
         for _, row in comp[~comp.baseline.astype(bool)].iterrows():
             sentences.append(cost_sentence(row.to_dict() | base, baseline, confidence))
         out[variant] = sentences + spread_sentences(comp)
+    return out
+
+
+def pairing_words(rows: pd.DataFrame) -> str:
+    """'paired by seed, 3 seeds', 'unpaired (Welch), 3 and 2 seeds' or 'one seed' for one cell's rows."""
+    first = rows.iloc[0]
+    n, m = int(first.n), int(first.n_reference)
+    if min(n, m) < 2:
+        return "one seed" if max(n, m) <= 1 else f"{n} and {m} seeds"
+    return f"paired by seed, {n} seeds" if first.test == versus.PAIRED_T else f"unpaired (Welch), {n} and {m} seeds"
+
+
+def _flops(first, side_by_side: bool) -> str:
+    """Both sides' training FLOPs (side_by_side), and a warning where they differ beyond the tolerance."""
+    note = first.flops_note if isinstance(first.flops_note, str) else ""
+    shown = ""
+    if side_by_side and finite(first.training_flops) and finite(first.reference_training_flops):
+        shown = f" Training FLOPs {first.training_flops:.3g} against {first.reference_training_flops:.3g}"
+        shown += f" ({note})." if note else f" (within {versus.FLOPS_TOLERANCE:.0%}: about equal training compute)."
+    elif note:
+        shown = f" {note[0].upper()}{note[1:]}."
+    return shown
+
+
+def variant_sentences(frame: pd.DataFrame, side_by_side: bool = False) -> list[str]:
+    """Each variant on each hardware against its reference (results/<suite>/variants.csv or results/compare.csv):
+    'views-8 against views-0 on cpu1 (paired by seed, 3 seeds): **better** — better exact accuracy: +12.3 points
+    (95% CI +8.1 to +16.5 points).' Over the primary metrics (every metric where none is); with one seed the means
+    side by side and the seeds that would allow a test. side_by_side: both sides' training FLOPs (across suites)."""
+    if frame.empty:
+        return []
+    cell = ["comparison", "hardware"] if "comparison" in frame else ["variant", "hardware"]
+    out = []
+    for _, rows in frame.groupby(cell, sort=False):
+        first = rows.iloc[0]
+        shown = rows[rows.primary.astype(bool)] if rows.primary.astype(bool).any() else rows
+        head = f"{first.variant} against {first.reference} on {first.hardware} ({pairing_words(rows)})"
+        if "comparison" in frame:
+            head = f"{first.comparison}: {head}"
+        if first.overall == versus.NOT_TESTED:
+            said = _join([versus.side_by_side(r) for _, r in shown.iterrows()])
+            text = f"{head}: {said}; **no test** — {versus.seeds_to_test(str(first.seeds).split())}."
+        else:
+            text = f"{head}: **{first.overall}** — {'; '.join(shown.finding)}."
+        out.append(text + _flops(first, side_by_side))
     return out
 
 

@@ -66,7 +66,22 @@ def suite_section(matrix, suite: str, complete: bool, description: str = "",
         if comparison.variant.nunique() > 1:
             lines += [f"*{_escape(str(variant))}*:", ""]
         lines += [f"- {_emphasis(s)}" for s in sentences] + [""]
+    variants = results / suite / "variants.csv"
+    frame = pd.read_csv(variants) if variants.exists() else pd.DataFrame()
+    if len(frame):  # a suite of one variant has nothing to compare it with: nothing new to say
+        lines += [f"*Variants against {_escape(str(frame.reference.iloc[0]))}*:", ""]
+        lines += [f"- {_emphasis(s)}" for s in headline.variant_sentences(frame)] + [""]
     return lines
+
+
+def compare_section(results: Path = Path("results")) -> list[str]:
+    """The comparisons across suites (results/compare.csv), both sides' training FLOPs side by side."""
+    path = results / "compare.csv"
+    frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    if frame.empty:
+        return []
+    return ["**Comparisons across suites**", ""] + [f"- {_emphasis(s)}" for s in
+                                                     headline.variant_sentences(frame, side_by_side=True)] + [""]  # fmt: skip
 
 
 def write(matrix, complete: dict[str, bool], template: Path, path: Path, descriptions: dict | None = None) -> Path:
@@ -75,6 +90,7 @@ def write(matrix, complete: dict[str, bool], template: Path, path: Path, descrip
     lines = ["What the runs show", "==================", ""]
     for suite in matrix.suites:
         lines += suite_section(matrix, suite, complete[suite], (descriptions or {}).get(suite, ""))
+    lines += compare_section() if matrix.compare else []
     text = Path(template).read_text(encoding="utf-8")
     split = text.index(HOW) if HOW in text else 0  # the answer before the method
     text = text[:split] + "{% raw %}\n" + "\n".join(lines) + "\n{% endraw %}\n\n" + text[split:]

@@ -10,6 +10,7 @@ import math
 import pandas as pd
 
 from hwsweep.analysis import stats
+from hwsweep.analysis.variants import FLOPS_TOLERANCE
 from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money
 from hwsweep.report import headline
 
@@ -21,6 +22,12 @@ VERDICTS = {
     "inconclusive": ("?", "#fbe8c0"),
     "baseline": ("◆", "#e4e4ea"),
     "not compared": ("–", "#ffffff"),
+    # a variant against its reference (hwsweep.analysis.variants)
+    "better": ("▲", "#d8f0d8"),
+    "worse": ("▼", "#f6d2d2"),
+    "no clear difference": ("○", "#fbe8c0"),
+    "mixed": ("▲▼", "#fbe8c0"),
+    "not tested": ("–", "#ffffff"),
 }
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 12px; color: #1d2330; }
@@ -167,6 +174,43 @@ def equivalence_page(equivalence: pd.DataFrame) -> str:
             "power of these seeds and the seeds that show equivalence 80% of the time if there is no true difference "
             "(planned with a 70% upper confidence bound of the seed spread). " + NORMALITY + " " + LEGEND)
     return page("Equivalence to the baseline", note, header, rows)
+
+
+VARIANT_LEGEND = ("Verdict marks: ▲ better, ▼ worse (the whole interval on one side of no difference, by the metric's "
+                  "goal), ○ no clear difference, ▲▼ mixed (primary metrics not all one way), – not tested (one seed), "
+                  "? inconclusive (identical repeats).")
+
+
+def variants_page(frame: pd.DataFrame, title: str, confidence: float = 0.95) -> str:
+    """Each variant against its reference, per hardware and metric (results/<suite>/variants.csv, or
+    results/compare.csv with a comparison column): both means, the difference with its CI and its direction, the
+    equivalence where the metric has a margin, the overall verdict over the primary metrics and the training FLOPs."""
+    named = "comparison" in frame
+    header = (["comparison"] if named else []) + ["variant", "reference", "hardware", "overall", "metric", "test",
+                                                   "seeds (variant / reference)", "mean", "reference mean",
+                                                   "difference", f"{confidence:.0%} CI", "verdict", "equivalence",
+                                                   "training FLOPs (variant / reference)", "note"]  # fmt: skip
+    rows = []
+    for r in frame.to_dict("records"):
+        s = r["scale"]
+        flops = f"{_num(r.get('training_flops'))} / {_num(r.get('reference_training_flops'))}"
+        notes = [x for x in (r.get("flops_note"), r.get("note")) if isinstance(x, str) and x]
+        margin = f" (±{amount(r['margin'], s)})" if finite(r.get("margin")) else ""
+        equivalence = r.get("equivalence") if isinstance(r.get("equivalence"), str) else ""
+        rows.append(([_td(r["comparison"], "text")] if named else []) + [
+            _td(r["variant"], "text"), _td(r["reference"], "text"), _td(r["hardware"], "text"),
+            verdict_cell(str(r["overall"])), _td(r["metric"] + ("" if r["primary"] else " (secondary)"), "text"),
+            _td(r["test"], "text"), _td(f"{r['n']} / {r['n_reference']}"), _td(amount(r.get("mean"), s)),
+            _td(amount(r.get("reference_mean"), s)), _td(amount(r.get("difference"), s, True)),
+            _td(_interval(r.get("ci_low"), r.get("ci_high"), 3, s)), verdict_cell(str(r["verdict"]), r["finding"]),
+            _td(equivalence + margin if equivalence else "", "text"), _td(flops), _td("; ".join(notes), "text"),
+        ])  # fmt: skip
+    note = ("Each variant minus its reference on the same hardware, per metric: paired by seed where both ran the same "
+            "seeds (Welch otherwise), the difference with its t confidence interval (shares in percentage points); "
+            "overall better or worse only when every primary metric is (intersection-union); equivalence (TOST) where "
+            "the metric has a margin. Training FLOPs = FLOPs per step × steps, mean over seeds; a note says when they "
+            f"differ by more than {FLOPS_TOLERANCE:.0%}. {NORMALITY} {VARIANT_LEGEND}")
+    return page(title, note, header, rows)
 
 
 SHORT_METHODS = {stats.GEOMETRIC: "geometric mean", stats.RATIO_OF_MEANS: "ratio of means"}

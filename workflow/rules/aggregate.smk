@@ -36,6 +36,13 @@ rule aggregate_suite:
             subcategory="Tables (CSV, every column)",
             labels={"table": "speedup"},
         ),
+        variants=report(
+            "results/{suite}/variants.csv",
+            caption="../report/variants.rst",
+            category="{suite}",
+            subcategory="Tables (CSV, every column)",
+            labels={"table": "variants"},
+        ),
     log:
         "logs/{suite}/aggregate.log",
     params:
@@ -48,6 +55,7 @@ rule aggregate_suite:
                     MATRIX.statistics,
                     [m.to_dict() for m in MATRIX.metrics],
                     prices_of(MATRIX.hardware),
+                    MATRIX.references,
                 ],
                 sort_keys=True,
             )
@@ -63,6 +71,7 @@ rule table_pages:
         comparison="results/{suite}/comparison.csv",
         equivalence="results/{suite}/equivalence.csv",
         speedup="results/{suite}/speedup.csv",
+        variants="results/{suite}/variants.csv",
     output:
         comparison=report(
             "results/{suite}/tables/comparison.html",
@@ -84,6 +93,13 @@ rule table_pages:
             category="{suite}",
             subcategory="Tables",
             labels={"table": "speedup and cost"},
+        ),
+        variants=report(
+            "results/{suite}/tables/variants.html",
+            caption="../report/variants_page.rst",
+            category="{suite}",
+            subcategory="Tables",
+            labels={"table": "variants against the reference"},
         ),
     log:
         "logs/{suite}/tables.log",
@@ -171,10 +187,12 @@ rule combine:
         comparison=all_suite_tables("comparison.csv"),
         equivalence=all_suite_tables("equivalence.csv"),
         speedup=all_suite_tables("speedup.csv"),
+        variants=all_suite_tables("variants.csv"),
     output:
         runs="results/runs.csv",
         equivalence="results/equivalence.csv",
         speedup="results/speedup.csv",
+        variants="results/variants.csv",
         comparison=report(
             "results/comparison.csv",
             caption="../report/all_comparison.rst",
@@ -194,6 +212,45 @@ rule combine:
         scales=SCALES,
     script:
         "../scripts/combine.py"
+
+
+def compare_suite_tables(wildcards):
+    """runs.csv of each suite a comparison across suites names (compare)."""
+    paths = [
+        p
+        for pair in MATRIX.compare.values()
+        for p in (pair["variant"], pair["reference"])
+    ]
+    return [
+        f"results/{suite}/runs.csv"
+        for suite in dict.fromkeys(p.split("/")[0] for p in paths)
+    ]
+
+
+rule compare_suites:
+    """The config's comparisons across suites (compare): results/compare.csv and its page."""
+    input:
+        runs=compare_suite_tables,
+    output:
+        compare=report(
+            "results/compare.csv",
+            caption="../report/compare.rst",
+            category="All suites",
+            labels={"table": "comparisons across suites (CSV)"},
+        ),
+        page=report(
+            "results/compare.html",
+            caption="../report/compare.rst",
+            category="All suites",
+            labels={"table": "comparisons across suites"},
+        ),
+    log:
+        "logs/compare.log",
+    params:
+        compare=MATRIX.compare,
+        config_dir=str(CONFIG_DIR),
+    script:
+        "../scripts/compare.py"
 
 
 rule status:

@@ -241,6 +241,7 @@ SUITE_OUTPUTS = [
     "comparison.csv",
     "equivalence.csv",
     "speedup.csv",
+    "variants.csv",
     "plots/equivalence.png",
     "plots/time_breakdown.png",
     "plots/speedup.png",
@@ -266,7 +267,8 @@ def all_targets():
         "comparison.csv",
         "equivalence.csv",
         "speedup.csv",
-    ]
+        "variants.csv",
+    ] + (["compare.csv"] if MATRIX.compare else [])
     return targets + [f"results/{name}" for name in tables]
 
 

@@ -10,7 +10,7 @@ REPORTING = (
     any(a == "--report" or a.startswith("--report=") for a in sys.argv)
     and "--report-after-run" not in sys.argv
 )
-TABLE_PAGES = ["comparison", "equivalence", "speedup"]
+TABLE_PAGES = ["comparison", "equivalence", "speedup", "variants"]
 
 
 def suite_pages(suite):
@@ -40,6 +40,7 @@ def all_inputs():
     pages = {
         "results/plan.tsv": "results/plan.html",
         "results/comparison.csv": "results/comparison.html",
+        "results/compare.csv": "results/compare.html",
     }
     # A combined table is reported when it and its page exist (one job writes both).
     return targets + [

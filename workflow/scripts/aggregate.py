@@ -1,4 +1,4 @@
-"""Thin entry point: one suite's run records -> runs, curves, equivalence, speedup, comparison tables."""
+"""Thin entry point: one suite's run records -> runs, curves, equivalence, speedup, comparison, variants tables."""
 
 import sys
 
@@ -16,4 +16,5 @@ aggregate(
     list(matrix.metrics),
     dict(snakemake.output.items()),  # noqa: F821
     prices_of(matrix.hardware),
+    matrix.references.get(snakemake.wildcards.suite),  # noqa: F821
 )

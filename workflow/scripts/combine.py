@@ -10,7 +10,7 @@ from hwsweep.contracts import io  # noqa: E402
 from hwsweep.report import tables  # noqa: E402
 
 frames = {name: pd.concat(map(pd.read_csv, snakemake.input[name]), ignore_index=True)
-          for name in ("runs", "comparison", "equivalence", "speedup")}  # fmt: skip
+          for name in ("runs", "comparison", "equivalence", "speedup", "variants")}  # fmt: skip
 for name, frame in frames.items():
     io.write_csv(frame, snakemake.output[name])
 (comparison,) = tables.ordered(frames["comparison"])

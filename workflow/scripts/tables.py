@@ -19,6 +19,8 @@ pages = {
                                          snakemake.params.confidence),
     "equivalence": tables.equivalence_page(equivalence),
     "speedup": tables.speedup_page(speedup, snakemake.params.confidence),
+    "variants": tables.variants_page(pd.read_csv(snakemake.input.variants), "Variants against the reference",
+                                     snakemake.params.confidence),
 }
 for name, text in pages.items():
     io.write_text(snakemake.output[name], text)

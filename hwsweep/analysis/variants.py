@@ -1,0 +1,165 @@
+"""Variants against each other (issue 21): within a suite, each variant against the suite's reference variant
+(`suites.<name>.reference`, default the first); across suites, the pairs the config declares (`compare`). Per
+declared metric, on the same hardware:
+
+- the difference (variant - reference) with its t CI, paired by seed where both ran the same seeds
+  (stats.pairing, as for hardware; Welch otherwise);
+- its direction by the metric's goal (words.side): better or worse only where the whole interval lies on one
+  side of 0, else no clear difference. A false 'better' at no true difference is a one-sided error of the
+  two-sided CI: at most (1 - confidence) / 2 (tests/test_stats_simulation.py measures it);
+- where the metric has a margin, its equivalence verdict too (TOST, stats.compare);
+- identical repeats on both sides are no test (stats.REPEATS: inconclusive); with fewer than 2 seeds on a side
+  the means side by side and the seeds that would allow a test.
+
+Overall, an intersection-union over the primary metrics: better only when every primary metric is better (the
+level holds without correction), worse only when every one is worse, mixed when some differ either way.
+Training FLOPs (flops_per_step x steps) of both sides stand beside the verdict, flagged when they differ by more
+than FLOPS_TOLERANCE: a better variant that trained on more compute is not better at equal compute."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from hwsweep.analysis import stats
+from hwsweep.analysis.words import amount, finite, in_words, side
+
+BETTER, WORSE, UNCLEAR = "better", "worse", "no clear difference"
+MIXED = "mixed"  # some primary metrics better, some worse or unclear: no overall direction
+NOT_TESTED = "not tested"  # fewer than 2 seeds on a side
+INCONCLUSIVE = "inconclusive"  # identical repeats: no spread to test with
+PAIRED_T, WELCH_T = "paired t-test", "Welch t-test"
+FLOPS_TOLERANCE = 0.10  # training FLOPs further apart than this: the comparison is not at equal compute
+TEST_SEEDS = 3  # the seeds offered when one seed allows no test (2 df: the fewest with a usable interval)
+
+VARIANT_COLUMNS = [
+    "suite", "variant", "reference", "hardware", "metric", "primary", "scale", "goal", "test", "n", "n_reference",
+    "seeds", "mean", "reference_mean", "difference", "ci_low", "ci_high", "p_difference", "verdict", "finding", "margin",
+    "equivalence", "p_tost", "overall", "training_flops", "reference_training_flops", "flops_note", "note",
+]  # fmt: skip
+COMPARE_COLUMNS = ["comparison"] + VARIANT_COLUMNS[1:]  # variant and reference as suite/variant
+
+
+def direction(low: float, high: float, goal: str) -> str:
+    """better / worse / no clear difference of a difference's interval (words.side at 0)."""
+    way = side(low, high, 0.0, goal)
+    return UNCLEAR if way == "unclear" else way
+
+
+def overall(verdicts: list[str]) -> str:
+    """Intersection-union over the primary metrics' verdicts (see the module)."""
+    if not verdicts:
+        return "not compared"
+    for way in (BETTER, WORSE):
+        if all(v == way for v in verdicts):
+            return way
+    if any(v in (BETTER, WORSE) for v in verdicts):
+        return MIXED
+    if all(v == NOT_TESTED for v in verdicts):
+        return NOT_TESTED
+    return INCONCLUSIVE if INCONCLUSIVE in verdicts else UNCLEAR
+
+
+def seeds_to_test(seeds) -> str:
+    """'seeds: [0, 1, 2] would allow a test' from the seeds that ran."""
+    have = sorted({int(s) for s in seeds})  # '0 1' from a CSV's seeds column, or numbers
+    top = have[-1] + 1 if have else 0
+    more = list(range(top, top + max(TEST_SEEDS - len(have), 0)))
+    return f"seeds: {have + more} would allow a test"
+
+
+def side_by_side(row) -> str:
+    """'exact accuracy 93.4 points against 81 points': a metric of both sides where no test is possible."""
+    return (f"{row['metric'].replace('_', ' ')} {amount(row['mean'], row['scale'])} against "
+            f"{amount(row['reference_mean'], row['scale'])}")  # fmt: skip
+
+
+def training_flops(frame: pd.DataFrame) -> float:
+    """Mean training FLOPs of a side's runs (flops_per_step x steps); NaN where a run does not say."""
+    if not {"flops_per_step", "steps"} <= set(frame):
+        return math.nan
+    values = pd.to_numeric(frame.flops_per_step, errors="coerce") * pd.to_numeric(frame.steps, errors="coerce")
+    return float(values.mean()) if values.notna().all() and len(values) else math.nan
+
+
+def flops_note(mine: float, theirs: float) -> str:
+    """'' within FLOPS_TOLERANCE; else how far apart, so no sentence calls it a comparison at equal compute."""
+    if not (finite(mine) and finite(theirs)) or theirs <= 0:
+        return "training FLOPs not recorded"
+    ratio = mine / theirs
+    if abs(ratio - 1) <= FLOPS_TOLERANCE:
+        return ""
+    return f"{ratio:.3g}× the reference's training FLOPs: more than {FLOPS_TOLERANCE:.0%} apart, not at equal compute"
+
+
+def contrast(sub: pd.DataFrame, base: pd.DataFrame, metrics, settings: stats.Settings) -> list[dict]:
+    """One hardware's runs of a variant (sub) against the reference's (base): a row per metric."""
+    paired, shared, pairing_note = stats.pairing(sub, base)
+    test = PAIRED_T if paired else WELCH_T
+    flops = {"training_flops": training_flops(sub), "reference_training_flops": training_flops(base)}
+    flops["flops_note"] = flops_note(flops["training_flops"], flops["reference_training_flops"])
+    seeds = " ".join(str(s) for s in sorted(set(sub.seed) | set(base.seed)))  # both sides' seeds
+    rows = []
+    for metric in metrics:
+        a, b = stats.sides(sub, base, metric, paired, shared)
+        goal, scale = settings.goals.get(metric, "max"), settings.scales.get(metric, 1.0)
+        margin = settings.margins.get(metric)
+        row = {"metric": metric, "primary": metric in settings.variant_primary, "scale": scale, "goal": goal,
+               "test": test, "n": len(a), "n_reference": len(b), "seeds": seeds, "mean": a.mean() if len(a) else math.nan,
+               "reference_mean": b.mean() if len(b) else math.nan, "margin": math.nan if margin is None else margin,
+               "equivalence": "", "note": pairing_note} | flops  # fmt: skip
+        if stats.repeats(a, b):
+            row |= {"difference": a.mean() - b.mean(), "verdict": INCONCLUSIVE, "finding": stats.REPEATS,
+                    "note": stats.REPEATS}  # fmt: skip
+        elif len(a) < 2 or len(b) < 2:
+            row |= {"verdict": NOT_TESTED, "note": stats.NEEDS_SEEDS,
+                    "finding": f"{side_by_side(row)} (one seed: no test; {seeds_to_test(seeds.split())})"}  # fmt: skip
+        else:
+            r = stats.compare(a, b, margin, settings.confidence, paired)
+            row |= {k: r[k] for k in ("difference", "ci_low", "ci_high", "p_difference", "p_tost")}
+            row["verdict"] = direction(r["ci_low"], r["ci_high"], goal)
+            row["finding"] = in_words(metric, r["difference"], r["ci_low"], r["ci_high"], settings.confidence, goal, scale)
+            row["equivalence"] = r["verdict"] if margin is not None else ""
+        rows.append(row)
+    return rows
+
+
+def _table(rows: list[dict], columns: list[str], cell: list[str]) -> pd.DataFrame:
+    """The rows with each cell's overall verdict over its primary metrics."""
+    frame = pd.DataFrame(rows, columns=columns)
+    if frame.empty:
+        return frame
+    verdicts = frame[frame.primary.astype(bool)].groupby(cell, sort=False).verdict.agg(lambda v: overall(list(v)))
+    frame["overall"] = [verdicts.get(tuple(k), "not compared") for k in frame[cell].itertuples(index=False)]
+    return frame
+
+
+def variants(runs: pd.DataFrame, reference: str, settings: stats.Settings) -> pd.DataFrame:
+    """One suite's runs: each other variant against `reference` on each hardware both ran."""
+    cells = {key: frame for key, frame in runs.groupby(stats.CELL, sort=False)}
+    metrics = [m for m in settings.metrics if m in runs]
+    rows = []
+    for (suite, variant, hw), sub in cells.items():
+        base = cells.get((suite, reference, hw))
+        if variant == reference or base is None:
+            continue
+        ids = {"suite": suite, "variant": variant, "reference": reference, "hardware": hw}
+        rows += [ids | r for r in contrast(sub, base, metrics, settings)]
+    return _table(rows, VARIANT_COLUMNS, ["suite", "variant", "hardware"])
+
+
+def cross(runs: pd.DataFrame, compare: dict, settings: stats.Settings) -> pd.DataFrame:
+    """The config's `compare`: name -> {variant, reference: suite/variant, metrics}, each pair on every hardware
+    both ran (runs: every suite's)."""
+    path = runs.suite.astype(str) + "/" + runs.variant.astype(str)
+    rows = []
+    for name, pair in compare.items():
+        sub, base = runs[path == pair["variant"]], runs[path == pair["reference"]]
+        metrics = [m for m in pair.get("metrics") or settings.metrics if m in runs]
+        for hw in dict.fromkeys(sub.hardware):
+            if not (base.hardware == hw).any():
+                continue
+            ids = {"comparison": name, "variant": pair["variant"], "reference": pair["reference"], "hardware": hw}
+            rows += [ids | r for r in contrast(sub[sub.hardware == hw], base[base.hardware == hw], metrics, settings)]
+    return _table(rows, COMPARE_COLUMNS, ["comparison", "hardware"])
