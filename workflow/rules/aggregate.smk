@@ -214,19 +214,6 @@ rule combine:
         "../scripts/combine.py"
 
 
-def compare_suite_tables(wildcards):
-    """runs.csv of each suite a comparison across suites names (compare)."""
-    paths = [
-        p
-        for pair in MATRIX.compare.values()
-        for p in (pair["variant"], pair["reference"])
-    ]
-    return [
-        f"results/{suite}/runs.csv"
-        for suite in dict.fromkeys(p.split("/")[0] for p in paths)
-    ]
-
-
 rule compare_suites:
     """The config's comparisons across suites (compare): results/compare.csv and its page."""
     input:

@@ -250,6 +250,19 @@ SUITE_OUTPUTS = [
 ]
 
 
+def compare_suite_tables(wildcards):
+    """runs.csv of each suite a comparison across suites names (compare)."""
+    paths = [
+        p
+        for pair in MATRIX.compare.values()
+        for p in (pair["variant"], pair["reference"])
+    ]
+    return [
+        f"results/{suite}/runs.csv"
+        for suite in dict.fromkeys(p.split("/")[0] for p in paths)
+    ]
+
+
 def suite_targets(suite):
     metric_plots = [f"plots/metric_{name}.png" for name in MATRIX.metric_names()]
     return [f"results/{suite}/{name}" for name in SUITE_OUTPUTS + metric_plots]
