@@ -18,8 +18,8 @@ RUN = "results/tiny/default/cpu2/seed0"
 
 
 def run_processes(workdir: Path) -> list[tuple[int, str]]:
-    """(pid, command line) of every process working in `workdir` (snakemake, its jobs, torchrun, the
-    workers), as /proc shows them; zombies are dead and left out."""
+    """(pid, command line) of every process working in `workdir` or below it (snakemake, its jobs, torchrun,
+    the workers: a command runs in its run directory), as /proc shows them; zombies are dead and left out."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -30,7 +30,7 @@ def run_processes(workdir: Path) -> list[tuple[int, str]]:
             cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if state != "Z" and cwd == str(workdir):
+        if state != "Z" and (cwd == str(workdir) or cwd.startswith(f"{workdir}/")):
             out.append((int(entry.name), cmdline))
     return out
 

@@ -22,9 +22,9 @@ pytestmark = pytest.mark.slow
 HARDWARE = {
     "cpu1": {"accelerator": "cpu", "devices_per_node": 1, "partition": "cpu", "cpus_per_task": 1, "mem_mb": 1000,
              "runtime": 10},
-    "h100x2": {"accelerator": "cpu", "devices_per_node": 2, "gpu_type": "H100-80GB", "gres": "gpu:h100:2",
+    "h100x2": {"accelerator": "cpu", "devices_per_node": 2, "gres": "gpu:h100:2",
                "partition": "gpu-h100", "cpus_per_task": 2, "mem_mb": 2000, "runtime": 10},
-    "h100x2n": {"accelerator": "cpu", "nodes": 2, "devices_per_node": 1, "gpu_type": "H100-80GB", "gres": "gpu:h100:1",
+    "h100x2n": {"accelerator": "cpu", "nodes": 2, "devices_per_node": 1, "gres": "gpu:h100:1",
                 "partition": "gpu-h100", "cpus_per_task": 1, "mem_mb": 1000, "runtime": 10},
 }  # fmt: skip
 

@@ -20,7 +20,7 @@ print(f"step 1: val_loss 0.5 started {start:.3f} ended {time.time():.3f}")
 """
 CONFIG = {
     "trainer": {"command": ["python", "train.py"], "launch": "plain", "args": {"seed": "seed", "batch": "micro_batch",
-                "steps": "steps", "precision": "precision"}},  # fmt: skip
+                "accumulation": "accumulation", "steps": "steps", "precision": "precision"}},  # fmt: skip
     "recipe": {"global_batch": 8, "micro_batch": 4, "schedule": {"steps": 1, "warmup_steps": 0}},
     "metrics": {"val_loss": {"goal": "min", "margin": 0.1},
                 "started": {"goal": "min"}, "ended": {"goal": "min"}},  # fmt: skip
