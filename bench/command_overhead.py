@@ -32,7 +32,9 @@ for step in range(1, 201):
 print("final val_loss 0.25 val_acc 0.9")
 """
 CONFIG = {
-    "trainer": {"command": ["python", "train.py"], "args": {"max_steps": "steps", "seed": "seed", "out_dir": "run_dir"}},
+    # launch torchrun even for one process (auto would run it plainly): the same command as by hand
+    "trainer": {"command": ["python", "train.py"], "launch": "torchrun",
+                "args": {"max_steps": "steps", "seed": "seed", "out_dir": "run_dir"}},
     "recipe": {"global_batch": 8, "micro_batch": 8, "schedule": {"steps": 200, "warmup_steps": 1}},
     "metrics": {"loss": {"goal": "min"}, "val_loss": {"goal": "min", "margin": 0.1}, "val_acc": {"goal": "max", "margin": 0.1}},
     "suites": {"bench": {}},
