@@ -205,6 +205,9 @@ def variants_page(frame: pd.DataFrame, title: str, confidence: float = 0.95) -> 
             _td(_interval(r.get("ci_low"), r.get("ci_high"), 3, s)), verdict_cell(str(r["verdict"]), r["finding"]),
             _td(equivalence + margin if equivalence else "", "text"), _td(flops), _td("; ".join(notes), "text"),
         ])  # fmt: skip
+    if not rows:  # a suite of one variant: say so rather than show an empty table
+        rows = [[f'<td class="text" colspan="{len(header)}">One variant only: nothing to compare it with '
+                 "(a suite compares variants when it sweeps a recipe key).</td>"]]
     note = ("Each variant minus its reference on the same hardware, per metric: paired by seed where both ran the same "
             "seeds (Welch otherwise), the difference with its t confidence interval (shares in percentage points); "
             "overall better or worse only when every primary metric is (intersection-union); equivalence (TOST) where "
