@@ -15,6 +15,10 @@ import numbers
 
 SPEED = "speed"  # estimate: speedup = baseline time / this hardware's time; no difference at 1
 COST = "cost"  # estimate: cost per run, this hardware / the baseline; no difference at 1
+SOONER = "time to target"  # estimate: baseline time-to-target / this hardware's; no difference at 1 (issue 23)
+STEPS = "steps"  # estimate: steps-to-target, this hardware / the baseline; no difference at 1 (issue 23)
+# A speedup's words: (better, worse, what is compared).
+WAYS = {SPEED: ("faster", "slower", "speed"), SOONER: ("sooner", "later", "time to target")}
 SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
 MAX_DIGITS = 8  # figures gives up making numbers distinct beyond this (they are then equal for a reader)
 
@@ -83,7 +87,7 @@ def side(low: float, high: float, reference: float, goal: str = "max") -> str:
 
 
 def in_words(what: str, estimate: float, low: float, high: float, confidence: float = 0.95, goal: str = "max",
-             scale: float = 1.0) -> str:  # fmt: skip
+             scale: float = 1.0, per: str = "per run") -> str:  # fmt: skip
     """The one vocabulary of a comparison with the baseline. `what`: SPEED (a speedup), COST (a
     cost ratio) or a metric's name (a difference, this hardware - the baseline, judged by the
     metric's `goal`; shares with scale 100 in points).
@@ -93,26 +97,33 @@ def in_words(what: str, estimate: float, low: float, high: float, confidence: fl
     'better token accuracy: +0.3 points (95% CI +0.1 to +0.5 points)'."""
     level = f"{confidence:.0%} CI"
     known = finite(low) and finite(high)
-    if what in (SPEED, COST):
+    if what in (SPEED, SOONER, COST, STEPS):
         if not finite(estimate):
             return f"no {what} measured"
-        if what == SPEED:
+        if what in WAYS:
+            better, worse, noun = WAYS[what]
             way = side(low, high, 1.0, "max")
             if way == "better":
                 s, lo, hi, _ = figures(estimate, low, high, 1.0)
-                return f"{s}× faster ({level} {lo}–{hi})"
+                return f"{s}× {better} ({level} {lo}–{hi})"
             if way == "worse":
                 s, lo, hi, _ = figures(1 / estimate, 1 / high, 1 / low, 1.0)
-                return f"{s}× slower ({level} {lo}–{hi})"
+                return f"{s}× {worse} ({level} {lo}–{hi})"
             s, lo, hi, _ = figures(estimate, low, high, 1.0) if known else (*figures(estimate), "", "", "")
             ci = f"{level} {lo}–{hi}" if known else "no CI: fewer than 2 seeds"
-            return f"no clear difference in speed ({s}× the baseline's speed, {ci})"
+            if what == SPEED:
+                return f"no clear difference in speed ({s}× the baseline's speed, {ci})"
+            return f"no clear difference in {noun} (speedup {s}×, {ci})"
         way = side(low, high, 1.0, "min")
         c, lo, hi, _ = figures(estimate, low, high, 1.0) if known else (*figures(estimate), "", "", "")
         ci = f"{level} {lo}–{hi}" if known else "no CI: fewer than 2 seeds"
+        if what == STEPS:
+            if way == "unclear":
+                return f"no clear difference in steps ({c}× the baseline's, {ci})"
+            return f"{'fewer' if way == 'better' else 'more'} steps: {c}× the baseline's ({ci})"
         if way == "unclear":
-            return f"no clear difference in cost ({c}× the baseline's per run, {ci})"
-        return f"{'cheaper' if way == 'better' else 'more expensive'}: {c}× the baseline's cost per run ({ci})"
+            return f"no clear difference in cost ({c}× the baseline's {per}, {ci})"
+        return f"{'cheaper' if way == 'better' else 'more expensive'}: {c}× the baseline's cost {per} ({ci})"
     name = what.replace("_", " ")
     way = side(low, high, 0.0, goal)
     bound = amount(low, scale, True).removesuffix(" points")  # the unit once, after the upper bound

@@ -63,6 +63,8 @@ class RunRecord(Typed):
     provenance: dict
     checkpoint: str | None = None  # the final checkpoint's file name in the run directory
     step_seconds: list = field(default_factory=list)
+    # [step, seconds] of each periodic evaluation (runtime.evaluate), inside step_seconds: time-to-target leaves it out.
+    periodic_eval_seconds: list = field(default_factory=list)
     checks: list = field(default_factory=list)  # where the run did not follow its plan (flagged, not fatal)
     # Memory per device: the plan's estimate (plan.est_memory_gb; None where it has none, e.g. a user's model) and
     # the measured peak, max over ranks. peak_memory_source says what was measured: cuda_max_memory_allocated

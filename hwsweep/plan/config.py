@@ -37,6 +37,7 @@ from hwsweep.contracts.hardware import Hardware
 from hwsweep.contracts.metrics import Metric, check_pattern
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.spec import name_problem
+from hwsweep.contracts.target import Target
 from hwsweep.contracts.typed import SpecError
 from hwsweep.models import families
 from hwsweep.plan.batch import Advisor, PlanError, make_plan
@@ -414,6 +415,31 @@ def _check_producible(metrics: list[Metric], recipe: Recipe, trainer: Trainer, e
                               f"{metric.json_key}{where}; give key: loss, or stage: eval for an evaluation metric")  # fmt: skip
 
 
+def _check_targets(targets: tuple, metrics: list[Metric], recipe: Recipe, trainer: Trainer, where: str,
+                   context: str) -> None:  # fmt: skip
+    """Every target names a declared metric with a per-step curve for this trainer (issue 23): the built-in
+    trainer's periodic evaluation (recipe.eval_every > 0), a command's train-stage metric parsed per step."""
+    declared = {m.name: m for m in metrics}
+    for i, target in enumerate(targets):
+        at = f"{where}[{i}].metric"
+        metric = declared.get(target.metric)
+        if metric is None:
+            raise ConfigError(f"{at}: {target.metric!r} is not a declared metric; use one of {', '.join(declared)}")
+        if metric.out_of_bounds(target.value):
+            raise ConfigError(f"{where}[{i}].value: {target.value} lies outside {metric.name}'s bounds {metric.bounds}; "
+                              "give a value the metric can reach")  # fmt: skip
+        if trainer.kind == "builtin":
+            fam = families.family(recipe.model.name)
+            if metric.stage == "eval" and (not recipe.eval_every or metric.name not in fam.periodic):
+                hint = (f"set recipe.eval_every (e.g. {max(1, recipe.schedule.steps // 20)}) so the trainer evaluates "
+                        f"{metric.name} during training" if metric.name in fam.periodic else
+                        f"use one the trainer evaluates during training: {', '.join(fam.periodic)}")  # fmt: skip
+                raise ConfigError(f"{at}: {metric.name} has no per-step curve{context}; {hint}")
+        elif metric.stage != "train":
+            raise ConfigError(f"{at}: {metric.name} is read once after training (stage: eval){context}; a target "
+                              "needs a train-stage metric the script prints per step (with its step number)")  # fmt: skip
+
+
 def check_document(raw) -> None:
     """A config as loaded from YAML: bounded (MAX_VALUES) and every number in it finite. YAML's .nan and
     .inf pass every minimum and maximum of the schema, then crash training or poison the statistics."""
@@ -496,7 +522,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             "guard.chance_loss: auto needs the built-in task's vocabulary; give your loss at chance as a number"
         )
 
-    cells, references = [], {}
+    cells, references, targets = [], {}, {}
     for suite, body in raw["suites"].items():
         where = f"suites.{suite}"
         if suite in RESERVED_SUITES:
@@ -514,6 +540,8 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             raise ConfigError(
                 f"{where}.hardware: the baseline {raw['baseline']!r} is missing; add it so speedups have a reference"
             )
+        target_where = f"{where}.targets" if "targets" in body else "targets"
+        targets[suite] = tuple(Target.from_dict(t, target_where) for t in body.get("targets", raw.get("targets", [])))
         overrides = body.get("overrides", {})
         for key in ("task", "model"):
             if not builtin and key in overrides:
@@ -546,6 +574,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             seen[variant] = values
             typed = _check_recipe(variant_recipe, where, schema, builtin, values)
             _check_producible(metrics, typed, trainer, evaluation, f" (suite {suite}, variant {variant})")
+            _check_targets(targets[suite], metrics, typed, trainer, target_where, f" (suite {suite}, variant {variant})")
             for hw in names:
                 try:
                     make_plan(typed, hardware[hw], advisor, context=f" (suite {suite}, variant {variant}, hardware {hw})")
@@ -574,6 +603,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         metrics=tuple(metrics),
         references=references,
         compare=_comparisons(raw.get("compare", {}), cells, metrics),
+        targets=targets,
     )
     if not builtin:
         for cell in cells:

@@ -13,6 +13,7 @@ from hwsweep.contracts.hardware import Hardware
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.spec import RunSpec, run_dir
+from hwsweep.contracts.target import Target
 from hwsweep.plan.batch import Advisor, make_plan
 
 
@@ -57,6 +58,7 @@ class Matrix:
     metrics: tuple[Metric, ...] = ()
     references: dict = field(default_factory=dict)  # suite -> the variant its other variants are compared with
     compare: dict = field(default_factory=dict)  # name -> {variant, reference: suite/variant, metrics}: across suites
+    targets: dict = field(default_factory=dict)  # suite -> tuple[Target, ...] (issue 23: time to target)
 
     def metric_names(self) -> list[str]:
         return [m.name for m in self.metrics]

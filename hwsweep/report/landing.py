@@ -12,7 +12,7 @@ import pandas as pd
 from hwsweep.contracts import io
 from hwsweep.contracts.failure import log_reason as failure_reason  # one line of a failed run's log
 from hwsweep.contracts.spec import EVAL_RECORD, LOG_DIR, TRAIN_RECORD
-from hwsweep.report import headline, tables
+from hwsweep.report import headline, tables, targets
 
 HOW = "How the runs were made"  # the template's method section: the headlines go before it
 
@@ -62,7 +62,11 @@ def suite_section(matrix, suite: str, complete: bool, description: str = "",
     comparison, equivalence = tables.ordered(pd.read_csv(results / suite / "comparison.csv"),
                                              pd.read_csv(results / suite / "equivalence.csv"))  # fmt: skip
     confidence = matrix.statistics.get("confidence", 0.95)
+    # Time to target first where the suite declares targets (issue 23).
+    ttt = results / suite / "target_comparison.csv"
+    first = targets.sentences(pd.read_csv(ttt), confidence) if ttt.exists() else {}
     for variant, sentences in headline.suite_headline(comparison, equivalence, confidence).items():
+        sentences = first.get(variant, []) + sentences
         if comparison.variant.nunique() > 1:
             lines += [f"*{_escape(str(variant))}*:", ""]
         lines += [f"- {_emphasis(s)}" for s in sentences] + [""]

@@ -199,9 +199,12 @@ class Run:
         was_training = model.training
         model.eval()
         cuda = [self.device] if self.device.type == "cuda" else []
+        t0 = time.perf_counter()
         with torch.no_grad(), torch.random.fork_rng(devices=cuda):
             out = fn(model, *args, **kwargs)
         model.train(was_training)
+        # Periodic evaluation runs inside a step's timing: kept apart so time-to-target can exclude it (issue 23).
+        self.history.setdefault("eval_seconds", []).append([self.step or 0, time.perf_counter() - t0])
         return out
 
     # -- the loop -----------------------------------------------------------------------
@@ -441,6 +444,7 @@ class Run:
                                                          "compile": self.recipe.compile,
                                                          "optimizer_kernel": self.optimizer_kernel},
             checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds, flops_per_step=self.flops_per_step,
+            periodic_eval_seconds=self.history.get("eval_seconds", []),
             samples_per_second_per_device=steady["samples_per_second_per_device"],
             tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=list(self.history["checks"]),
             seeded=True,  # init() seeded every rank from the run's seed

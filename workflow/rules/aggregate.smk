@@ -274,3 +274,51 @@ for _suite in MATRIX.suites:
             f"suite_{_suite}"
         input:
             suite_outputs(_suite),
+
+
+rule time_to_target:
+    """A suite with targets (issue 23): steps, time and cost to each target per run, compared per hardware."""
+    input:
+        train=suite_train_records,
+    output:
+        runs=report(
+            "results/{suite}/time_to_target.csv",
+            caption="../report/time_to_target.rst",
+            category="{suite}",
+            subcategory="Tables (CSV, every column)",
+            labels={"table": "time to target per run"},
+        ),
+        comparison="results/{suite}/target_comparison.csv",
+        curves="results/{suite}/target_curves.csv",
+        page=report(
+            "results/{suite}/tables/time_to_target.html",
+            caption="../report/time_to_target.rst",
+            category="{suite}",
+            subcategory="Tables",
+            labels={"table": "time to target"},
+        ),
+        figure=report(
+            "results/{suite}/plots/time_to_target.png",
+            caption="../report/time_to_target_plot.rst",
+            category="{suite}",
+            subcategory="Time to target",
+            labels={"figure": "metric against steps and time, with the target"},
+        ),
+    log:
+        "logs/{suite}/time_to_target.log",
+    params:
+        settings_sha256=layout.sha256(
+            json.dumps(
+                [
+                    MATRIX.baseline,
+                    MATRIX.statistics,
+                    [m.to_dict() for m in MATRIX.metrics],
+                    prices_of(MATRIX.hardware),
+                    {s: [t.to_dict() for t in ts] for s, ts in MATRIX.targets.items()},
+                ],
+                sort_keys=True,
+            )
+        ),
+        config_dir=str(CONFIG_DIR),
+    script:
+        "../scripts/time_to_target.py"

@@ -263,9 +263,18 @@ def compare_suite_tables(wildcards):
     ]
 
 
+# A suite with targets (issue 23) adds its time-to-target tables, page and figure.
+TARGET_OUTPUTS = [
+    "time_to_target.csv",
+    "tables/time_to_target.html",
+    "plots/time_to_target.png",
+]
+
+
 def suite_targets(suite):
     metric_plots = [f"plots/metric_{name}.png" for name in MATRIX.metric_names()]
-    return [f"results/{suite}/{name}" for name in SUITE_OUTPUTS + metric_plots]
+    ttt = TARGET_OUTPUTS if MATRIX.targets.get(suite) else []
+    return [f"results/{suite}/{name}" for name in SUITE_OUTPUTS + metric_plots + ttt]
 
 
 def all_suite_tables(name):

@@ -1,0 +1,133 @@
+"""Time to target in the report (issue 23): the headline's sentences, the table page and the figure, from
+target_comparison.csv and target_curves.csv (hwsweep.analysis.target). Directions only where an interval
+shows one (words.in_words); a comparison with censored runs says how many did not reach the target."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from hwsweep.analysis.words import COST, SOONER, STEPS, duration, finite, in_words, money
+from hwsweep.report.tables import _interval, _num, _td, page, verdict_cell
+
+MAX_TARGET_PANELS = 3  # (metric, variant) rows in the figure
+
+
+def target_name(metric: str, value: float) -> str:
+    return f"{value:g} {metric.replace('_', ' ')}"
+
+
+def steps_words(r, confidence: float) -> str:
+    """'the same number of steps (within ±10%, paired TOST on log steps)' or the difference in words."""
+    within = f"±{r['steps_margin']:.0%}"
+    if r["steps_verdict"] == "equivalent":
+        return f"the same number of steps (within {within}, {r['steps_test']})"
+    said = in_words(STEPS, r["steps_ratio"], r["steps_ci_low"], r["steps_ci_high"], confidence)
+    if r["steps_verdict"] == "different":
+        return f"{said}, beyond {within}"
+    return f"{said}; not shown to be within {within}"
+
+
+def sentence(r: dict, baseline: str, confidence: float = 0.95) -> str:
+    """'cpu2 reaches 0.99 token accuracy 1.3× sooner (95% CI …); more expensive: 1.2× the baseline's cost to reach
+    the target (95% CI …); it needs the same number of steps (within ±10%, paired TOST on log steps).'"""
+    hw, what = r["hardware"], target_name(r["metric"], r["target"])
+    shares = (f"in {r['n_reached']:.0f} of {r['n_runs']:.0f} runs against {r['baseline_n_reached']:.0f} of "
+              f"{r['baseline_n_runs']:.0f} on {baseline}")  # fmt: skip
+    if not isinstance(r.get("steps_test"), str) or not r["steps_test"]:
+        why = r.get("note") or "not compared"
+        text = f"{hw} reaches {what} {shares}: time, cost and steps to target **{why}**"
+    else:
+        speed = in_words(SOONER, r["speedup"], r["speedup_ci_low"], r["speedup_ci_high"], confidence)
+        cost = r.get("cost_ratio", math.nan)
+        cost = (in_words(COST, cost, r["cost_ratio_ci_low"], r["cost_ratio_ci_high"], confidence,
+                         per="to reach the target") if finite(cost) else "cost not known (no price per hour)")  # fmt: skip
+        text = f"{hw} reaches {what} {speed}; {cost}; it needs {steps_words(r, confidence)}"
+        mean = r.get("time_to_target_seconds", math.nan)
+        if finite(mean):
+            money_text = f" and {money(r['cost_to_target'], r['currency'])}" if finite(r.get("cost_to_target")) else ""
+            text += f" (mean {duration(mean)}{money_text} to the target)"
+    flag = r.get("rcp_flag")
+    if isinstance(flag, str) and flag:
+        text += (f". ⚠ **Converges {flag}** than {baseline}'s seeds (RCP-style check: median "
+                 f"{_num(r['steps_to_target_median'])} against {_num(r['baseline_steps_to_target_median'])} steps, "
+                 f"p = {r['rcp_p']:.2g}, {r['rcp_method']})")  # fmt: skip
+    return text + "."
+
+
+def sentences(table: pd.DataFrame, confidence: float = 0.95) -> dict[str, list[str]]:
+    """Variant -> the time-to-target sentences of every hardware and target (the headline's first)."""
+    out: dict[str, list[str]] = {}
+    for variant, rows in table.groupby("variant", sort=False):
+        base = rows[rows.baseline.astype(bool)]
+        if base.empty:
+            continue
+        baseline = base.hardware.iloc[0]
+        said = [f"The baseline {baseline} reaches {target_name(r['metric'], r['target'])} in {r['n_reached']:.0f} "
+                f"of {r['n_runs']:.0f} runs." for r in base.to_dict("records") if r["n_reached"] < r["n_runs"]]
+        said += [sentence(r, baseline, confidence) for r in rows[~rows.baseline.astype(bool)].to_dict("records")]
+        out[variant] = said
+    return out
+
+
+NOTE = ("Steps-to-target: the first periodic evaluation at or past the target (resolution: the evaluation interval). "
+        "Time-to-target: startups plus measured step times, periodic evaluation excluded. Runs that never reach the "
+        "target are censored at their last evaluation, never dropped: with any such run the steps and time are "
+        "<b>inconclusive</b> (no average of the runs that got there). Steps: TOST on log steps at ±steps_margin, "
+        "paired by seed. RCP-style flag: t-test on log steps, or with censored runs an exact sign test (paired) or "
+        "Gehan-Wilcoxon permutation test, both valid under censoring at the same step budget; with 3 seeds per "
+        "hardware the rank tests cannot reach p &lt; 0.05.")
+
+
+def page_html(table: pd.DataFrame, confidence: float = 0.95) -> str:
+    header = ["variant", "hardware", "target", "reached", "steps (median)", "steps ratio [CI]", "steps verdict",
+              "RCP-style flag (p)", "time speedup [CI]", "cost ratio [CI]", "note"]  # fmt: skip
+    rows = []
+    for r in table.to_dict("records"):
+        flag = r.get("rcp_flag") if isinstance(r.get("rcp_flag"), str) else ""
+        p = f" (p = {r['rcp_p']:.2g})" if finite(r.get("rcp_p", math.nan)) else ""
+        rows.append([
+            _td(r["variant"], "text"), _td(r["hardware"], "text"), _td(target_name(r["metric"], r["target"]), "text"),
+            _td(f"{r['n_reached']} of {r['n_runs']}"), _td(_num(r.get("steps_to_target_median"))),
+            _td(f"{_num(r.get('steps_ratio', math.nan))} {_interval(r.get('steps_ci_low'), r.get('steps_ci_high'))}"),
+            verdict_cell(r["steps_verdict"]), _td((flag or "–") + p, "text"),
+            _td(f"{_num(r.get('speedup', math.nan))} {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"),
+            _td(f"{_num(r.get('cost_ratio', math.nan))} "
+                f"{_interval(r.get('cost_ratio_ci_low'), r.get('cost_ratio_ci_high'))}"),
+            _td(r.get("note") if isinstance(r.get("note"), str) else "", "text"),
+        ])  # fmt: skip
+    return page("Time to target", f"{NOTE} Intervals at {confidence:.0%}.", header, rows)
+
+
+def figure(curves: pd.DataFrame, runs: pd.DataFrame, targets: list, baseline: str, path) -> None:
+    """Each target metric against steps (left) and wall-clock seconds (right) per run, the target as a dashed
+    line, a censored run's last evaluation marked ×."""
+    from hwsweep.report import plots  # matplotlib only here
+
+    plt = plots.plt
+    pairs = [(m, v) for m in dict.fromkeys(curves.metric) for v in curves.variant.drop_duplicates()][:MAX_TARGET_PANELS]
+    fig, axes = plt.subplots(max(len(pairs), 1), 2, figsize=(plots.MAX_WIDTH, min(2.6 * max(len(pairs), 1) + 0.8,
+                                                                                   plots.MAX_HEIGHT)), squeeze=False)  # fmt: skip
+    colours = plots.hardware_colours(list(dict.fromkeys([baseline, *curves.hardware])), baseline)
+    for (metric, variant), row in zip(pairs, axes):
+        sub = curves[(curves.metric == metric) & (curves.variant == variant)]
+        for (hw, seed), run in sub.groupby(["hardware", "seed"], sort=False):
+            for ax, x in zip(row, ("step", "seconds")):
+                ax.plot(run[x], run.value, color=colours[hw], lw=1, alpha=0.8, label=hw if seed == sub.seed.min() else None)
+            done = runs[(runs.metric == metric) & (runs.variant == variant) & (runs.hardware == hw) & (runs.seed == seed)]
+            if len(done) and not done.reached.astype(bool).all():  # censored for at least one target line
+                last = run.iloc[-1]
+                for ax, x in zip(row, ("step", "seconds")):
+                    ax.plot(last[x], last.value, "x", color=colours[hw], ms=8)
+        for ax, x in zip(row, ("steps", "seconds (startup included, periodic evaluation excluded)")):
+            for value in (v for m, v in targets if m == metric):
+                ax.axhline(value, ls="--", color="grey", lw=1)
+            ax.set_xlabel(x)
+            ax.set_ylabel(metric.replace("_", " "))
+        row[0].set_title(f"{variant}: against steps", fontsize=9)
+        row[1].set_title(f"{variant}: against time (× a target not reached)", fontsize=9)
+        row[0].legend(fontsize=7)
+    fig.tight_layout()
+    plots._save(fig, path)
+

@@ -1,0 +1,140 @@
+"""Time to target (issue 23): targets in config, steps/time/cost to target per run, the comparison per
+hardware with censored runs, and the headline's words."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from hwsweep.analysis import target as tt
+from hwsweep.contracts.metrics import Metric
+from hwsweep.contracts.records import RunRecord
+from hwsweep.contracts.target import Target
+from hwsweep.plan.config import ConfigError, resolve
+from hwsweep.report import targets as words
+
+ACC = Metric(name="token_accuracy", goal="max", margin=0.01, primary=True, stage="eval", pattern=None, key=None,
+             reduce="last", bounds=[0, 1])  # fmt: skip
+
+
+def with_targets(cfg, targets, eval_every=10):
+    cfg["recipe"]["eval_every"] = eval_every
+    cfg["targets"] = targets
+    return cfg
+
+
+def test_targets_resolve_per_suite_with_the_default_margin(small_config):
+    cfg = with_targets(small_config, [{"metric": "token_accuracy", "value": 0.5}])
+    cfg["suites"]["other"] = {"targets": [{"metric": "exact_accuracy", "value": 0.2, "steps_margin": 0.2}]}
+    m = resolve(cfg)
+    assert m.targets["tiny"] == (Target("token_accuracy", 0.5, 0.1),)
+    assert m.targets["other"] == (Target("exact_accuracy", 0.2, 0.2),)
+
+
+@pytest.mark.parametrize("target, eval_every, words_", [
+    ({"metric": "token_accuracy", "value": 0.5}, 0, "targets[0].metric: token_accuracy has no per-step curve"),
+    ({"metric": "nope", "value": 0.5}, 10, "targets[0].metric: 'nope' is not a declared metric"),
+    ({"metric": "token_accuracy", "value": 1.5}, 10, "targets[0].value: 1.5 lies outside"),
+    ({"metric": "token_accuracy", "value": 0.5, "steps_margin": 0}, 10, "steps_margin"),
+])  # fmt: skip
+def test_a_bad_target_is_one_line_naming_the_field(small_config, target, eval_every, words_):
+    with pytest.raises(ConfigError) as e:
+        resolve(with_targets(small_config, [target], eval_every))
+    assert words_ in str(e.value) and "\n" not in str(e.value)
+
+
+def record(**kw) -> RunRecord:
+    base = dict(status="complete", suite="s", variant="v", hardware="a", seed=0, trainer="builtin", spec={},
+                plan={"steps": 40, "world_size": 2}, metrics={}, provenance={}, data_order={},
+                curves={"eval_token_accuracy": {"steps": [10, 20, 30, 40], "values": [0.2, 0.5, 0.8, 0.9]}},
+                train_seconds=39.0, startup_seconds=5.0, wall_seconds=50.0, samples_per_second=1.0,
+                segments=[{"start_step": 0, "startup_seconds": 5.0}], restarts=0, resumed_from_step=None,
+                step_seconds=[1.0] * 39, periodic_eval_seconds=[[10, 0.5], [20, 0.5], [30, 0.5], [40, 0.5]])  # fmt: skip
+    return RunRecord(**(base | kw))
+
+
+def test_time_to_target_includes_startup_and_excludes_periodic_evaluation():
+    row = tt.run_rows(record(), (Target("token_accuracy", 0.8),), {"token_accuracy": ACC}, 3.0, "USD")[0]
+    # step 1 is in the startup; steps 2..30 are timed (29 s); three evaluations (1.5 s) left out
+    assert row["reached"] and row["steps_to_target"] == 30 and row["eval_interval"] == 10
+    assert row["time_to_target_seconds"] == pytest.approx(5 + 29 - 1.5)
+    assert row["cost_to_target"] == pytest.approx(2 * (5 + 29 - 1.5) / 3600 * 3.0)
+    assert row["time_source"] == tt.MEASURED
+
+
+def test_a_resumed_run_counts_both_startups_and_a_run_that_never_reaches_is_censored():
+    rec = record(segments=[{"start_step": 0, "startup_seconds": 5.0}, {"start_step": 25, "startup_seconds": 7.0}],
+                 step_seconds=[1.0] * 38, restarts=1)  # steps 2..25 and 27..40 timed  # fmt: skip
+    seconds, _ = tt.seconds_at(rec, [20, 30])
+    assert seconds[0] == pytest.approx(5 + 19 - 1.0) and seconds[1] == pytest.approx(12 + 24 + 4 - 1.5)
+    row = tt.run_rows(rec, (Target("token_accuracy", 0.95),), {"token_accuracy": ACC}, None, "USD")[0]
+    assert not row["reached"] and row["steps_to_target"] == 40 and "censored" in row["note"]
+    assert math.isnan(row["cost_to_target"])
+
+
+def test_a_command_without_step_times_is_timed_pro_rata():
+    seconds, source = tt.seconds_at(record(step_seconds=[], periodic_eval_seconds=[]), [20])
+    assert seconds[0] == pytest.approx(5 + 39 * 20 / 40) and source == tt.PRO_RATA
+
+
+def frame(hw, steps, reached, seconds, price=1.0, world=1):
+    n = len(steps)
+    return pd.DataFrame({"suite": "s", "variant": "v", "hardware": hw, "seed": range(n), "metric": "token_accuracy",
+                         "target": 0.99, "goal": "max", "steps_to_target": steps, "reached": reached,
+                         "eval_interval": 10, "time_to_target_seconds": seconds, "cost_to_target": 1.0,
+                         "price_per_device_hour": price, "world_size": world, "currency": "USD"})  # fmt: skip
+
+
+def test_censored_runs_make_the_comparison_inconclusive_never_an_average_of_the_runs_that_got_there():
+    runs = pd.concat([frame("a", [100, 110, 90], [True] * 3, [10, 11, 9]),
+                      frame("b", [100, 120, 130], [True, True, False], [5, 6, 7])])  # fmt: skip
+    row = tt.compare(runs, "a", {}).set_index("hardware").loc["b"]
+    assert row.steps_verdict == "inconclusive" and row.note == "inconclusive: 1 of 6 runs did not reach the target"
+    assert math.isnan(row.get("speedup", math.nan)) and row.share_reached == pytest.approx(2 / 3)
+    assert row.rcp_method == tt.SIGN_RCP
+    text = words.sentence(row.to_dict() | {"hardware": "b"}, "a")
+    assert "in 2 of 3 runs against 3 of 3 on a" in text and "inconclusive: 1 of 6 runs" in text
+
+
+def test_the_headline_answers_time_cost_and_steps_through_in_words():
+    runs = pd.concat([frame("cpu1", [100, 110, 90], [True] * 3, [10, 11, 9]),
+                      frame("cpu2", [100, 110, 90], [True] * 3, [5, 5.6, 4.4], world=2)])  # fmt: skip
+    table = tt.compare(runs, "cpu1", {("token_accuracy", 0.99): 0.1})
+    row = table.set_index("hardware").loc["cpu2"]
+    assert row.steps_verdict == "equivalent" and row.speedup == pytest.approx(2.0, rel=0.05)
+    text = words.sentences(table)["v"][0]
+    assert text.startswith("cpu2 reaches 0.99 token accuracy 2") and "× sooner (95% CI" in text
+    assert "no clear difference in cost (0.999× the baseline's to reach the target" in text  # 2 devices, 2× sooner
+    assert "it needs the same number of steps (within ±10%, paired TOST on log steps)" in text
+
+
+def test_rcp_flags_a_hardware_converging_slower_with_the_numbers():
+    runs = pd.concat([frame("a", [100, 105, 95, 100], [True] * 4, [10] * 4),
+                      frame("b", [200, 210, 190, 205], [True] * 4, [10] * 4)])  # fmt: skip
+    row = tt.compare(runs, "a", {}).set_index("hardware").loc["b"]
+    assert row.rcp_flag == "slower" and row.steps_verdict == "different"
+    text = words.sentence(row.to_dict() | {"hardware": "b"}, "a")
+    assert "more steps: 2" in text and "Converges slower** than a's seeds" in text and "median 202 against 100" in text
+
+
+@pytest.mark.slow
+def test_time_to_target_through_the_workflow(tmp_path, small_config):
+    """SMALL with eval_every and two targets: one every run reaches, one none does (censored, kept)."""
+    from conftest import snakemake
+
+    cfg = with_targets(small_config, [{"metric": "token_accuracy", "value": 0.15},
+                                      {"metric": "token_accuracy", "value": 0.99}])  # fmt: skip
+    cfg["recipe"]["schedule"] = {"steps": 30, "warmup_steps": 5}
+    proc = snakemake(tmp_path, cfg, "--cores", "2", "results/tiny/tables/time_to_target.html")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = pd.read_csv(tmp_path / "results/tiny/time_to_target.csv")
+    assert len(runs) == 8 and set(runs.time_source) == {tt.MEASURED}
+    easy, hard = runs[runs.target == 0.15], runs[runs.target == 0.99]
+    assert easy.reached.all() and (easy.steps_to_target % 10 == 0).all() and (easy.time_to_target_seconds > 0).all()
+    assert not hard.reached.any() and (hard.steps_to_target == 30).all()
+    table = pd.read_csv(tmp_path / "results/tiny/target_comparison.csv")
+    said = " ".join(words.sentences(table)["default"])
+    assert "cpu2 reaches 0.15 token accuracy" in said and "inconclusive: 4 of 4 runs did not reach the target" in said
+    assert (tmp_path / "results/tiny/plots/time_to_target.png").stat().st_size > 0
+    page = (tmp_path / "results/tiny/tables/time_to_target.html").read_text()
+    assert "censored" in page  # the page says how runs that never reached the target count
