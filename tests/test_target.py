@@ -1,14 +1,22 @@
 """Time to target (issue 23): targets in config, steps/time/cost to target per run, the comparison per
 hardware with censored runs, and the headline's words."""
 
+import json
 import math
+import os
+import subprocess
 
 import pandas as pd
 import pytest
+from conftest import BIN
 
 from hwsweep.analysis import target as tt
+from hwsweep.analysis import validation
+from hwsweep.analysis.aggregate import fixed_steps
+from hwsweep.contracts import io
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.records import RunRecord
+from hwsweep.contracts.spec import RunSpec
 from hwsweep.contracts.target import Target
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.report import targets as words
@@ -115,6 +123,60 @@ def test_rcp_flags_a_hardware_converging_slower_with_the_numbers():
     assert row.rcp_flag == "slower" and row.steps_verdict == "different"
     text = words.sentence(row.to_dict() | {"hardware": "b"}, "a")
     assert "more steps: 2" in text and "Converges slower** than a's seeds" in text and "median 202 against 100" in text
+
+
+def test_stop_at_target_gives_the_runs_their_suites_targets_and_needs_one(small_config):
+    cfg = with_targets(small_config, [{"metric": "token_accuracy", "value": 0.5}])
+    assert resolve(cfg).spec("tiny", "default", "cpu1", 0).targets == []  # measuring alone changes no run
+    cfg["recipe"]["schedule"] = {"steps": 60, "warmup_steps": 5, "stop_at": "target"}
+    assert resolve(cfg).spec("tiny", "default", "cpu1", 0).targets == [Target("token_accuracy", 0.5)]
+    del cfg["targets"]
+    with pytest.raises(ConfigError) as e:
+        resolve(cfg)
+    assert str(e.value).startswith("recipe.schedule.stop_at: target has no target to stop at") and "\n" not in str(e.value)
+
+
+def test_runs_stopped_at_the_target_are_left_out_of_the_fixed_steps_comparisons_and_said():
+    runs = pd.DataFrame({"variant": "v", "hardware": ["a", "a", "b"], "seed": [0, 1, 0],
+                         "stopped_at_step": [math.nan, 20.0, 30.0]})  # fmt: skip
+    assert list(fixed_steps(runs).seed) == [0] and list(fixed_steps(runs).hardware) == ["a"]
+    said = words.stopped_sentences(runs)["v"][0]
+    assert said.startswith("2 of 3 runs stopped at the target") and "steps 20–30" in said and "not available" in said
+    assert words.stopped_sentences(runs.assign(stopped_at_step=math.nan)) == {}
+
+
+def stop_spec(tmp_path, small_config, name: str) -> tuple[list[str], object]:
+    """cpu2 (2 processes) stopping at 0.15 token accuracy, evaluated every 10 of 60 steps: its torchrun and spec."""
+    cfg = with_targets(small_config, [{"metric": "token_accuracy", "value": 0.15}])
+    cfg["recipe"]["schedule"] = {"steps": 60, "warmup_steps": 5, "stop_at": "target"}
+    spec = resolve(cfg).spec("tiny", "default", "cpu2", 0)
+    spec = RunSpec.from_dict(spec.to_dict() | {"run_dir": str(tmp_path / name)})
+    io.write_json(tmp_path / f"{name}.json", spec.to_dict())
+    return [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", "hwsweep.run.train",
+            str(tmp_path / f"{name}.json")], spec  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_run_stops_at_its_target_and_its_rerun_after_a_kill_stops_there_too(tmp_path, small_config):
+    cmd, spec = stop_spec(tmp_path, small_config, "run")
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    first = RunRecord.from_dict(json.loads((tmp_path / "run" / "train.json").read_text()))
+    stopped, curve = first.stopped_at_step, first.curve("eval_token_accuracy")
+    assert stopped is not None and 0 < stopped < 60 and stopped % 10 == 0  # at the first loss read after reaching
+    assert curve.values[-1] >= 0.15 and all(v < 0.15 for v in curve.values[:-1]) and curve.steps[-1] <= stopped
+    assert len(first.curves["loss"]["values"]) == stopped and validation.train_problems(first, spec) == []
+    row = tt.run_rows(first, spec.targets, {"token_accuracy": ACC}, 1.0, "USD")[0]
+    assert row["reached"] and row["steps_to_target"] == curve.steps[-1]  # observed, never the schedule's 60
+    # Killed after the stopping checkpoint, before its record: the rerun resumes there and trains nothing more.
+    (tmp_path / "run" / "train.json").unlink()
+    (tmp_path / "run" / "final.pt").unlink()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    again = RunRecord.from_dict(json.loads((tmp_path / "run" / "train.json").read_text()))
+    assert again.stopped_at_step == stopped and again.resumed_from_step == stopped and again.restarts == 1
+    assert again.curves == first.curves and again.status == "complete"
 
 
 @pytest.mark.slow

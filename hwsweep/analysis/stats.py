@@ -571,8 +571,8 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
             "contention": "; ".join(c for c in (contention(sub), contention(base) if hw != baseline else "") if c),
         } | _means(sub, [c for c in SPEED_COLUMNS if c != "flops_per_step"]))  # fmt: skip
     out = pd.DataFrame(rows)
-    if out.empty:
-        return out
+    if out.empty:  # no run to compare (every run stopped at its targets): a table of no rows, still readable
+        return pd.DataFrame(columns=CELL)
     for col in ("scaling_reference", "scaling_speedup", "scaling_ci_low", "scaling_ci_high", "efficiency"):
         out[col] = math.nan if col != "scaling_reference" else ""
     for col in AMDAHL_COLUMNS:

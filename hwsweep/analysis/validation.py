@@ -82,6 +82,10 @@ def train_problems(record: RunRecord, spec: RunSpec) -> list[str]:
         return [f"it is the record of {record.suite}/{record.variant}/{record.hardware}/seed{record.seed}"]
     if record.plan.get("steps") != spec.plan.steps:
         out.append(f"plan.steps is {record.plan.get('steps')!r}, the plan says {spec.plan.steps}")
+    stopped = record.stopped_at_step
+    if stopped is not None and not (spec.targets and 0 < stopped < spec.plan.steps):
+        out.append(f"stopped_at_step is {stopped}, but the plan trains {spec.plan.steps} steps"
+                   + ("" if spec.targets else " and has no target to stop at"))  # fmt: skip
     for name in record.curves:
         try:
             curve = record.curve(name)
@@ -97,8 +101,9 @@ def train_problems(record: RunRecord, spec: RunSpec) -> list[str]:
         bad = next((i for i, v in enumerate(values) if not (_is(v, float) and math.isfinite(v))), None)
         if bad is not None:
             out.append(f"curve {name} has {values[bad]!r} at its entry {bad + 1}, not a finite loss")
-        if record.trainer == "builtin" and len(values) != spec.plan.steps:
-            out.append(f"curve {name} has {len(values)} steps, the plan says {spec.plan.steps}")
+        trained = stopped or spec.plan.steps  # a run stopped at its targets trained up to there
+        if record.trainer == "builtin" and len(values) != trained:
+            out.append(f"curve {name} has {len(values)} steps, the {'run stopped at' if stopped else 'plan says'} {trained}")
     return out or _contradicted(record, spec)
 
 

@@ -163,6 +163,7 @@ class Schedule:
     warmup_steps: int
     decay: str
     min_lr_ratio: float
+    stop_at: str = "steps"  # steps | target: stop once every target of the suite is reached (issue 23)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,9 @@ class RunRecord(Typed):
     step_seconds: list = field(default_factory=list)
     # [step, seconds] of each periodic evaluation (runtime.evaluate), inside step_seconds: time-to-target leaves it out.
     periodic_eval_seconds: list = field(default_factory=list)
+    # The step a run stopped at once its periodic evaluation reached every target (schedule.stop_at: target);
+    # None: it ran its schedule. Its final metrics and time are then not those of the schedule's steps.
+    stopped_at_step: int | None = None
     checks: list = field(default_factory=list)  # where the run did not follow its plan (flagged, not fatal)
     # Memory per device: the plan's estimate (plan.est_memory_gb; None where it has none, e.g. a user's model) and
     # the measured peak, max over ranks. peak_memory_source says what was measured: cuda_max_memory_allocated
@@ -144,6 +147,7 @@ def run_row(train: RunRecord, evaluation: EvalRecord | None, metric_names: list[
     row |= {k: getattr(train, k) for k in SPEED_COLUMNS}
     row["eval_seconds"] = evaluation.eval_seconds if evaluation else 0.0
     row["restarts"] = train.restarts
+    row["stopped_at_step"] = train.stopped_at_step
     # Planned vs measured memory per device (peak_memory_source: what the peak is).
     row["planned_memory_gb"] = train.planned_memory_gb
     row["peak_memory_gb"] = train.peak_memory_gb

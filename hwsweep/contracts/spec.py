@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hwsweep.contracts.command import Evaluation, Trainer
@@ -17,6 +17,7 @@ from hwsweep.contracts.guard import GuardConfig
 from hwsweep.contracts.hardware import BatchPlan, Hardware
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.recipe import Recipe
+from hwsweep.contracts.target import Target
 from hwsweep.contracts.typed import Typed
 
 # One place for the output layout; workflow/rules/common.smk builds its patterns from these.
@@ -73,6 +74,9 @@ class RunSpec(Typed):
     metrics: list[Metric]
     keep_checkpoints: bool
     guard: GuardConfig = GuardConfig()  # the divergence guard, chance_loss resolved to a number or None
+    # The suite's targets where recipe.schedule.stop_at is target (the runtime stops once all are reached); else
+    # empty, so declaring targets only to measure time to target changes no run.
+    targets: list[Target] = field(default_factory=list)
 
     def metrics_of(self, stage: str) -> list[Metric]:
         return [m for m in self.metrics if m.stage == stage]

@@ -418,7 +418,11 @@ def _check_producible(metrics: list[Metric], recipe: Recipe, trainer: Trainer, e
 def _check_targets(targets: tuple, metrics: list[Metric], recipe: Recipe, trainer: Trainer, where: str,
                    context: str) -> None:  # fmt: skip
     """Every target names a declared metric with a per-step curve for this trainer (issue 23): the built-in
-    trainer's periodic evaluation (recipe.eval_every > 0), a command's train-stage metric parsed per step."""
+    trainer's periodic evaluation (recipe.eval_every > 0), a command's train-stage metric parsed per step; and
+    schedule.stop_at: target has a target to stop at."""
+    if recipe.schedule.stop_at == "target" and not targets:
+        raise ConfigError(f"recipe.schedule.stop_at: target has no target to stop at{context}; declare targets "
+                          "(top-level, or suites.<suite>.targets) or use stop_at: steps")  # fmt: skip
     declared = {m.name: m for m in metrics}
     for i, target in enumerate(targets):
         at = f"{where}[{i}].metric"

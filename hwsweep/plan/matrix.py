@@ -13,7 +13,6 @@ from hwsweep.contracts.hardware import Hardware
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.spec import RunSpec, run_dir
-from hwsweep.contracts.target import Target
 from hwsweep.plan.batch import Advisor, make_plan
 
 
@@ -115,4 +114,5 @@ class Matrix:
             metrics=list(self.metrics),
             keep_checkpoints=self.keep_checkpoints,
             guard=self._guard(cell.recipe),
+            targets=list(self.targets.get(suite, ())) if cell.recipe.schedule.stop_at == "target" else [],
         )

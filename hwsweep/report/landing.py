@@ -62,12 +62,15 @@ def suite_section(matrix, suite: str, complete: bool, description: str = "",
     comparison, equivalence = tables.ordered(pd.read_csv(results / suite / "comparison.csv"),
                                              pd.read_csv(results / suite / "equivalence.csv"))  # fmt: skip
     confidence = matrix.statistics.get("confidence", 0.95)
-    # Time to target first where the suite declares targets (issue 23).
+    # Time to target first where the suite declares targets (issue 23); runs stopped there have no fixed-steps rows.
     ttt = results / suite / "target_comparison.csv"
     first = targets.sentences(pd.read_csv(ttt), confidence) if ttt.exists() else {}
-    for variant, sentences in headline.suite_headline(comparison, equivalence, confidence).items():
-        sentences = first.get(variant, []) + sentences
-        if comparison.variant.nunique() > 1:
+    stopped = targets.stopped_sentences(pd.read_csv(results / suite / "runs.csv"))
+    fixed = headline.suite_headline(comparison, equivalence, confidence)
+    shown = list(dict.fromkeys([*first, *fixed, *stopped]))
+    for variant in shown:
+        sentences = first.get(variant, []) + stopped.get(variant, []) + fixed.get(variant, [])
+        if len(shown) > 1:
             lines += [f"*{_escape(str(variant))}*:", ""]
         lines += [f"- {_emphasis(s)}" for s in sentences] + [""]
     variants = results / suite / "variants.csv"

@@ -46,6 +46,14 @@ def _save(fig, path) -> None:
     plt.close(fig)
 
 
+def notice(path, text: str) -> None:
+    """A figure of one line saying why there is nothing to draw."""
+    fig, ax = plt.subplots(figsize=(5, 1.6), layout="constrained")
+    ax.text(0.5, 0.5, _wrap(text, 4.6), ha="center", va="center")
+    ax.axis("off")
+    _save(fig, path)
+
+
 def hardware_colours(order: list[str], baseline: str) -> dict[str, str]:
     others = [h for h in order if h != baseline]
     return {baseline: "black"} | {h: f"C{i % 10}" for i, h in enumerate(others)}
@@ -99,10 +107,7 @@ def equivalence_forest(equivalence: pd.DataFrame, path, baseline: str | None = N
     """Per compared metric: each hardware's difference to the baseline with its TOST interval
     (1 - 2 alpha, thick) and CI (thin) against the shaded +-margin; marker shape and colour by verdict."""
     if equivalence.empty:
-        fig, ax = plt.subplots(figsize=(5, 1.6), layout="constrained")
-        ax.text(0.5, 0.5, "no hardware besides the baseline: nothing to compare", ha="center", va="center")
-        ax.axis("off")
-        _save(fig, path)
+        notice(path, "no hardware besides the baseline: nothing to compare")
         return
     baseline = baseline or str(equivalence.baseline.iloc[0])
     metrics = list(dict.fromkeys(equivalence.metric))

@@ -12,6 +12,8 @@ from hwsweep.analysis.words import COST, SOONER, STEPS, duration, finite, in_wor
 from hwsweep.report.tables import _interval, _num, _td, page, verdict_cell
 
 MAX_TARGET_PANELS = 3  # (metric, variant) rows in the figure
+# The fixed-steps figures' notice when every run stopped at its targets (schedule.stop_at: target).
+ALL_STOPPED = "every run stopped at its target (schedule.stop_at: target): not available at the fixed steps; see time to target"
 
 
 def target_name(metric: str, value: float) -> str:
@@ -43,6 +45,7 @@ def sentence(r: dict, baseline: str, confidence: float = 0.95) -> str:
         cost = r.get("cost_ratio", math.nan)
         cost = (in_words(COST, cost, r["cost_ratio_ci_low"], r["cost_ratio_ci_high"], confidence,
                          per="to reach the target") if finite(cost) else "cost not known (no price per hour)")  # fmt: skip
+        speed = f"with {speed}" if speed.startswith("no clear") else speed  # '... reaches 0.99 accuracy with no clear ...'
         text = f"{hw} reaches {what} {speed}; {cost}; it needs {steps_words(r, confidence)}"
         mean = r.get("time_to_target_seconds", math.nan)
         if finite(mean):
@@ -68,6 +71,23 @@ def sentences(table: pd.DataFrame, confidence: float = 0.95) -> dict[str, list[s
                 f"of {r['n_runs']:.0f} runs." for r in base.to_dict("records") if r["n_reached"] < r["n_runs"]]
         said += [sentence(r, baseline, confidence) for r in rows[~rows.baseline.astype(bool)].to_dict("records")]
         out[variant] = said
+    return out
+
+
+def stopped_sentences(runs: pd.DataFrame) -> dict[str, list[str]]:
+    """Variant -> what the fixed-steps comparisons leave out: runs stopped at their targets (schedule.stop_at)."""
+    if "stopped_at_step" not in runs:
+        return {}
+    out = {}
+    for variant, rows in runs.groupby("variant", sort=False):
+        stopped = rows[rows.stopped_at_step.notna()]
+        if len(stopped):
+            low, high = (_num(f(stopped.stopped_at_step)) for f in (min, max))
+            where = f"step {low}" if low == high else f"steps {low}–{high}"
+            out[variant] = [f"{len(stopped)} of {len(rows)} runs stopped at the target (schedule.stop_at: target, "
+                            f"{where}): "
+                            "final metrics, speedup and cost at the fixed steps are **not available** for them "
+                            "(the comparisons below leave them out)."]  # fmt: skip
     return out
 
 
@@ -120,7 +140,7 @@ def figure(curves: pd.DataFrame, runs: pd.DataFrame, targets: list, baseline: st
                 last = run.iloc[-1]
                 for ax, x in zip(row, ("step", "seconds")):
                     ax.plot(last[x], last.value, "x", color=colours[hw], ms=8)
-        for ax, x in zip(row, ("steps", "seconds (startup included, periodic evaluation excluded)")):
+        for ax, x in zip(row, ("steps", "seconds from the start (periodic evaluation excluded)")):
             for value in (v for m, v in targets if m == metric):
                 ax.axhline(value, ls="--", color="grey", lw=1)
             ax.set_xlabel(x)

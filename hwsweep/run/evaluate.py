@@ -25,11 +25,13 @@ def builtin(spec: RunSpec) -> int:
     fam = families.torch_side(spec.recipe.model.name)
     model = fam.build(spec.recipe)
     state = torch.load(spec.path(FINAL_CHECKPOINT), map_location="cpu", weights_only=False)
-    if state["step"] != spec.plan.steps:
-        sys.exit(f"hwsweep.run.evaluate: checkpoint is at step {state['step']}, not {spec.plan.steps}; rerun training")
+    trained = RunRecord.from_dict(io.read_json(spec.path(TRAIN_RECORD)))
+    last = trained.stopped_at_step or spec.plan.steps  # a run stopped at its targets ends there
+    if state["step"] != last:
+        sys.exit(f"hwsweep.run.evaluate: checkpoint is at step {state['step']}, not {last}; rerun training")
     model.load_state_dict(state["model"])
     model.eval()
-    curves = RunRecord.from_dict(io.read_json(spec.path(TRAIN_RECORD))).curves
+    curves = trained.curves
     _, held_out = fam.tables(spec.recipe)
     with torch.no_grad():
         metrics = fam.evaluate(model, spec.recipe, held_out, curves=curves)

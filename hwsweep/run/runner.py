@@ -314,10 +314,12 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         verdict = divergence(spec, curves)
         if verdict and spec.guard.action == "fail":
             raise RunFailed(f"{verdict} (guard.action: fail; flag keeps such runs)")
-        seen_run, departures = _observed(spec, run_dir, spec.plan.steps if fresh else None)
+        own = _own_record(spec, started)  # a runtime-API script's, which may have stopped at its targets
+        planned = (own and own.stopped_at_step) or spec.plan.steps
+        seen_run, departures = _observed(spec, run_dir, planned if fresh else None)
         if departures and trainer.observe == "fail":
             raise RunFailed(f"what trained is not the plan: {'; '.join(departures)} (trainer.observe: flag keeps such runs)")
-        if _wrote_own_record(spec, started):
+        if own is not None:
             return 0  # a runtime-API script wrote the full RunRecord itself
     except RunFailed as e:
         print(f"hwsweep: {spec.suite}/{spec.variant}/{spec.hardware_name}/seed{spec.seed}: {e}", file=sys.stderr)
@@ -365,15 +367,15 @@ def evaluate(spec: RunSpec, spec_path: str, threads: int) -> int:
     return 0
 
 
-def _wrote_own_record(spec: RunSpec, since: float) -> bool:
-    """Whether the script wrote train.json during this attempt (and it names this run)."""
+def _own_record(spec: RunSpec, since: float) -> RunRecord | None:
+    """The train.json the script wrote during this attempt (it must name this run), or None."""
     path = spec.path(TRAIN_RECORD)
     if not path.exists() or path.stat().st_mtime < since:
-        return False
+        return None
     record = read(RunRecord, path)
     if (record.suite, record.variant, record.hardware, record.seed) != (spec.suite, spec.variant, spec.hardware_name, spec.seed):
         raise RunFailed(f"{path} was written for another run; remove it and rerun")
-    return True
+    return record
 
 
 def descendants(pid: int) -> list[int]:

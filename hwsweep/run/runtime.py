@@ -44,6 +44,7 @@ from hwsweep.contracts.guard import Guard
 from hwsweep.contracts.metrics import observations, summarise
 from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD, RunSpec
+from hwsweep.contracts.target import curve_keys
 from hwsweep.run import data, repro, startup
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, fingerprint
@@ -136,6 +137,10 @@ class Run:
         # What a resumed run carries on: every logged line, step times, one segment per start.
         self.history = {"lines": [], "step_seconds": [], "segments": [], "checks": []}
         self._guard = Guard(self.spec.guard)  # fed the all-reduced losses: every rank judges alike
+        # schedule.stop_at: target: (target, the keys its metric's values are logged under, the metric's goal).
+        by_name = {m.name: m for m in spec.metrics}
+        self._targets = [(t, curve_keys(by_name[t.metric]), by_name[t.metric].goal) for t in spec.targets]
+        self._hit: set[int] = set()  # the targets reached so far
         self._signalled: list[int] = []
         for sig in STOP_SIGNALS:  # only raise a flag: the decision is taken on the all-reduced value
             signal.signal(sig, lambda signum, frame: self._signalled.append(signum))
@@ -222,6 +227,8 @@ class Run:
         self._bar = tqdm(total=self.plan.steps, initial=self.start, disable=not self.master,
                          mininterval=1 if sys.stderr.isatty() else 10, desc="train")  # fmt: skip
         for step in range(self.start, self.plan.steps):
+            if "stopped_at" in self.history:  # every target reached (also when resumed after that checkpoint)
+                break
             self.step = step + 1
             t0 = time.perf_counter()
             yield step
@@ -274,7 +281,11 @@ class Run:
     def _end_step(self, done: int, t0: float | None) -> None:
         logged = done % self.recipe.log_every == 0
         flush = logged or done % self.recipe.checkpoint_every == 0 or done == self.plan.steps
-        stop = self._flush(done) if flush else False
+        stop, reached = self._flush(done) if flush else (False, False)
+        if reached and done < self.plan.steps:  # before the checkpoint: a rerun after a kill stops here too
+            self.history["stopped_at"] = done
+            if self.master:
+                print(f"hwsweep: every target reached; stopping at step {done} (schedule.stop_at: target)", flush=True)
         if t0 is not None:  # None: the segment's first step, counted in its startup
             self.history["step_seconds"].append(time.perf_counter() - t0)  # the device is waited for at flushes only
         self._bar.update(1)
@@ -283,33 +294,44 @@ class Run:
             loss = next((line["loss"] for line in reversed(self.history["lines"]) if "loss" in line), None)
             shown = {"loss": loss, "samples/s/device": recent["samples_per_second_per_device"], "mfu": recent["mfu"]}
             self._bar.set_postfix({k: f"{v:.4g}" for k, v in shown.items() if v is not None}, refresh=False)
-        if done % self.recipe.checkpoint_every == 0 or done == self.plan.steps or stop:
+        if done % self.recipe.checkpoint_every == 0 or done == self.plan.steps or stop or reached:
             self.checkpoint.save(done)
-        if stop and done < self.plan.steps:
+        if stop and done < self.plan.steps and not reached:
             if self.master:
                 print(f"hwsweep: stop requested; checkpoint at step {done}, exiting {EXIT_PREEMPTED}", flush=True)
             dist.destroy_process_group()
             raise SystemExit(EXIT_PREEMPTED)
 
-    def _flush(self, done: int) -> bool:
+    def _flush(self, done: int) -> tuple[bool, bool]:
         """One collective for the steps since the last flush: every rank's micro-batch losses
-        (the step loss is their sum in global order, so it is the same at any world size) and
-        every rank's stop flag (all ranks stop at the same step). Returns whether to stop."""
-        flag = torch.tensor([float(bool(self._signalled))], device=self.device)
-        local = torch.stack(self._pending).flatten() if self._pending else flag.new_empty(0)
-        everything = gather_in_order(torch.cat([local, flag])).view(self.world_size, -1)
-        stop = bool(everything[:, -1].max() > 0)
+        (the step loss is their sum in global order, so it is the same at any world size), every
+        rank's stop flag and whether its logged values reached every target (schedule.stop_at: target;
+        the evaluation may run on one rank), so all ranks stop at the same step. Returns (stop, reached)."""
+        flags = torch.tensor([float(bool(self._signalled)), float(self._reached())], device=self.device)
+        local = torch.stack(self._pending).flatten() if self._pending else flags.new_empty(0)
+        everything = gather_in_order(torch.cat([local, flags])).view(self.world_size, -1)
+        stop, reached = (bool(everything[:, i].max() > 0) for i in (-2, -1))
         losses = {}
         if self._pending:
             n = len(self._pending)
-            rows = everything[:, :-1].reshape(self.world_size, n, -1).transpose(0, 1).reshape(n, -1)
+            rows = everything[:, :-2].reshape(self.world_size, n, -1).transpose(0, 1).reshape(n, -1)
             means = (ordered_sum(rows.T) / rows.shape[1]).tolist()
             losses = dict(zip(range(done - n + 1, done + 1), means))
         self._pending = []
         for step, value in losses.items():
             self._judge(self._guard.feed(step, value), fatal=not math.isfinite(value))
         self._write(losses)
-        return stop
+        return stop, reached
+
+    def _reached(self, lines=None) -> bool:
+        """Whether the values logged on this rank reached every target (False without targets). Each flush reads
+        only the values logged since the last one (`lines`: the history's, after a resume)."""
+        for line in self._logged.values() if lines is None else lines:
+            for i, (target, keys, goal) in enumerate(self._targets):
+                values = [_number(line[k]) for k in keys if line.get(k) is not None]
+                if any(target.reached(v, goal) for v in values):
+                    self._hit.add(i)
+        return bool(self._targets) and len(self._hit) == len(self._targets)
 
     def _judge(self, verdict: str | None, fatal: bool = False) -> None:
         """The divergence guard's verdict: a non-finite loss always fails; otherwise guard.action decides
@@ -371,6 +393,7 @@ class Run:
         for line in self.history["lines"]:  # the guard sees the whole series, as if never interrupted
             if "loss" in line:
                 self._guard.feed(line["step"], line["loss"])
+        self._reached(self.history["lines"])
 
     # -- the end ------------------------------------------------------------------------------
     def finish(self, **metrics) -> None:
@@ -444,7 +467,7 @@ class Run:
                                                          "compile": self.recipe.compile,
                                                          "optimizer_kernel": self.optimizer_kernel},
             checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds, flops_per_step=self.flops_per_step,
-            periodic_eval_seconds=self.history.get("eval_seconds", []),
+            periodic_eval_seconds=self.history.get("eval_seconds", []), stopped_at_step=self.history.get("stopped_at"),
             samples_per_second_per_device=steady["samples_per_second_per_device"],
             tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=list(self.history["checks"]),
             seeded=True,  # init() seeded every rank from the run's seed
