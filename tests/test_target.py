@@ -200,3 +200,25 @@ def test_time_to_target_through_the_workflow(tmp_path, small_config):
     assert (tmp_path / "results/tiny/plots/time_to_target.png").stat().st_size > 0
     page = (tmp_path / "results/tiny/tables/time_to_target.html").read_text()
     assert "censored" in page  # the page says how runs that never reached the target count
+
+
+@pytest.mark.slow
+def test_runs_stopped_at_the_target_through_the_workflow_and_report(tmp_path, small_config):
+    """Every run stops at the target: time to target is reported; the fixed-steps tables, figures and headline say
+    they are not available instead of failing or comparing what ran fewer steps."""
+    from conftest import snakemake
+
+    cfg = with_targets(small_config, [{"metric": "token_accuracy", "value": 0.15}])
+    cfg["recipe"]["schedule"] = {"steps": 60, "warmup_steps": 5, "stop_at": "target"}
+    cfg["hardware"] = {"cpu1": small_config["hardware"]["cpu1"]}  # one hardware: the test stays near a minute
+    proc = snakemake(tmp_path, cfg, "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = pd.read_csv(tmp_path / "results/tiny/runs.csv")
+    assert len(runs) == 2 and ((runs.stopped_at_step > 0) & (runs.stopped_at_step < 60)).all()
+    assert pd.read_csv(tmp_path / "results/tiny/comparison.csv").empty
+    reached = pd.read_csv(tmp_path / "results/tiny/time_to_target.csv")
+    assert reached.reached.all() and (reached.steps_to_target <= runs.stopped_at_step.max()).all()
+    proc = snakemake(tmp_path, cfg, "--report", str(tmp_path / "report.html"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    page = (tmp_path / ".snakemake/hwsweep/landing.rst").read_text()
+    assert "2 of 2 runs stopped at the target" in page and "**not available**" in page
