@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -107,3 +108,12 @@ def executor_of(workflow) -> str | None:
     if name in PSEUDO:  # a dry run keeps only the pseudo-executor; the command line still names the real one
         return executor_named(sys.argv[1:])
     return name
+
+
+def merged_options(given: str, ours: list[str]) -> str:
+    """sbatch options: those `given` (a profile's slurm_extra), then each of `ours` whose flag they do not
+    set, so a profile adds to hwsweep's --signal and --exclusive, or changes them by naming them, never
+    drops them by saying something else."""
+    theirs = shlex.split(given or "")
+    named = {option.split("=", 1)[0] for option in theirs if option.startswith("-")}
+    return shlex.join(theirs + [option for option in ours if option.split("=", 1)[0] not in named])
