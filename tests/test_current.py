@@ -34,7 +34,7 @@ def test_a_combined_table_older_than_a_suite_table_or_with_other_suites_is_stale
 def test_the_plan_is_stale_when_it_is_not_this_configs_plan(tmp_path):
     plan = _write(tmp_path / "plan.tsv", "suite\tsteps\ntiny\t60\n", 1000)
     assert current.why_stale(plan, text="suite\tsteps\ntiny\t60\n") is None
-    assert current.why_stale(plan, text="suite\tsteps\ntiny\t80\n") == f"{plan} is the plan of another config"
+    assert current.why_stale(plan, text="suite\tsteps\ntiny\t80\n") == f"{plan} was made from another config"
 
 
 def test_the_landing_page_names_each_table_left_out_and_leaves_out_a_stale_comparison_across_suites(

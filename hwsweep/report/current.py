@@ -21,7 +21,7 @@ def why_stale(table, sources=(), column: str | None = None, names=(), every: boo
     if not table.is_file():
         return None
     if text is not None and table.read_text() != text:
-        return f"{table} is the plan of another config"
+        return f"{table} was made from another config"
     written = table.stat().st_mtime
     newer = [str(s) for s in sources if Path(s).is_file() and Path(s).stat().st_mtime > written]
     if newer:
