@@ -100,6 +100,16 @@ def detect_hardware() -> tuple[dict, list[str]]:
 
 
 def main(argv=None) -> int:
+    try:
+        return run(argv)
+    except BrokenPipeError:
+        # The reader stopped early (`hwsweep resources | head`): not an error. Point stdout at /dev/null so
+        # Python's own flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def run(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="hwsweep", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan", help="the batch plan of every suite x variant x hardware")

@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -257,6 +258,44 @@ def test_the_executor_is_read_from_the_command_line_and_the_profile():
     assert placement.executor_named(["--profile", str(REPO / "profiles/slurm")]) == "slurm"
     assert placement.executor_named(["--profile", str(REPO / "profiles/local")]) == "local"
 
+
+
+def test_a_dry_run_that_cannot_read_its_profile_from_inside_directory_refuses_what_local_could_not_place():
+    """Issue 25: snakemake reads a relative --profile before it moves to --directory; the workflow cannot."""
+    message = placement.problem("x", _hw(nodes=2), placement.UNKNOWN, 0, 0)
+    assert message.startswith("hardware.x.nodes: a dry run with --directory cannot tell") and "\n" not in message
+    assert "absolute path" in message
+    assert placement.problem("x", _hw(), placement.UNKNOWN, 0, 0) is None  # placed by every executor alike
+
+
+def test_a_relative_profile_is_out_of_sight_only_with_directory(monkeypatch):
+    monkeypatch.delenv("SNAKEMAKE_PROFILE", raising=False)
+    seen = placement.profile_out_of_sight
+    assert seen(["--profile", "profiles/local", "--directory", "run1", "-n"]) == "profiles/local"
+    assert seen(["--profile", "./local", "-d", "/abs/run1"]) == "./local"
+    assert seen(["--workflow-profile", "profiles/local", "-d", "run1"]) == "profiles/local"
+    assert seen(["--profile", "profiles/local", "-n"]) is None  # no move: read from where snakemake runs
+    assert seen(["--profile", str(REPO / "profiles/local"), "-d", "run1"]) is None
+    assert seen(["--profile", "slurm", "-d", "run1"]) is None  # a name: looked up among the user's profiles
+    assert seen(["--profile", "profiles/local", "-d", "."]) is None
+    monkeypatch.setenv("SNAKEMAKE_PROFILE", "profiles/slurm")
+    assert seen(["-d", "run1"]) == "profiles/slurm"
+
+
+def test_snakemake_dry_run_with_directory_and_a_relative_profile_refuses_in_one_line(tmp_path, small_config):
+    """The dry run used to accept a 2-node entry that the real run, under the local profile, refuses."""
+    from conftest import snakemake_command, write_config
+
+    small_config["hardware"]["two_nodes"] = {"accelerator": "cpu", "nodes": 2, "devices_per_node": 1}
+    shutil.copytree(REPO / "profiles", tmp_path / "profiles")
+    (tmp_path / "run1").mkdir()
+    cmd, env = snakemake_command(tmp_path / "run1", small_config, "-n", "--profile", "profiles/local")
+    cmd[cmd.index("--directory") + 1] = "run1"
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert proc.returncode == 1 and len(errors) == 1, proc.stderr[-3000:]
+    assert errors[0].startswith("hwsweep config error: hardware.two_nodes.nodes: a dry run with --directory")
+    assert "rule train" not in proc.stdout
 
 UNREADABLE = [
     (lambda p: None, "config file not found; pass an existing file"),

@@ -52,7 +52,7 @@ def gpu_matrix(cfg, hardware=tuple(GPUS), **estimate_settings):
 
 
 def test_estimate_arithmetic_on_a_fixed_config(small_config):
-    matrix = gpu_matrix(small_config, mfu={"A100-80GB": 0.25}, startup_seconds=30)
+    matrix = gpu_matrix(small_config, mfu={"A100-80GB": 0.25}, startup_seconds=30, job_start_seconds=12)
     rows = estimate.estimate_rows(estimate.run_specs(matrix), matrix.estimate)
     runs = {(r["hardware"], r["seed"]): r for r in rows if r["level"] == "run"}
     recipe = matrix.cells[0].recipe
@@ -64,7 +64,8 @@ def test_estimate_arithmetic_on_a_fixed_config(small_config):
     assert (h100["source"], h100["mfu"], h100["peak_tflops"]) == ("assumed_mfu", 0.5, 989.5)  # the hardware's own mfu
     assert (a100["mfu"], a100["peak_tflops"]) == (0.25, 312)  # estimate.mfu for the device type
     assert h100["seconds_per_step"] == pytest.approx(micro * 8 / (2 * 989.5e12 * 0.5))
-    wall = 30 + 1000 * micro * 8 / (312e12 * 0.25)
+    wall = 12 + 30 + 1000 * micro * 8 / (312e12 * 0.25)  # the job's own start, the trainer's, the steps
+    assert a100["startup_seconds"] == 12 + 30
     assert a100["wall_hours"] == pytest.approx(wall / 3600)
     assert a100["device_hours"] == pytest.approx(wall / 3600) and a100["cost"] == pytest.approx(2.0 * wall / 3600)
     assert h100["device_hours"] == pytest.approx(2 * h100["wall_hours"])
@@ -75,7 +76,8 @@ def test_estimate_arithmetic_on_a_fixed_config(small_config):
     total = rows[-1]
     assert total["level"] == "total" and len(cells) == 1 and total["wall_hours"] is None  # never a partial sum
     known = [r for r in runs.values() if r["source"] != "unknown"]
-    matrix_known = gpu_matrix(small_config, ("h100x2", "a100"), mfu={"A100-80GB": 0.25}, startup_seconds=30)
+    matrix_known = gpu_matrix(small_config, ("h100x2", "a100"), mfu={"A100-80GB": 0.25}, startup_seconds=30,
+                              job_start_seconds=12)
     total_known = estimate.estimate_rows(estimate.run_specs(matrix_known), matrix_known.estimate)[-1]
     assert total_known["device_hours"] == pytest.approx(sum(r["device_hours"] for r in known))
     assert total_known["cost"] == pytest.approx(sum(r["cost"] for r in known))

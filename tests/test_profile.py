@@ -38,8 +38,9 @@ def test_snakemake_finds_the_installed_profile_by_name(xdg, tmp_path, monkeypatc
     assert found.stdout.strip() == str(written), found.stderr
     settings = yaml.safe_load(written.read_text())
     template = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
-    assert settings["default-resources"] == template["default-resources"] | {"slurm_account": "lab-1",
-                                                                            "slurm_partition": "gpu-h100"}  # fmt: skip
+    # Python expressions to snakemake: each name in its own quotes
+    assert settings["default-resources"] == template["default-resources"] | {"slurm_account": "'lab-1'",
+                                                                            "slurm_partition": "'gpu-h100'"}  # fmt: skip
     assert {k: v for k, v in settings.items() if k != "default-resources"} == {
         k: v for k, v in template.items() if k != "default-resources"}  # fmt: skip
     text = written.read_text()
@@ -79,9 +80,9 @@ def test_no_reachable_controller_installs_without_site_values_in_seconds(xdg, tm
     fake_sinfo(monkeypatch, tmp_path, stdout="", sleep=30)  # a client whose controller never answers
     start = time.monotonic()
     proc = install("--partition", "gpu")
-    assert time.monotonic() - start < 5 + 2  # the sinfo timeout, plus starting Python
+    assert time.monotonic() - start < 20  # the sinfo timeout, Python and snakemake's parser (the check), not 30 s
     assert proc.returncode == 0 and "note: site values not detected: no answer from the SLURM controller" in proc.stdout
-    assert yaml.safe_load((xdg / "snakemake/slurm/config.yaml").read_text())["default-resources"]["slurm_partition"] == "gpu"
+    assert yaml.safe_load((xdg / "snakemake/slurm/config.yaml").read_text())["default-resources"]["slurm_partition"] == "'gpu'"
 
 
 def test_a_cluster_without_a_default_partition_is_pointed_out(xdg, tmp_path, monkeypatch):
@@ -90,10 +91,41 @@ def test_a_cluster_without_a_default_partition_is_pointed_out(xdg, tmp_path, mon
     assert proc.returncode == 0 and "no default partition; rerun with --force --partition NAME" in proc.stdout
 
 
+@pytest.mark.parametrize("name", ["all", "True", "lab-1", "None"])
+def test_site_names_that_are_python_names_reach_snakemake_as_strings(xdg, tmp_path, monkeypatch, name):
+    """snakemake evaluates resources as Python: an unquoted `all` would be the builtin and crash every call."""
+    env = fake_sinfo(monkeypatch, tmp_path)
+    assert install("--account", name).returncode == 0
+    read = subprocess.run([sys.executable, "-c", "from hwsweep.cluster import profile; import sys; "
+                           "profile.check_loads(profile.user_profile_dir() / 'slurm', {'slurm_account': sys.argv[1]})",
+                           name], capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert read.returncode == 0, read.stderr
+
+
+def test_a_profile_snakemake_reads_otherwise_is_refused(tmp_path):
+    (tmp_path / "config.yaml").write_text("executor: slurm\ndefault-resources:\n  slurm_account: all\n")
+    with pytest.raises(profile.ProfileError, match="snakemake reads slurm_account as 'nothing usable .*', not 'all'"):
+        profile.check_loads(tmp_path, {"slurm_account": "all"})
+    (tmp_path / "config.yaml").write_text("executor: slurm\n  bad: [\n")
+    with pytest.raises(profile.ProfileError, match="snakemake cannot read the written profile"):
+        profile.check_loads(tmp_path, {})
+
+
+@pytest.mark.parametrize("storage, command", [("accounting_storage/slurmdbd", "sacct"), ("accounting_storage/none", "squeue")])
+def test_the_status_command_is_sacct_where_the_cluster_keeps_accounting(xdg, tmp_path, monkeypatch, storage, command):
+    fake_sinfo(monkeypatch, tmp_path)
+    for tool, text in (("scontrol", f"AccountingStorageType   = {storage}"), ("sacct", "")):
+        script = tmp_path / "fake-bin" / tool
+        script.write_text(f"#!/bin/sh\necho '{text}'\n")
+        script.chmod(0o755)
+    assert install().returncode == 0
+    assert yaml.safe_load((xdg / "snakemake/slurm/config.yaml").read_text())["slurm-status-command"] == command
+
+
 def test_render_puts_site_values_under_default_resources():
     template = "executor: slurm\ndefault-resources:\n  # slurm_account: \"x\"  # uncomment\n  runtime: 30\n"
     text = profile.render(template, REPO, {"slurm_account": ("account", "true"), "slurm_partition": ("partition", None)}, [])
-    assert yaml.safe_load(text)["default-resources"] == {"slurm_account": "true", "runtime": 30}  # a string, not a bool
+    assert yaml.safe_load(text)["default-resources"] == {"slurm_account": "'true'", "runtime": 30}  # a string, not a bool
     assert "# slurm_account" not in text
     bare = profile.render("executor: slurm\n", REPO, {"slurm_account": ("account", "lab")}, [])
-    assert yaml.safe_load(bare)["default-resources"] == {"slurm_account": "lab"}
+    assert yaml.safe_load(bare)["default-resources"] == {"slurm_account": "'lab'"}

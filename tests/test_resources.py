@@ -153,3 +153,14 @@ def test_a_bad_config_is_one_line(tmp_path, monkeypatch):
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 1 and proc.stderr.startswith("hwsweep config error: baseline: 'nope'")
     assert proc.stderr.count("\n") == 1
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path, monkeypatch):
+    """`hwsweep resources | head`: the pipe closes before the output is written."""
+    env = fake_sinfo(monkeypatch, tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "hwsweep.cli", "resources", "--configfile",
+                             str(REPO / "config/config.yaml")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, text=True)  # fmt: skip
+    proc.stdout.close()  # before it prints: its first write meets a closed pipe
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0 and "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -63,6 +63,139 @@ def run_slurm(workdir: Path, cfg: dict, env: dict, *args: str, timeout: int = 90
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def start_slurm(workdir: Path, cfg: dict, env: dict, *args: str) -> subprocess.Popen:
+    """run_slurm's command, started in the background (its output in workdir/snakemake.err)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = write_config(workdir, cfg)
+    cmd = ["snakemake", "--profile", "slurm", "all",
+           "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(path),
+           "--replace-workflow-config", "--slurm-init-seconds-before-status-checks", STATUS_SECONDS,
+           "--seconds-between-status-checks", STATUS_SECONDS, "--slurm-keep-successful-logs", *args]  # fmt: skip
+    err = open(workdir / "snakemake.err", "w")
+    return subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
+
+
+def finish(proc: subprocess.Popen, timeout: int = 300) -> tuple[int, str]:
+    """Wait for start_slurm's snakemake: its exit status and its stderr."""
+    try:
+        code = proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return code, Path(proc.args[proc.args.index("--directory") + 1], "snakemake.err").read_text()
+
+
+def wait_for(what: str, found, timeout: float = 120):
+    """Poll `found()` until it returns something true; that value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := found():
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def running_train_job(hardware: str, env: dict) -> str | None:
+    """The SLURM id of the running train job of `hardware` (seed 0), from the comment the executor sets."""
+    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i %k"], capture_output=True, text=True,
+                         env=env).stdout  # fmt: skip
+    ids = [line.split()[0] for line in out.splitlines() if line.split()[-1].startswith("rule_train_")
+           and line.split()[-1].endswith(f"_{hardware}_0")]  # fmt: skip
+    return ids[0] if ids else None
+
+
+def slurm_log(workdir: Path, job: str) -> Path:
+    """The batch output of SLURM job `job` (the executor names it by the job id)."""
+    (path,) = (workdir / ".snakemake/slurm_logs").rglob(f"{job}.log")
+    return path
+
+
+def final_weights_equal(a: Path, b: Path) -> bool:
+    import torch
+
+    x, y = (torch.load(p / "final.pt", weights_only=False)["model"] for p in (a, b))
+    return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+
+def test_jobs_compute_from_the_replacing_config_with_a_default_config_present(tmp_path, small_config, slurm):
+    """--replace-workflow-config is not forwarded to jobs: they must still use the user's config alone, not
+    config/config.yaml merged back in (other suites, hardware and recipe keys: optimizer, precision...)."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
+    cfg = small_config | {"seeds": [0], "baseline": "c1", "hardware": {"c1": HARDWARE["cpu1"]}}
+    cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
+    proc = run_slurm(tmp_path, cfg, slurm, "--retries", "0", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert sorted(p.name for p in (tmp_path / "results").iterdir() if p.is_dir()) == ["tiny"]
+    record = json.loads((tmp_path / "results/tiny/default/c1/seed0/train.json").read_text())
+    assert record["provenance"]["env"]["SLURM_JOB_ID"]  # ran as a SLURM job
+    assert len(pd.read_csv(tmp_path / "results/comparison.csv")) == 1
+
+
+# Two identical entries on different partitions: one is interrupted, the other is the uninterrupted reference.
+ONE_NODE = {"c1": HARDWARE["cpu1"], "c1b": HARDWARE["cpu1"] | {"partition": "gpu-l40s"}}
+
+
+def test_scancel_signal_term_checkpoints_a_one_node_run_and_the_retry_resumes_bitwise(tmp_path, small_config, slurm):
+    cfg = small_config | {"seeds": [0], "baseline": "c1", "hardware": ONE_NODE}
+    cfg["recipe"] |= {"reproducibility": "strict", "checkpoint_every": 20}
+    cfg["recipe"]["schedule"] = {"steps": 600, "warmup_steps": 5}
+    proc = start_slurm(tmp_path, cfg, slurm, "--retries", "1")
+    try:
+        run = tmp_path / "results/tiny/default/c1/seed0"
+        wait_for("a checkpoint", lambda: list((run / "checkpoints").glob("step*.pt")), timeout=150)
+        job = wait_for("the train job", lambda: running_train_job("c1", slurm))
+        subprocess.run(["scancel", "--signal=TERM", job], env=slurm, check=True)  # job steps only, not the batch shell
+        code, err = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 0, err[-4000:]
+    assert "failed" in slurm_log(tmp_path, job).read_text()  # the signalled attempt stopped; the retry resumed
+    cut, whole = (json.loads((tmp_path / f"results/tiny/default/{hw}/seed0/train.json").read_text()) for hw in ONE_NODE)
+    assert cut["restarts"] == 1 and 0 < cut["resumed_from_step"] < 600 and whole["restarts"] == 0
+    assert cut["curves"] == whole["curves"]
+    assert final_weights_equal(run, tmp_path / "results/tiny/default/c1b/seed0")
+
+
+def test_a_one_node_run_gets_its_checkpoint_signal_before_the_time_limit(tmp_path, small_config, slurm):
+    """A 1-minute limit with the signal 50 s ahead (the profile's slurm_extra): the trainer checkpoints and
+    exits 75 before the limit, it is not killed at the limit (TIMEOUT)."""
+    cfg = small_config | {"seeds": [0], "baseline": "c1", "hardware": {"c1": HARDWARE["cpu1"] | {"runtime": 1}}}
+    cfg["recipe"] |= {"checkpoint_every": 1000000}
+    cfg["recipe"]["schedule"] = {"steps": 1000000, "warmup_steps": 5}
+    proc = run_slurm(tmp_path, cfg, slurm, "--retries", "0", "--set-resources", "train:slurm_extra='--signal=TERM@50'",
+                     "--slurm-keep-successful-logs", timeout=300)  # fmt: skip
+    assert proc.returncode != 0
+    log = (tmp_path / "logs/tiny/default/c1/seed0/train.log").read_text()
+    assert "exiting 75" in log, log[-3000:]
+    (log,) = (tmp_path / ".snakemake/slurm_logs/rule_train").rglob("*.log")  # one attempt
+    assert scontrol_job(log.stem, slurm)["JobState"] != "TIMEOUT"  # it ended before the limit
+    assert list((tmp_path / "results/tiny/default/c1/seed0/checkpoints").glob("step*.pt"))
+
+
+def test_gpus_are_asked_per_node_and_each_node_sees_its_ranks_gpus(tmp_path, small_config, slurm):
+    """A 2-node gpu_model entry while h100-1 has 2 of its 4 GPUs taken: 2 GPUs on each node, never 4 for the
+    job (which SLURM may place 1 + 3); the launcher checks them on every node."""
+    entry = {"accelerator": "cpu", "nodes": 2, "devices_per_node": 2, "gpu_type": "fake-h100", "memory_gb": 80,
+             "gpu_model": "h100", "partition": "gpu-h100", "cpus_per_task": 1, "mem_mb": 1000, "runtime": 10}  # fmt: skip
+    cfg = small_config | {"seeds": [0], "baseline": "g2n", "hardware": {"g2n": entry}}
+    cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
+    held = cluster.hold_gpus("h100-1", count=2)
+    try:
+        proc = run_slurm(tmp_path, cfg, slurm, "--retries", "0", timeout=600)
+    finally:
+        subprocess.run(["scancel", held], env=slurm, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    record = json.loads((tmp_path / "results/tiny/default/g2n/seed0/train.json").read_text())
+    job = scontrol_job(record["provenance"]["env"]["SLURM_JOB_ID"], slurm)
+    assert "gres:gpu:h100:2" in job.get("TresPerNode", "") and "gpu" not in job.get("TresPerJob", ""), job
+    log = (tmp_path / "logs/tiny/default/g2n/seed0/train.log").read_text()
+    for node in (0, 1):
+        assert f"[node {node}]: 2 GPU(s) visible" in log, log[-3000:]
+
+
 def scontrol_job(job_id: str, env: dict) -> dict:
     out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, env=env, check=True)
     return dict(field.split("=", 1) for field in out.stdout.split() if "=" in field)

@@ -64,10 +64,9 @@ def test_the_local_profile_runs_timed_trainings_one_at_a_time_by_default(tmp_pat
     assert s1 >= e0 and c0["other_runs"] == c1["other_runs"] == 0
 
 
-@pytest.mark.parametrize("timing", ["exclusive", "shared", "auto"])
-def test_the_slurm_profile_asks_for_exclusive_nodes_for_timed_runs(tmp_path, timing):
-    """What sbatch is given for a train job (a stand-in sbatch records it and refuses the job); auto, the
-    default, does not take whole nodes on a cluster."""
+def sbatch_args(tmp_path, cfg, *args) -> list[str]:
+    """What sbatch is given for a train job under the slurm profile (a stand-in sbatch records it and refuses
+    the job)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > '{tmp_path}/sbatch.args'\nexit 1\n")
@@ -75,18 +74,33 @@ def test_the_slurm_profile_asks_for_exclusive_nodes_for_timed_runs(tmp_path, tim
         (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
     for script in bin_dir.iterdir():
         script.chmod(0o755)
-    cfg = copy.deepcopy(SMALL) | {"timing": timing}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     cmd = [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
            "--configfile", str(path), "--replace-workflow-config", "--profile", str(REPO / "profiles/slurm"),
-           "--retries", "0", "--jobs", "1", "results/tiny/default/cpu1/seed0/train.json"]  # fmt: skip
+           "--retries", "0", "--jobs", "1", "results/tiny/default/cpu1/seed0/train.json", *args]  # fmt: skip
     env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode != 0  # the stand-in refused the job: nothing ran
-    args = (tmp_path / "sbatch.args").read_text().splitlines()
+    return (tmp_path / "sbatch.args").read_text().splitlines()
+
+
+@pytest.mark.parametrize("timing", ["exclusive", "shared", "auto"])
+def test_the_slurm_profile_asks_for_exclusive_nodes_for_timed_runs(tmp_path, timing):
+    """auto, the default, does not take whole nodes on a cluster."""
+    args = sbatch_args(tmp_path, copy.deepcopy(SMALL) | {"timing": timing})
     assert "--signal=TERM@180" in args  # the checkpoint-before-the-limit signal stays
     assert ("--exclusive" in args) == (timing == "exclusive")
+
+
+@pytest.mark.parametrize("extra, kept, dropped", [
+    ("--mail-type=END", ["--mail-type=END", "--signal=TERM@180", "--exclusive"], []),  # added to, not replaced
+    ("--signal=TERM@50", ["--signal=TERM@50", "--exclusive"], ["--signal=TERM@180"]),  # named: the profile's
+])  # fmt: skip
+def test_a_profiles_slurm_extra_for_train_is_merged_with_hwsweeps(tmp_path, extra, kept, dropped):
+    args = sbatch_args(tmp_path, copy.deepcopy(SMALL) | {"timing": "exclusive"},
+                       "--set-resources", f"train:slurm_extra='{extra}'")  # fmt: skip
+    assert all(a in args for a in kept) and not any(a in args for a in dropped), args
 
 
 def test_a_local_snakemake_without_a_timing_slot_is_warned_once(tmp_path):

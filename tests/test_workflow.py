@@ -101,6 +101,35 @@ def test_changing_one_suite_reruns_only_that_suite(two_suites):
     assert trains and set(trains) == {"other"}, proc.stdout[-3000:]
 
 
+def test_a_report_after_a_single_suite_run_leaves_out_the_older_all_suites_tables_and_says_so(two_suites):
+    """Issue 25, item 4: `snakemake suite_third` updates only that suite; the combined tables ("All suites")
+    still hold the two older suites, so the report built then leaves them out and its landing page says why,
+    until `all` has brought them up to date."""
+    folder, cfg = two_suites
+    cfg["suites"]["third"] = {"overrides": {"model": {"width": 16}}}
+    proc = snakemake(folder, cfg, "--cores", "2", "suite_third")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(pd.read_csv(folder / "results/comparison.csv").suite) == {"tiny", "other"}  # older: not rebuilt
+
+    proc = snakemake(folder, None, "--report", str(folder / "report.html"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (folder / "report.html").read_text()
+    assert "results/third/tables/comparison.html" in html
+    assert "results/comparison.html" not in html and "results/plan.html" not in html
+    landing = (folder / ".snakemake/hwsweep/landing.rst").read_text()
+    for table in ("results/comparison.csv", "results/plan.tsv"):
+        assert f"- {table}" in landing and "left out of this report" in landing, landing
+        assert f"hwsweep warning: {table}" in proc.stderr, proc.stderr[-3000:]
+
+    proc = snakemake(folder, None, "--cores", "2", "all")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = snakemake(folder, None, "--report", str(folder / "report.html"))
+    assert proc.returncode == 0 and "hwsweep warning" not in proc.stderr, proc.stderr[-3000:]
+    html = (folder / "report.html").read_text()
+    assert "results/comparison.html" in html and "results/plan.html" in html
+    assert "left out of this report" not in (folder / ".snakemake/hwsweep/landing.rst").read_text()
+
+
 def test_jobs_see_exactly_the_replaced_config_and_refuse_a_changed_spec(tmp_path, small_config):
     # A workflow config beside the run that must not leak into it (the repo's config/config.yaml case).
     (tmp_path / "config").mkdir()

@@ -10,8 +10,11 @@ the partitions and GPU types `sinfo` reports, as comments.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -62,20 +65,55 @@ def site_summary(nodes: list[slurm.Node]) -> list[str]:
     return lines
 
 
-def render(template: str, source: Path, site: dict, summary: list[str]) -> str:
-    """The template with site values under default-resources and a header saying where it came from."""
+def expression(value: str) -> str:
+    """A site name as snakemake reads a resource: a Python expression, so a string in its own quotes (`all`
+    unquoted would be Python's all); SITE_NAME allows no quote inside."""
+    return json.dumps(f"'{value}'")
+
+
+def render(template: str, source: Path, site: dict, summary: list[str], status_command: str | None = None) -> str:
+    """The template with site values under default-resources, the status command this cluster answers, and
+    a header saying where it came from."""
     header = [f"# Installed by `hwsweep profile install` from {source}.", "# Partitions when installed (sinfo):",
               *(summary or ["#   (not read: no reachable SLURM controller)"]),
               "# `hwsweep resources` shows what is free now, with ready-to-paste hardware entries."]  # fmt: skip
     given = {key: (flag, value) for key, (flag, value) in site.items() if value}
-    values = [f"  {key}: {json.dumps(value)}  # from --{flag}" for key, (flag, value) in given.items()]
+    values = [f"  {key}: {expression(value)}  # from --{flag}" for key, (flag, value) in given.items()]
     lines = [line for line in template.splitlines() if not any(re.match(rf"\s*# {key}:", line) for key in given)]
+    if status_command:  # the template's choice of status command, replaced by what this cluster can answer
+        lines = [re.sub(r"^slurm-status-command:\s*\S+", f"slurm-status-command: {status_command}", line)
+                 for line in lines]  # fmt: skip
     at = next((i + 1 for i, line in enumerate(lines) if line.startswith("default-resources:")), None)
     if at is None:
         lines += (["default-resources:"] + values) if values else []
     else:
         lines[at:at] = values
     return "\n".join(header + lines) + "\n"
+
+
+def check_loads(folder: Path, site: dict[str, str]) -> None:
+    """Read the written profile with snakemake's own profile parsing and evaluate each site value the way
+    snakemake evaluates a resource; ProfileError unless each reads back as the name given."""
+    from snakemake.cli import parse_args
+
+    path = folder / "config.yaml"
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # its "Using profile ..." note is not our output
+            _, args = parse_args(["--profile", str(folder)])
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever snakemake stops at, said in one line
+        raise ProfileError(f"{path}: snakemake cannot read the written profile ({one_line(e)}); nothing was installed") from None
+    written = args.default_resources or {}
+    for key, value in site.items():
+        try:  # as a job would: wildcards, input, attempt, threads, rule name, async runner
+            read = written[key].evaluate(None, None, 1, 1, "train", None).value
+        except Exception as e:  # noqa: BLE001 - e.g. a value that evaluates to a function
+            read = f"nothing usable ({one_line(e)})"
+        if read != value:
+            raise ProfileError(f"{path}: snakemake reads {key} as {read!r}, not {value!r}; nothing was installed")
+
+
+def one_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def free_backup(target: Path) -> Path:
@@ -102,14 +140,23 @@ def install(kind: str, name: str, account: str | None, partition: str | None, fo
     if target.exists() and not force:
         raise ProfileError(f"profile {name!r} already exists at {target}; pass --force to replace it "
                            f"(the old one is kept as {free_backup(target).name}) or --name OTHER to install beside it")  # fmt: skip
+    site = {"slurm_account": ("account", account), "slurm_partition": ("partition", partition)}
+    status = slurm.status_command() if nodes else None
+    text = render(source.read_text(), source, site, site_summary(nodes), status)
+    staged = target.with_name(f".{name}.new")
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    (staged / "config.yaml").write_text(text)
+    try:
+        check_loads(staged, {key: value for key, (_, value) in site.items() if value})
+    except ProfileError:
+        shutil.rmtree(staged)
+        raise
     if target.exists():
         backup = free_backup(target)
         target.rename(backup)
         out.append(f"kept the previous profile as {backup}")
-    site = {"slurm_account": ("account", account), "slurm_partition": ("partition", partition)}
-    text = render(source.read_text(), source, site, site_summary(nodes))
-    target.mkdir(parents=True)
-    (target / "config.yaml").write_text(text)
+    staged.rename(target)
     if nodes and not partition and not any(n.default_partition for n in nodes):
         out.append("note: this cluster has no default partition; rerun with --force --partition NAME for the small jobs")
     if (Path.cwd() / name).exists():

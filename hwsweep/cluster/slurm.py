@@ -102,6 +102,18 @@ def run_sinfo(timeout: float = TIMEOUT_S) -> str:
     return proc.stdout
 
 
+def status_command(timeout: float = TIMEOUT_S) -> str:
+    """How snakemake's slurm executor should ask for job states: sacct where the controller keeps accounting
+    (it says why a job failed), squeue otherwise (sacct has nothing to answer without slurmdbd)."""
+    try:
+        proc = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return "squeue"
+    storage = re.search(r"^AccountingStorageType\s*=\s*(\S+)", proc.stdout, re.M)
+    usable = proc.returncode == 0 and storage and storage.group(1) != "accounting_storage/none"
+    return "sacct" if usable and shutil.which("sacct") else "squeue"
+
+
 def read_nodes(timeout: float = TIMEOUT_S) -> list[Node]:
     """Every node of every partition as the scheduler sees it now; SchedulerError (one line) if it cannot be asked."""
     return parse_sinfo(run_sinfo(timeout))

@@ -34,6 +34,20 @@ class Hardware(Typed):
         return self.nodes * self.devices_per_node
 
     @property
+    def slurm_gres(self) -> str | None:
+        """The GRES each node of the job asks SLURM for: `gres` as given, or gpu_model's GPUs per node, never
+        a count for the whole job (SLURM may split that unevenly across nodes: 1 + 3 for two ranks each)."""
+        if self.gpu_model:
+            return f"gpu:{self.gpu_model}:{self.devices_per_node}"
+        return self.gres
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs each node of the job is given by SLURM (the count of a gpu GRES), 0 when none is asked for."""
+        parts = (self.slurm_gres or "").split(":")
+        return int(parts[-1]) if parts[0] == "gpu" and len(parts) > 1 and parts[-1].isdigit() else 0
+
+    @property
     def device_type(self):
         return catalog.lookup(self.gpu_type)
 

@@ -2,7 +2,10 @@
 device-hours and the money (`hwsweep plan --estimate`).
 
     seconds per step = FLOPs per step / (world_size x peak FLOP/s per device x MFU)
-    wall clock of a run = startup + steps x seconds per step;  device-hours = wall clock x world_size
+    wall clock of a run = job start + startup + steps x seconds per step;  device-hours = wall clock x world_size
+
+The job start (snakemake reading the workflow in the job, the launcher, torchrun) is not measured by
+the trainer: estimate.job_start_seconds is assumed for every run, measured or not.
 
 FLOPs per step are counted by torch's FLOP counter over one micro-batch forward + backward of the
 real model on the meta device (shapes only: no memory and no arithmetic, so GPU-sized models count
@@ -156,6 +159,11 @@ def measured_cells(specs, root: Path = Path(".")) -> list[str]:
     return lines
 
 
+def job_start(settings: dict) -> float:
+    """Seconds a train job takes before its trainer starts (estimate.job_start_seconds)."""
+    return settings.get("job_start_seconds", 15.0)
+
+
 def estimate_run(spec, settings: dict, measured: dict, exclude=None) -> dict:
     """One run's estimate from the runs measured so far (leaving out `exclude`, for estimated vs actual)."""
     kind = _kind(spec)
@@ -176,6 +184,7 @@ def estimate_run(spec, settings: dict, measured: dict, exclude=None) -> dict:
         per_step = flops / (spec.plan.world_size * peak * mfu)
     else:
         source, per_step = "unknown", None
+    startup += job_start(settings)
     wall = None if per_step is None else startup + spec.plan.steps * per_step
     device_hours = None if wall is None else wall * spec.plan.world_size / 3600
     price = catalog.price_per_hour(spec.hardware.gpu_type, spec.hardware.price_per_hour)
@@ -237,7 +246,8 @@ def estimate_vs_actual(pairs, settings: dict) -> list[dict]:
     for run, actual in measured.items():
         spec = specs[run]
         est = estimate_run(spec, settings, measured, exclude=run)
-        seconds = actual.startup_seconds + spec.plan.steps * actual.seconds_per_step
+        # The record has no job start either: the same assumption on both sides.
+        seconds = job_start(settings) + actual.startup_seconds + spec.plan.steps * actual.seconds_per_step
         guess = None if est["wall_hours"] is None else est["wall_hours"] * 3600
         out.append({"suite": run.suite, "variant": run.variant, "hardware": run.hardware, "seed": run.seed,
                     "source": est["source"], "estimated_seconds": guess, "actual_seconds": seconds,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from hwsweep.contracts.hardware import Hardware
 
 LOCAL = "local"  # the executor that runs jobs on this machine
 PSEUDO = ("dryrun", "touch")  # -n / --touch stand in for the executor the command line names
+UNKNOWN = "unknown"  # a dry run whose real executor cannot be read from inside the workflow (profile_out_of_sight)
 NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
 
 
@@ -51,6 +53,13 @@ def allocated_nodes(environ=None) -> int:
 
 def problem(name: str, hw: Hardware, executor: str | None, gpus: int, nodes: int) -> str | None:
     """One line naming the field and the fix when `executor` cannot place `hw`, else None."""
+    if executor == UNKNOWN:  # refused only where the answer depends on it: what the local executor could not place
+        local = problem(name, hw, LOCAL, gpus, nodes)
+        return local and (
+            f"{local.split(':')[0]}: a dry run with --directory cannot tell whether the real run can place this "
+            "entry: snakemake read the relative --profile from the folder it was started in, which the workflow, "
+            "already in --directory, cannot see; give the profile's absolute path, or run without --directory"
+        )
     if executor != LOCAL:
         return None  # a cluster executor places jobs on nodes that have the hardware; None: not known yet
     if hw.accelerator == "cuda" and hw.devices_per_node > gpus:
@@ -69,7 +78,7 @@ def problem(name: str, hw: Hardware, executor: str | None, gpus: int, nodes: int
 
 
 def problems(hardware: dict[str, Hardware], executor: str | None, environ=None) -> list[str]:
-    gpus = visible_gpus(environ) if executor == LOCAL else 0
+    gpus = visible_gpus(environ) if executor in (LOCAL, UNKNOWN) else 0
     nodes = allocated_nodes(environ)
     return [p for name, hw in hardware.items() if (p := problem(name, hw, executor, gpus, nodes))]
 
@@ -105,5 +114,31 @@ def executor_of(workflow) -> str | None:
         return None
     name = workflow.executor_plugin.name
     if name in PSEUDO:  # a dry run keeps only the pseudo-executor; the command line still names the real one
-        return executor_named(sys.argv[1:])
+        return UNKNOWN if profile_out_of_sight(sys.argv[1:]) else executor_named(sys.argv[1:])
     return name
+
+
+def profile_out_of_sight(argv: list[str]) -> str | None:
+    """A profile that a snakemake command line with --directory (or $SNAKEMAKE_PROFILE) names by a relative
+    path: snakemake read it from the folder it was started in, before moving to the directory, and a
+    Snakefile (already there, and without a record of that folder) would read another profile or none. That
+    path; None otherwise."""
+    from snakemake.cli import get_argument_parser
+
+    try:  # the command line alone, before snakemake looks for the profiles it names
+        args = get_argument_parser().parse_args(list(argv))
+    except (Exception, SystemExit):  # noqa: BLE001 - argparse exits on what it cannot parse
+        return None
+    if not args.directory or Path(args.directory) == Path("."):
+        return None
+    named = list(args.profile or []) + [p for p in [args.workflow_profile] if p and p != "none"]
+    return next((p for p in named if not Path(p).is_absolute() and (os.sep in p or p.startswith("."))), None)
+
+
+def merged_options(given: str, ours: list[str]) -> str:
+    """sbatch options: those `given` (a profile's slurm_extra), then each of `ours` whose flag they do not
+    set, so a profile adds to hwsweep's --signal and --exclusive, or changes them by naming them, never
+    drops them by saying something else."""
+    theirs = shlex.split(given or "")
+    named = {option.split("=", 1)[0] for option in theirs if option.startswith("-")}
+    return shlex.join(theirs + [option for option in ours if option.split("=", 1)[0] not in named])

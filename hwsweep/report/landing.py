@@ -91,13 +91,23 @@ def compare_section(results: Path = Path("results")) -> list[str]:
                                                      headline.variant_sentences(frame, side_by_side=True)] + [""]  # fmt: skip
 
 
-def write(matrix, complete: dict[str, bool], template: Path, path: Path, descriptions: dict | None = None) -> Path:
-    """The landing page's reStructuredText: headlines (or failures) per suite, then the
-    template. The headline part is wrapped so the report's template engine leaves it as is."""
+def left_out(why: str) -> str:
+    """A combined table the report leaves out (hwsweep.report.current), in one line with the fix."""
+    return f"{why}: left out of this report; `snakemake all`, then the report again, brings it up to date"
+
+
+def write(matrix, complete: dict[str, bool], template: Path, path: Path, descriptions: dict | None = None,
+          stale: dict[str, str] | None = None) -> Path:  # fmt: skip
+    """The landing page's reStructuredText: headlines (or failures) per suite, the comparisons across suites,
+    which "All suites" tables are left out as out of date (`stale`: table -> why), then the template. The
+    headline part is wrapped so the report's template engine leaves it as is."""
+    stale = stale or {}
     lines = ["What the runs show", "==================", ""]
     for suite in matrix.suites:
         lines += suite_section(matrix, suite, complete[suite], (descriptions or {}).get(suite, ""))
-    lines += compare_section() if matrix.compare else []
+    lines += compare_section() if matrix.compare and "results/compare.csv" not in stale else []
+    if stale:
+        lines += ["**All suites**", ""] + [f"- {_escape(left_out(why))}" for why in stale.values()] + [""]
     text = Path(template).read_text(encoding="utf-8")
     split = text.index(HOW) if HOW in text else 0  # the answer before the method
     text = text[:split] + "{% raw %}\n" + "\n".join(lines) + "\n{% endraw %}\n\n" + text[split:]

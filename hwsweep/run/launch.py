@@ -16,6 +16,7 @@ import argparse
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,44 @@ def command_line(spec: RunSpec, spec_path: str, threads: int, env: dict) -> list
     return script
 
 
+def visible_gpus(env: dict) -> tuple[int, str] | None:
+    """GPUs this node's processes are given, and the variable that says so: what CUDA will see
+    (CUDA_VISIBLE_DEVICES, stopping at an empty or negative entry as CUDA does), else SLURM's own count;
+    None when nothing says."""
+    mask = env.get("CUDA_VISIBLE_DEVICES")
+    if mask is not None:
+        listed = 0
+        for item in mask.split(","):
+            if not item.strip() or item.strip().startswith("-"):
+                break
+            listed += 1
+        return listed, f"CUDA_VISIBLE_DEVICES={mask}"
+    for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        if env.get(name):
+            return len(env[name].split(",")), f"{name}={env[name]}"
+    if env.get("SLURM_GPUS_ON_NODE", "").isdigit():
+        return int(env["SLURM_GPUS_ON_NODE"]), f"SLURM_GPUS_ON_NODE={env['SLURM_GPUS_ON_NODE']}"
+    return None
+
+
+def gpus_planned(spec: RunSpec) -> int:
+    """GPUs this node needs: one per rank on a CUDA run, else the GPUs per node the job asked SLURM for."""
+    return spec.plan.devices_per_node if spec.plan.accelerator == "cuda" else spec.hardware.gpus_per_node
+
+
+def gpu_shortage(spec: RunSpec, env: dict) -> str | None:
+    """In a SLURM job, one line when this node sees fewer GPUs than its ranks need (SLURM can place a job's
+    GPUs unevenly across nodes); None when enough are visible, none are needed, or nothing says."""
+    planned = gpus_planned(spec)
+    seen = visible_gpus(env)
+    if "SLURM_JOB_ID" not in env or not planned or seen is None or seen[0] >= planned:
+        return None
+    node = env.get("SLURMD_NODENAME") or socket.gethostname()
+    return (f"hwsweep.run.launch: node {node}: hardware {spec.hardware_name} plans {planned} GPU(s) here "
+            f"({spec.plan.devices_per_node} rank(s)), {seen[0]} visible ({seen[1]}); ask GPUs per node "
+            "(gres: gpu:TYPE:N or gpu_model, never a count for the whole job) and rerun")  # fmt: skip
+
+
 def forward_to(pid: int, signum: int) -> None:
     try:
         os.kill(pid, signum)
@@ -120,6 +159,12 @@ def main(argv=None) -> int:
                  "which rewrites it from the config")  # fmt: skip
     spec = RunSpec.load(args.spec)
     node = os.environ.get("SLURM_NODEID", "0")
+    shortage = gpu_shortage(spec, dict(os.environ))
+    if shortage:
+        sys.exit(shortage)
+    if gpus_planned(spec) and (seen := visible_gpus(dict(os.environ))):
+        print(f"hwsweep.run.launch [node {node}]: {seen[0]} GPU(s) visible ({seen[1]}), {gpus_planned(spec)} planned",
+              flush=True)  # fmt: skip
     trainer = spec.trainer
     cmd = command_line(spec, args.spec, args.threads, dict(os.environ))
     print(f"hwsweep.run.launch [node {node}]: {shlex.join(cmd)}", flush=True)

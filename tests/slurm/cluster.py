@@ -191,9 +191,10 @@ def resume(node: str) -> None:
     subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=True, env=env())
 
 
-def hold_gpus(node: str, timeout: float = 30) -> str:
-    """Submit a sleeping job that holds every GPU of `node`; returns its job id once it runs."""
-    cpus, mem, gpu, count, partition = NODES[node]
+def hold_gpus(node: str, timeout: float = 30, count: int | None = None) -> str:
+    """Submit a sleeping job that holds `count` GPUs of `node` (all by default); returns its job id once it runs."""
+    cpus, mem, gpu, every, partition = NODES[node]
+    count = every if count is None else count
     out = subprocess.run(["sbatch", "--parsable", "-p", partition, "-w", node, f"--gres=gpu:{gpu}:{count}", "-c", "1",
                           "--mem=500", "-o", "/dev/null", "--wrap", "sleep 600"], capture_output=True, text=True,
                          check=True, env=env())  # fmt: skip

@@ -1,11 +1,12 @@
 # Bookkeeping only: paths, wildcards, input functions and resources. Never imports torch.
+import os
 import shlex
 import sys
 from pathlib import Path
 
 from hwsweep.analysis import quarantine
 from hwsweep.contracts import spec as layout
-from hwsweep.plan import interrupt, placement
+from hwsweep.plan import interrupt, placement, shared
 from hwsweep.plan.config import ConfigError, resolve_or_exit
 from hwsweep.plan.matrix import Run
 
@@ -14,8 +15,20 @@ CONFIG_DIR = Path(
     (workflow.overwrite_configfiles or workflow.configfiles or ["."])[-1]
 ).parent
 
+# A job computes from the config its main process resolved, never from its own merge (hwsweep.plan.shared).
+IS_JOB = bool(workflow.remote_exec or workflow.subprocess_exec)
+SHARED = (workflow.overwrite_configfiles, workflow.config_settings.config_args)
+if IS_JOB:
+    try:
+        shared.read_into(config, *SHARED)
+    except shared.MissingConfig as e:
+        print(f"hwsweep: {e}", file=sys.stderr)
+        sys.exit(1)
+
 # Validates the config (schema + plan) before any job is scheduled; one line on error.
 MATRIX = resolve_or_exit(config, CONFIG_DIR)
+if not IS_JOB:
+    shared.write(config, *SHARED)
 for _warning in MATRIX.warnings:
     print(f"hwsweep warning: {_warning}", file=sys.stderr)
 
@@ -161,10 +174,25 @@ def train_nodes(wildcards):
     return hardware_of(wildcards).nodes
 
 
+def in_slurm_job():
+    """Whether this process is a job running inside a SLURM allocation (the slurm executor's jobs: remote
+    mode, and the jobstep keeps SLURM_JOB_ID in their environment)."""
+    return bool(workflow.remote_exec and os.environ.get("SLURM_JOB_ID"))
+
+
 def train_mpi(wildcards):
-    """srun for multi-node hardware (one launcher per node); empty for one node, which then runs
-    in the job's own shell on its node."""
-    return "srun" if hardware_of(wildcards).nodes > 1 else ""
+    """The prefix that starts the launcher: srun for multi-node hardware (one launcher per node), and in
+    every SLURM job, so the trainer runs in a job step, where --signal and `scancel --signal` reach it (they
+    skip the batch shell); empty for one node elsewhere. A key on every train job, so the jobstep executor
+    never wraps the whole snakemake job in srun. The submitting process sees "" for one node: the slurm
+    executor takes a non-empty mpi for an MPI job of several tasks."""
+    hw = hardware_of(wildcards)
+    if hw.nodes > 1:
+        return "srun"
+    if in_slurm_job():
+        # Explicit: the jobstep removes SLURM_NNODES and friends from the rule's environment.
+        return f"srun --nodes=1 --ntasks=1 --cpus-per-task={hw.cpus_per_task}"
+    return ""
 
 
 def train_per_node_launch(wildcards):
@@ -182,15 +210,27 @@ def train_timing_slot(wildcards):
     return 0 if MATRIX.timing == "shared" else 1
 
 
+def profile_slurm_extra(rule):
+    """The slurm_extra a profile's set-resources (or --set-resources) gives `rule`, as snakemake evaluates it;
+    "" if none."""
+    given = workflow.resource_settings.overwrite_resources.get(rule, {})
+    given = given.get("slurm_extra")
+    if hasattr(given, "evaluate"):
+        # an expression: wildcards, input, attempt, threads, rule name, async runner
+        given = given.evaluate(None, None, 1, 1, rule, None).value
+    return str(given or "")
+
+
 def train_slurm_extra(wildcards):
-    """sbatch options of a train job. SIGTERM 180 s before the time limit, to every process of the job:
+    """sbatch options of a train job. SIGTERM 180 s before the time limit, to every process of the job's steps:
     torchrun forwards it, the trainer checkpoints and exits 75, the retry resumes (TERM, not USR2: torchrun's
     agent would die on USR2). With timing: exclusive, whole nodes: no other job shares a timed run's cores,
-    memory bandwidth or GPUs. A profile's set-resources slurm_extra for train replaces both.
+    memory bandwidth or GPUs. A profile's slurm_extra for train is kept and these are added unless it sets
+    the same flag (train.smk puts this function back in place of the profile's value).
     """
-    return "--signal=TERM@180" + (
-        " --exclusive" if MATRIX.timing == "exclusive" else ""
-    )
+    exclusive = ["--exclusive"] if MATRIX.timing == "exclusive" else []
+    ours = ["--signal=TERM@180"] + exclusive
+    return placement.merged_options(profile_slurm_extra("train"), ours)
 
 
 def train_partition(wildcards):
@@ -198,17 +238,8 @@ def train_partition(wildcards):
 
 
 def train_gres(wildcards):
-    return hardware_of(wildcards).gres or ""
-
-
-def train_gpus(wildcards):
-    """GPUs for the whole job when the hardware names a gpu_model (--gpus=model:N); 0 otherwise."""
-    hw = hardware_of(wildcards)
-    return hw.world_size if hw.gpu_model else 0
-
-
-def train_gpu_model(wildcards):
-    return hardware_of(wildcards).gpu_model or ""
+    """GPUs per node (SLURM's --gres is per node), also for gpu_model entries (hwsweep.contracts.hardware)."""
+    return hardware_of(wildcards).slurm_gres or ""
 
 
 def train_mem_mb(wildcards):

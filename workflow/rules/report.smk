@@ -1,7 +1,7 @@
 # Bookkeeping of the report only (functions, no rules): which targets exist while a report is
 # built, and the landing page. Paths and run inputs come from common.smk.
 from hwsweep.analysis.stats import amount
-from hwsweep.report import landing
+from hwsweep.report import current, landing
 
 # `snakemake --report report.html` (not --report-after-run, which runs first): the report shows
 # what exists; a suite without tables (a failed or unfinished run) is left out of the DAG and
@@ -37,6 +37,9 @@ def all_inputs():
         missing
     ):  # the combined tables would hold the missing suites: only the plan stays
         combined = [t for t in combined if t.endswith("plan.tsv")]
+    # An out-of-date combined table is left out with its job's outputs (the landing page says why).
+    stale = [str(o) for rule in stale_combined() for o in getattr(rules, rule).output]
+    combined = [t for t in combined if t not in stale]
     pages = {
         "results/plan.tsv": "results/plan.html",
         "results/comparison.csv": "results/comparison.html",
@@ -46,6 +49,39 @@ def all_inputs():
     return targets + [
         t for t in combined if Path(t).exists() and Path(pages.get(t, t)).exists()
     ]
+
+
+def made_from(rule):
+    """The files a rule without wildcards is made from."""
+    items = getattr(rules, rule).input
+    return [str(p) for i in items for p in ([i] if isinstance(i, str) else i(None))]
+
+
+STALE = {}
+
+
+def stale_combined():
+    """While a report is built: rule -> (its table, why it is out of date) for each of plan,
+    combine and compare_suites whose table is (hwsweep.report.current); said on stderr."""
+    if "found" not in STALE:
+        checks = {
+            "plan": ("results/plan.tsv", dict(text=plan_table(None))),
+            "combine": (
+                "results/comparison.csv",
+                dict(column="suite", names=MATRIX.suites),
+            ),
+            "compare_suites": (
+                "results/compare.csv",
+                dict(column="comparison", names=MATRIX.compare, every=False),
+            ),
+        }
+        STALE["found"] = {}
+        for rule, (table, check) in checks.items():
+            why = current.why_stale(table, made_from(rule), **check)
+            if why:
+                STALE["found"][rule] = (table, why)
+                print(f"hwsweep warning: {landing.left_out(why)}", file=sys.stderr)
+    return STALE["found"]
 
 
 def report_text():
@@ -60,7 +96,8 @@ def report_text():
     }
     complete = {s: suite_complete(s) for s in MATRIX.suites}
     path = Path(".snakemake", "hwsweep", "landing.rst").resolve()
-    return str(landing.write(MATRIX, complete, template, path, descriptions))
+    stale = dict(stale_combined().values())
+    return str(landing.write(MATRIX, complete, template, path, descriptions, stale))
 
 
 def metric_about(wildcards):

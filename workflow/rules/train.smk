@@ -60,8 +60,6 @@ rule train:
         # Read by the slurm executor; the profile's set-resources can override site names.
         slurm_partition=train_partition,
         gres=train_gres,
-        gpu=train_gpus,
-        gpu_model=train_gpu_model,
         cpus_per_task=train_threads,
         mem_mb=train_mem_mb,
         runtime=train_runtime,
@@ -78,3 +76,8 @@ rule train:
     shell:
         "{resources.mpi} {params.per_node} {params.python} -m hwsweep.run.launch {input.spec:q}"
         " --threads {threads} --spec-sha256 {params.spec_sha256} > {log:q} 2>&1"
+
+
+# A profile's set-resources replaces a resource outright: the train job's sbatch options are merged with it
+# instead (train_slurm_extra), so --signal and --exclusive stay unless the profile names them.
+rules.train.rule.resources["slurm_extra"] = train_slurm_extra

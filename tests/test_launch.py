@@ -1,0 +1,45 @@
+"""The launcher's check at the start of a run: each node sees the GPUs its ranks need (issue 25)."""
+
+import pytest
+
+from hwsweep.plan.config import resolve
+from hwsweep.run.launch import gpu_shortage
+
+TWO_NODES = {"accelerator": "cuda", "nodes": 2, "devices_per_node": 2, "gpu_type": "H100-80GB", "gpu_model": "h100",
+             "partition": "gpu-h100"}  # fmt: skip
+
+
+def spec(small_config, **entry):
+    small_config["hardware"]["g"] = {k: v for k, v in (TWO_NODES | entry).items() if v is not None}
+    return resolve(small_config).spec("tiny", "default", "g", 0)
+
+
+def test_gpu_model_asks_gpus_per_node_never_per_job(small_config):
+    hw = spec(small_config).hardware
+    assert hw.slurm_gres == "gpu:h100:2" and hw.gpus_per_node == 2
+    other = spec(small_config, gpu_model=None, gres="gpu:h100:2").hardware
+    assert other.slurm_gres == "gpu:h100:2" and other.gpus_per_node == 2
+
+
+def test_a_node_with_fewer_gpus_than_its_ranks_is_refused_in_one_line(small_config):
+    run = spec(small_config)
+    line = gpu_shortage(run, {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "h100-2", "CUDA_VISIBLE_DEVICES": "3"})
+    assert line.startswith("hwsweep.run.launch: node h100-2: hardware g plans 2 GPU(s) here (2 rank(s)), 1 visible "
+                           "(CUDA_VISIBLE_DEVICES=3); ask GPUs per node")  # fmt: skip
+    assert "\n" not in line
+    assert "SLURM_GPUS_ON_NODE=1" in gpu_shortage(run, {"SLURM_JOB_ID": "7", "SLURM_GPUS_ON_NODE": "1"})
+
+
+@pytest.mark.parametrize("env", [
+    {"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "0,1"},  # enough
+    {"SLURM_JOB_ID": "7", "SLURM_STEP_GPUS": "2,3"},
+    {"CUDA_VISIBLE_DEVICES": "0"},  # not a SLURM job: placement checked this machine before any job
+    {"SLURM_JOB_ID": "7"},  # nothing says: torch finds out
+])  # fmt: skip
+def test_enough_gpus_or_no_word_on_them_passes(small_config, env):
+    assert gpu_shortage(spec(small_config), env) is None
+
+
+def test_a_cpu_entry_without_gpus_needs_none(small_config):
+    run = spec(small_config, accelerator="cpu", gpu_model=None, gpu_type="cpu", partition="cpu")
+    assert gpu_shortage(run, {"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": ""}) is None
