@@ -5,6 +5,7 @@ count, the memory estimate, and the recipe's family-specific validation. All fas
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -532,6 +533,21 @@ def test_flop_count_of_a_small_hrm_matches_the_hand_count():
     assert flops.train_step_flops(net, batch) == hand
     deep, batch, _ = model_and_batch(model={"name": "deep_transformer", "width": 16, "heads": 2, "mlp_ratio": 3, "depth": 3}, batch=B)
     assert flops.train_step_flops(deep, batch) == B * (3 * (3 * linear + attention_forward + attention_backward) + 3 * head)
+
+
+def test_the_estimate_counts_every_prediction_the_evaluator_makes():
+    from hwsweep.plan import estimate
+
+    r = recipe(model={"halt_max_steps": 3}, task={"name": "arc", "min_size": 3, "max_size": 4, "num_puzzles": 2,
+                                                  "augmentation": 4, "eval_views": 2, "train_size": 16, "eval_size": 8})
+    r = dataclasses.replace(r, eval_every=5, eval_subset=4)
+    assert estimate.eval_samples(r, steps=10) == 3 * (8 + 2 * 4)  # 3 views of the held-out set and 2 periodic subsets
+    net = families.torch_side("hrm").build(r)
+    _, (x, _, ids) = puzzle_tasks.tables(r)
+    with flops.counting() as real:
+        net.predict(x[:1], ids[:1])  # all 3 segments, as the evaluator runs them
+    assert estimate._predict_flops(r.task, r.model) == real.total
+    assert estimate.eval_flops(r, 10) == real.total * 48
 
 
 # -- memory estimate --------------------------------------------------------------------------------
