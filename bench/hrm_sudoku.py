@@ -17,6 +17,7 @@ import torch
 import yaml
 
 from hwsweep.models import families
+from hwsweep.models.blocks import SignSGD, sparse_embeddings
 from hwsweep.plan.config import resolve
 
 
@@ -37,6 +38,9 @@ def train(recipe, seed: int, eval_every: int, eval_subset: int) -> dict:
     o = recipe.optimizer
     opt = torch.optim.AdamW(model.parameters(), lr=o.lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, recipe))
+    embeddings = sparse_embeddings(model)  # the puzzle embedding's own SignSGD, as the trainer does
+    emb_opt = SignSGD(embeddings, o.puzzle_emb_lr, o.puzzle_emb_weight_decay) if embeddings else None
+    emb_sched = torch.optim.lr_scheduler.LambdaLR(emb_opt, lambda s: lr_at(s, recipe)) if emb_opt else None
     g = torch.Generator().manual_seed(seed)
     curves = {}
     t0 = time.perf_counter()
@@ -50,6 +54,16 @@ def train(recipe, seed: int, eval_every: int, eval_subset: int) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
         sched.step()
+        if emb_opt:
+            emb_opt.step()
+            emb_sched.step()
+        if hasattr(model, "take_work"):  # the segments ACT ran: the cost is counted at them
+            work = model.take_work()
+            for name, value in (("segments_per_sample", work["segments"] / work["samples"]),
+                                ("extra_segments_per_sample", work["extra_segments"] / work["samples"])):
+                curve = curves.setdefault(name, {"steps": [], "values": []})
+                curve["steps"].append(step)
+                curve["values"].append(value)
         if step % eval_every == 0 or step == recipe.schedule.steps:
             model.eval()
             with torch.no_grad():

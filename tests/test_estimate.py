@@ -64,11 +64,16 @@ def test_estimate_arithmetic_on_a_fixed_config(small_config):
     assert (h100["source"], h100["mfu"], h100["peak_tflops"]) == ("assumed_mfu", 0.5, 989.5)  # the hardware's own mfu
     assert (a100["mfu"], a100["peak_tflops"]) == (0.25, 312)  # estimate.mfu for the device type
     assert h100["seconds_per_step"] == pytest.approx(micro * 8 / (2 * 989.5e12 * 0.5))
-    wall = 12 + 30 + 1000 * micro * 8 / (312e12 * 0.25)  # the job's own start, the trainer's, the steps
     assert a100["startup_seconds"] == 12 + 30
+    # eval_size 500, one view, in fp32 (the evaluator's arithmetic: A100 TF32 156 or fp32 19.5 TFLOP/s, as tf32 is set)
+    fp32_peak = (156 if recipe.tf32 else 19.5) * 1e12
+    evaluation = estimate._predict_flops(recipe.task, recipe.model) * 500 / (fp32_peak * 0.25)
+    assert evaluation > 0 and a100["eval_seconds"] == pytest.approx(evaluation)
+    wall = 12 + 30 + 1000 * micro * 8 / (312e12 * 0.25) + evaluation  # the job's own start, the trainer's, the steps, evaluation
     assert a100["wall_hours"] == pytest.approx(wall / 3600)
     assert a100["device_hours"] == pytest.approx(wall / 3600) and a100["cost"] == pytest.approx(2.0 * wall / 3600)
-    assert h100["device_hours"] == pytest.approx(2 * h100["wall_hours"])
+    h100_eval = h100["eval_seconds"] / 3600  # evaluation runs on one of the two devices
+    assert h100["device_hours"] == pytest.approx(2 * (h100["wall_hours"] - h100_eval) + h100_eval)
     assert h100["cost"] == pytest.approx(h100["device_hours"] * catalog.price_per_hour("H100-80GB"))
     assert odd["source"] == "unknown" and odd["wall_hours"] is None  # no peak known for MI999
 

@@ -5,6 +5,7 @@ count, the memory estimate, and the recipe's family-specific validation. All fas
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import yaml
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.typed import SpecError
 from hwsweep.models import deep_transformer, families, flops, footprint, hrm, passk, puzzle_tasks, puzzles
-from hwsweep.models.blocks import sequence_loss
+from hwsweep.models.blocks import IGNORE, SignSGD, log_stablemax, sequence_loss, sparse_embeddings
 from hwsweep.plan.config import ConfigError, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +89,7 @@ def test_gradients_equal_those_of_the_last_two_steps_from_the_detached_state():
         z_l = net.L(z_l, z_h + x, rope)
     z_l = net.L(z_l.clone(), z_h.clone() + x, rope)
     z_h = net.H(z_h, z_l, rope)
-    sequence_loss(net.head(z_h), y).mean().backward()
+    sequence_loss(net.head(z_h), y, net.loss).mean().backward()
     manual = {n: p.grad for n, p in net.named_parameters() if p.grad is not None}
     assert full.keys() == manual.keys()
     for name in full:
@@ -106,9 +107,9 @@ def test_no_gradient_reaches_the_initial_state_through_the_cycles():
 # -- HRM: ACT ---------------------------------------------------------------------------------------
 def test_q_continue_target():
     next_q = torch.tensor([[1.0, 3.0], [2.0, -1.0]])
-    torch.testing.assert_close(hrm.q_continue_target(next_q, next_is_last=False), torch.sigmoid(torch.tensor([3.0, 2.0])))
-    # At the last allowed segment the next one must halt: its halt value only.
-    torch.testing.assert_close(hrm.q_continue_target(next_q, next_is_last=True), torch.sigmoid(torch.tensor([1.0, 2.0])))
+    torch.testing.assert_close(hrm.q_continue_target(next_q, last=False), torch.sigmoid(torch.tensor([3.0, 2.0])))
+    # After the last allowed segment the next one's halt value only counts (as in the original).
+    torch.testing.assert_close(hrm.q_continue_target(next_q, last=True), torch.sigmoid(torch.tensor([1.0, 2.0])))
 
 
 def set_q(net, halt: float, cont: float):
@@ -178,8 +179,80 @@ def test_none_mode_supervises_only_the_state_after_every_segment():
         emb, carry = net.start(x, ids)
         for _ in range(3):
             carry = net.segment(carry, emb)
-        expected = sequence_loss(net.outputs(carry[0])[0], y).mean()
+        expected = sequence_loss(net.outputs(carry[0])[0], y, net.loss).mean()
         torch.testing.assert_close(net(x, y, ids), expected)
+
+
+# -- losses: padding ignored, stablemax --------------------------------------------------------------
+def test_padding_is_ignored_by_the_loss_and_the_token_accuracy():
+    torch.manual_seed(0)
+    targets = torch.tensor([[3, 4, IGNORE, IGNORE], [5, IGNORE, IGNORE, IGNORE]])
+    logits = torch.randn(2, 4, 11)
+    for loss in ("softmax_cross_entropy", "stablemax_cross_entropy"):
+        base = sequence_loss(logits, targets, loss)
+        moved = logits.clone()
+        moved[targets == IGNORE] += 10 * torch.randn(int((targets == IGNORE).sum()), 11)
+        torch.testing.assert_close(sequence_loss(moved, targets, loss), base)  # padding: no effect
+        moved[0, 0, 3] += 5.0
+        assert sequence_loss(moved, targets, loss)[0] < base[0]  # an asked-for cell: lower loss
+        torch.testing.assert_close(base[1], sequence_loss(logits[1:, :1], targets[1:, :1], loss)[0])  # mean of asked
+    pred = torch.where(targets == IGNORE, 7, targets)  # right wherever asked, wrong on the padding
+    metrics, _ = passk.score(pred, pred, targets)
+    assert metrics["token_accuracy"] == 1.0 and metrics["exact_accuracy"] == 1.0
+    pred[0, 1] = 2
+    metrics, _ = passk.score(pred, pred, targets)
+    assert metrics["token_accuracy"] == 2 / 3 and metrics["exact_accuracy"] == 0.5
+
+
+def test_stablemax_cross_entropy_is_the_original_formula():
+    logits = torch.tensor([[[2.0, -1.0, 0.0, -3.0]]])
+    s = torch.tensor([3.0, 1 / 2, 1.0, 1 / 4])  # x + 1 for x >= 0, 1 / (1 - x) below
+    torch.testing.assert_close(log_stablemax(logits)[0, 0], (s / s.sum()).log().double())
+    target = torch.tensor([[1]])
+    stable = sequence_loss(logits, target, "stablemax_cross_entropy")
+    torch.testing.assert_close(stable, -(s[1] / s.sum()).log().view(1))
+    softmax = sequence_loss(logits, target, "softmax_cross_entropy")
+    torch.testing.assert_close(softmax, -torch.log_softmax(logits[0, 0], -1)[1].view(1))
+    assert not torch.allclose(stable, softmax)
+    net, batch, r = model_and_batch()
+    assert r.model.loss == net.loss == "stablemax_cross_entropy"  # the default, as in the original
+
+
+# -- ACT: early halting and the compute it saves -------------------------------------------------------
+def test_act_halts_some_samples_early_and_counts_the_segments_it_ran():
+    net, batch, _ = model_and_batch(model={"halt_max_steps": 4, "halt_exploration_prob": 0.5}, batch=64)
+    set_q(net, halt=5.0, cont=-5.0)  # Q says halt: only exploration keeps a sample going
+    rows = []
+    net.H.register_forward_hook(lambda m, a, out: rows.append(len(out)) if out.requires_grad else None)
+    net.train()
+    net.take_work()
+    torch.manual_seed(1)
+    net(*batch)
+    work = net.take_work()
+    assert work["samples"] == 64
+    assert work["segments"] == sum(rows)  # counted as run: a halted sample leaves the batch
+    assert 64 < work["segments"] < 4 * 64  # some halted before the maximum, some explored
+    assert rows[0] == 64 and rows[-1] < 64
+    assert work["extra_segments"] == 64  # every sample's last continue target: one no-grad segment
+
+
+def test_training_flops_are_counted_at_the_segments_run():
+    net, batch, _ = model_and_batch(model={"halt_max_steps": 4})
+    with_grad, forward_only = net.segment_flops(batch)
+    assert 0 < forward_only < with_grad
+    full = {"segments_per_sample": {"steps": [1, 2], "values": [4.0, 4.0]},
+            "extra_segments_per_sample": {"steps": [1, 2], "values": [1.0, 1.0]}}
+    early = {"segments_per_sample": {"steps": [1, 2], "values": [1.0, 2.0]},
+             "extra_segments_per_sample": {"steps": [1, 2], "values": [1.0, 1.0]}}  # fmt: skip
+    per_full, segments = puzzle_tasks.training_flops_per_sample(net, batch, full)
+    assert segments == 4.0 and per_full == 4 * with_grad + forward_only
+    per_early, segments = puzzle_tasks.training_flops_per_sample(net, batch, early)
+    assert segments == 1.5 and per_early == 1.5 * with_grad + forward_only < per_full
+    # the whole step, counted by torch with no halting, is what the segments add up to (to the head and Q)
+    net.train()
+    set_q(net, halt=-5.0, cont=5.0)
+    step = flops.train_step_flops(net, batch) / len(batch[0])
+    assert abs(step - per_full) / step < 0.02
 
 
 # -- puzzle embeddings -----------------------------------------------------------------------------
@@ -198,21 +271,97 @@ def test_puzzle_embeddings_start_at_zero_and_are_prepended(ndim, positions):
     assert (net.input(x, ids)[:, 0, :ndim] == 1).all()  # the Q head's position holds the puzzle
 
 
+def test_the_puzzle_embedding_is_sparse_and_trained_by_its_own_signsgd():
+    net, (x, y, ids), _ = model_and_batch(model={"puzzle_emb_ndim": 8}, task={
+        "name": "arc", "min_size": 3, "max_size": 4, "num_puzzles": 6, "train_size": 64, "eval_size": 8})  # fmt: skip
+    table = net.input.puzzle.weight
+    assert all(p is not table for p in net.parameters())  # not the main AdamW's
+    opt = SignSGD(sparse_embeddings(net), lr=0.01, weight_decay=0.1)
+    with torch.no_grad():
+        table.add_(0.5)
+    before = table.clone()
+    net.train()
+    net(x, y, ids).backward()
+    net(x[:2], y[:2], ids[:2]).backward()  # accumulation: the rows of both micro-batches
+    grads = torch.zeros_like(table)
+    for i, rows in net.input.puzzle.pending:
+        grads.index_add_(0, i, rows.grad)
+    opt.step()
+    seen = torch.zeros(len(table), dtype=torch.bool)
+    seen[ids] = True
+    assert (seen.sum() < len(table)) and torch.equal(table[~seen], before[~seen])  # rows not seen: untouched
+    expected = before[seen] * (1 - 0.01 * 0.1) - 0.01 * grads[seen].sign()
+    torch.testing.assert_close(table[seen], expected)
+    assert not net.input.puzzle.pending  # consumed
+    with torch.no_grad():
+        net(x, y, ids)
+    assert not net.input.puzzle.pending  # evaluation hands out nothing to train
+
+
 # -- sudoku -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("n,blanks", [(4, 6), (9, 45)])
-def test_sudoku_generator_makes_valid_puzzles(n, blanks):
-    p = puzzles.sudoku(n, blanks, 300, seed=5)
+def independent_solutions(grid: list[int], n: int, limit: int = 2) -> int:
+    """Solutions of a flat n x n sudoku, counted up to `limit` by plain backtracking in cell order
+    (no bitmasks, no cell choice): independent of the generator's solver."""
+    b = int(n**0.5)
+    cells = list(grid)
+
+    def fits(i: int, d: int) -> bool:
+        r, c = divmod(i, n)
+        r0, c0 = r - r % b, c - c % b
+        return all(cells[r * n + k] != d and cells[k * n + c] != d for k in range(n)) and all(
+            cells[(r0 + y) * n + c0 + x] != d for y in range(b) for x in range(b))
+
+    def count(i: int) -> int:
+        while i < n * n and cells[i]:
+            i += 1
+        if i == n * n:
+            return 1
+        found = 0
+        for d in range(1, n + 1):
+            if fits(i, d):
+                cells[i] = d
+                found += count(i + 1)
+                cells[i] = 0
+                if found >= limit:
+                    break
+        return found
+
+    for i, d in enumerate(grid):  # a given that breaks a rule: no solution
+        cells[i] = 0
+        if d and not fits(i, d):
+            return 0
+        cells[i] = d
+    return count(0)
+
+
+@pytest.mark.parametrize("n,blanks,count,distinct", [(4, 6, 300, 300), (4, 11, 60, 60), (9, 50, 12, 3)])
+def test_generated_sudoku_are_valid_and_have_exactly_one_solution(n, blanks, count, distinct):
+    p = puzzles.sudoku(n, blanks, count, seed=5, distinct=distinct)
     assert puzzles.sudoku_correct(p.targets, p.inputs).all()
     assert ((p.inputs == 0).sum(1) == blanks).all()
     given = p.inputs != 0
     assert (p.inputs[given] == p.targets[given]).all()
-    assert len(p.targets.unique(dim=0)) > 100  # not one grid repeated
-    again = puzzles.sudoku(n, blanks, 300, seed=5)
+    assert len(p.targets.unique(dim=0)) > count // 2  # not one grid repeated: symmetries vary the copies
+    for grid in p.inputs.tolist():  # the symmetric copies too: a symmetry must keep the solution unique
+        assert independent_solutions(grid, n) == 1
+    again = puzzles.sudoku(n, blanks, count, seed=5, distinct=distinct)
     assert torch.equal(again.inputs, p.inputs) and torch.equal(again.targets, p.targets)
 
 
+def test_the_uniqueness_check_can_fail():
+    assert independent_solutions([0] * 16, 4) == 2  # an empty grid: many solutions, counted to 2
+    assert puzzles.count_solutions([0] * 16, 4)[0] == 2
+    grid = puzzles.sudoku(4, 4, 1, seed=0).targets[0].tolist()
+    assert independent_solutions(grid, 4) == puzzles.count_solutions(grid, 4)[0] == 1
+    grid[1] = grid[0]  # a broken given: no solution
+    assert independent_solutions(grid, 4) == puzzles.count_solutions(grid, 4)[0] == 0
+    with pytest.raises(ValueError, match="blanks=13.*lower blanks"):  # 4x4 needs 4 givens to be unique
+        puzzles.sudoku(4, 13, 1, seed=0)
+
+
 def test_sudoku_correct_accepts_any_valid_grid_that_keeps_the_givens():
-    p = puzzles.sudoku(4, 16, 50, seed=1)  # no givens: every valid grid solves it
+    p = puzzles.sudoku(4, 12, 50, seed=1)
+    p = p._replace(inputs=torch.zeros_like(p.inputs))  # no givens: every valid grid solves it
     other = torch.tensor([1, 2, 3, 4, 3, 4, 1, 2, 2, 1, 4, 3, 4, 3, 2, 1])  # rows, columns, boxes: 1-4 once
     relabelled = torch.tensor([0, 2, 1, 4, 3])[p.targets]  # another valid solution
     assert puzzles.sudoku_correct(relabelled, p.inputs).all()
@@ -386,6 +535,21 @@ def test_flop_count_of_a_small_hrm_matches_the_hand_count():
     assert flops.train_step_flops(deep, batch) == B * (3 * (3 * linear + attention_forward + attention_backward) + 3 * head)
 
 
+def test_the_estimate_counts_every_prediction_the_evaluator_makes():
+    from hwsweep.plan import estimate
+
+    r = recipe(model={"halt_max_steps": 3}, task={"name": "arc", "min_size": 3, "max_size": 4, "num_puzzles": 2,
+                                                  "augmentation": 4, "eval_views": 2, "train_size": 16, "eval_size": 8})
+    r = dataclasses.replace(r, eval_every=5, eval_subset=4)
+    assert estimate.eval_samples(r, steps=10) == 3 * (8 + 2 * 4)  # 3 views of the held-out set and 2 periodic subsets
+    net = families.torch_side("hrm").build(r)
+    _, (x, _, ids) = puzzle_tasks.tables(r)
+    with flops.counting() as real:
+        net.predict(x[:1], ids[:1])  # all 3 segments, as the evaluator runs them
+    assert estimate._predict_flops(r.task, r.model) == real.total
+    assert estimate.eval_flops(r, 10) == real.total * 48
+
+
 # -- memory estimate --------------------------------------------------------------------------------
 @pytest.mark.parametrize("model,task", [
     ({}, {}),
@@ -398,7 +562,9 @@ def test_memory_estimate_covers_what_autograd_saves(model, task):
     r = recipe(model, task if task.get("name") != "arc" else {**task, "train_size": 64, "eval_size": 8})
     torch.manual_seed(0)
     net = families.torch_side(r.model.name).build(r)
-    assert footprint.puzzle_parameter_count(r.model, r.task) == sum(p.numel() for p in net.parameters())
+    # the sparse puzzle embedding (a buffer, trained by SignSGD) is counted like a parameter: an upper bound
+    table = sum(e.weight.numel() for e in sparse_embeddings(net))
+    assert footprint.puzzle_parameter_count(r.model, r.task) == sum(p.numel() for p in net.parameters()) + table
     train, _ = puzzle_tasks.tables(r)
     saved = 0
 
@@ -491,14 +657,17 @@ def _ddp_steps(rank: int, world: int, store: str, mode: str, out: str):
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
-    net, (x, y, ids), _ = model_and_batch(model={"act_mode": mode, "halt_max_steps": 3, "halt_exploration_prob": 0.5},
-                                          batch=8)  # fmt: skip
+    net, (x, y, ids), _ = model_and_batch(model={"act_mode": mode, "halt_max_steps": 3, "halt_exploration_prob": 0.5,
+                                                 "puzzle_emb_ndim": 8 if mode == "act" else 0}, batch=8)  # fmt: skip
     if mode == "act":
         set_q(net, halt=0.0 if rank else 5.0, cont=0.0)  # rank 0 halts after segment 1, rank 1 runs on
     ddp = torch.nn.parallel.DistributedDataParallel(net)
     for _ in range(2):
         ddp(x[rank::world], y[rank::world], ids[rank::world]).backward()
     grads = torch.cat([p.grad.flatten() for p in net.parameters()])
+    if mode == "act":  # the sparse embedding's SignSGD sums every rank's rows: the tables stay equal
+        SignSGD(sparse_embeddings(net), lr=0.01, weight_decay=0.1).step()
+        grads = torch.cat([grads, net.input.puzzle.weight.flatten()])
     torch.save(grads, f"{out}.{rank}")
     dist.destroy_process_group()
 

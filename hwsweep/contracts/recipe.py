@@ -31,7 +31,8 @@ class SortTask(Section):
 class SudokuTask(Section):
     name: Literal["sudoku"]
     size: int  # 4 or 9: cells per side
-    blanks: int  # cells to fill in
+    blanks: int  # cells to fill in: the difficulty (every puzzle has exactly one solution)
+    distinct_puzzles: int  # puzzles made by search per table; the samples are them under symmetries
     augmentation: int  # augmented copies (views) of each puzzle; 0 = none
     eval_views: int  # augmented views voted at evaluation (at most augmentation)
     train_size: int
@@ -116,6 +117,7 @@ class HRMModel(Section):
     act_mode: str  # act (Q-learned halting), fixed (always halt_max_steps), none (no deep supervision)
     puzzle_emb_ndim: int  # width of the puzzle embedding; 0 = off
     positions: str  # rope or learned
+    loss: str  # stablemax_cross_entropy (the original's) or softmax_cross_entropy
 
     def problem(self) -> str | None:
         return _rope_problem(self)
@@ -130,6 +132,7 @@ class DeepTransformerModel(Section):
     depth: int
     puzzle_emb_ndim: int
     positions: str
+    loss: str
 
     def problem(self) -> str | None:
         return _rope_problem(self)
@@ -148,6 +151,8 @@ class Optimizer:
     beta2: float
     grad_clip: float
     kernel: str  # auto | fused | foreach | for_loop
+    puzzle_emb_lr: float  # the puzzle families' sparse puzzle embedding: its own SignSGD
+    puzzle_emb_weight_decay: float
 
     def resolved_kernel(self, accelerator: str) -> str:
         """The AdamW implementation on this accelerator: auto is fused on CUDA and torch's own default, the

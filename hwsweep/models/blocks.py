@@ -11,6 +11,10 @@ from torch import nn
 from torch.nn import functional as F
 
 POSITIONS = ("rope", "learned")
+LOSSES = ("stablemax_cross_entropy", "softmax_cross_entropy")
+# A target token 0 is never asked for: it is the ARC canvas's padding outside the grid, and no sudoku
+# solution holds a blank. Loss, token accuracy and the halting target skip it (the original's ignore label).
+IGNORE = 0
 
 
 def rms_norm(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
@@ -59,12 +63,86 @@ class Block(nn.Module):
         return rms_norm(x + self.down(F.silu(gate) * up))
 
 
+class SparseEmbedding(nn.Module):
+    """A per-puzzle embedding trained sparsely, as in the original HRM: the table is a buffer (not a
+    parameter, so the main optimizer and DDP never see it); a forward pass hands out its rows as a
+    fresh leaf tensor and remembers (ids, rows) until `SignSGD.step` updates just those rows."""
+
+    def __init__(self, count: int, ndim: int):
+        super().__init__()
+        self.register_buffer("weight", torch.zeros(count, ndim))  # zero-initialised, as in the original
+        self.pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        rows = self.weight[ids]
+        if not torch.is_grad_enabled():
+            return rows
+        rows = rows.detach().requires_grad_()
+        self.pending.append((ids, rows))
+        return rows
+
+
+class SignSGD(torch.optim.Optimizer):
+    """The original HRM's optimizer of the puzzle embedding: the gradients of each id are summed over
+    the micro-batches and all ranks, then only the rows seen are updated,
+    w <- w x (1 - lr x weight_decay) - lr x sign(gradient). Its own lr and weight decay
+    (recipe.optimizer.puzzle_emb_lr, puzzle_emb_weight_decay); an LR scheduler scales lr as usual."""
+
+    def __init__(self, embeddings: list[SparseEmbedding], lr: float, weight_decay: float):
+        self.embeddings = embeddings
+        super().__init__([e.weight for e in embeddings], {"lr": lr, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        import torch.distributed as dist
+
+        for group in self.param_groups:
+            for e in self.embeddings:
+                pending = [(ids, rows.grad) for ids, rows in e.pending if rows.grad is not None]
+                e.pending.clear()
+                if not pending:
+                    continue
+                ids = torch.cat([i for i, _ in pending])
+                grads = torch.cat([g for _, g in pending])
+                if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                    ids, grads = _all_gather(ids), _all_gather(grads)
+                seen, inverse = ids.unique(return_inverse=True)
+                total = torch.zeros(len(seen), grads.shape[1], dtype=grads.dtype, device=grads.device)
+                total.index_add_(0, inverse, grads)
+                w = e.weight[seen] * (1 - group["lr"] * group["weight_decay"]) - group["lr"] * total.sign()
+                e.weight[seen] = w.to(e.weight.dtype)
+
+    def zero_grad(self, set_to_none: bool = True):
+        for e in self.embeddings:
+            e.pending.clear()
+
+
+def _all_gather(local: torch.Tensor) -> torch.Tensor:
+    """Every rank's rows (ranks may hold different counts: padded to the largest, then trimmed)."""
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    count = torch.tensor([len(local)], device=local.device)
+    counts = [torch.zeros_like(count) for _ in range(world)]
+    dist.all_gather(counts, count)
+    most = int(max(c.item() for c in counts))
+    padded = torch.zeros((most,) + local.shape[1:], dtype=local.dtype, device=local.device)
+    padded[: len(local)] = local
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded)
+    return torch.cat([part[: int(c.item())] for part, c in zip(parts, counts)])
+
+
+def sparse_embeddings(model: nn.Module) -> list[SparseEmbedding]:
+    return [m for m in model.modules() if isinstance(m, SparseEmbedding)]
+
+
 class PuzzleInput(nn.Module):
     """Token embedding, the optional puzzle embedding prepended as extra positions, positions.
 
     The puzzle embedding is `puzzle_emb_ndim` wide, zero-padded to whole positions
-    (ceil(puzzle_emb_ndim / width) of them), and starts at zero: an untrained puzzle
-    identifier adds nothing but its (empty) positions.
+    (ceil(puzzle_emb_ndim / width) of them), starts at zero and is trained sparsely by its own
+    SignSGD (`SparseEmbedding`): an untrained puzzle identifier adds nothing but its (empty) positions.
     """
 
     def __init__(self, vocab_size: int, length: int, width: int, heads: int, positions: str,
@@ -74,10 +152,7 @@ class PuzzleInput(nn.Module):
         self.puzzle_emb_ndim = puzzle_emb_ndim
         self.puzzle_len = -(-puzzle_emb_ndim // width)  # ceil
         self.tokens = nn.Embedding(vocab_size, width)  # N(0, 1): unit scale, like the post-normed state
-        self.puzzle = None
-        if puzzle_emb_ndim:
-            self.puzzle = nn.Embedding(num_puzzle_ids, puzzle_emb_ndim)
-            nn.init.zeros_(self.puzzle.weight)
+        self.puzzle = SparseEmbedding(num_puzzle_ids, puzzle_emb_ndim) if puzzle_emb_ndim else None
         total = self.puzzle_len + length
         self.pos = None
         if positions == "learned":
@@ -101,7 +176,31 @@ class PuzzleInput(nn.Module):
         return x
 
 
-def sequence_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Per-sample mean token cross-entropy, shape (batch,)."""
-    ce = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
-    return ce.view(targets.shape).mean(1)
+def log_stablemax(logits: torch.Tensor) -> torch.Tensor:
+    """log of stablemax (Prieto et al., "Grokking at the edge of numerical stability"), the original
+    HRM's default output: s(x) = x + 1 for x >= 0, 1 / (1 - x) below, normalised; in float64 as there."""
+    x = logits.double()
+    s = torch.where(x < 0, 1 / (1 - x), x + 1)
+    return s.log() - s.sum(-1, keepdim=True).log()
+
+
+def token_losses(logits: torch.Tensor, targets: torch.Tensor, loss: str = "softmax_cross_entropy") -> torch.Tensor:
+    """Per-token loss (batch, length), 0 at ignored targets (IGNORE)."""
+    if loss not in LOSSES:
+        raise ValueError(f"loss {loss!r}: use one of {LOSSES}")
+    if loss == "stablemax_cross_entropy":
+        picked = log_stablemax(logits).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        return (-picked).float() * (targets != IGNORE)
+    ce = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none", ignore_index=IGNORE)
+    return ce.view(targets.shape)
+
+
+def sequence_loss(logits: torch.Tensor, targets: torch.Tensor, loss: str = "softmax_cross_entropy") -> torch.Tensor:
+    """Per-sample mean token loss over the targets asked for (not IGNORE), shape (batch,)."""
+    counted = (targets != IGNORE).sum(1).clamp_min(1)
+    return token_losses(logits, targets, loss).sum(1) / counted
+
+
+def sequence_solved(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """(batch,) float: every target asked for is the argmax (the halting target)."""
+    return ((logits.argmax(-1) == targets) | (targets == IGNORE)).all(1).float()

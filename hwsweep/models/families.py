@@ -72,7 +72,10 @@ PUZZLE_METRICS = {
     "computational_cost": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e30],
                            "description": "training FLOPs per point of exact accuracy (empty at 0 accuracy)"},
     "flops_per_sample": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e30],
-                         "description": "training FLOPs (forward + backward at the most segments) per training sample"},
+                         "description": "training FLOPs per training sample, at the segments training ran"},
+    "segments_per_sample": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e6],
+                            "description": "HRM: supervised segments per training sample, as ACT halted (empty: "
+                                           "a model without segments)"},
     "final_loss": SEQUENCE_METRICS["final_loss"],
 }  # fmt: skip
 PUZZLE_PERIODIC = ("exact_accuracy", "token_accuracy", "pass_at_1", "pass_at_2", "pass_at_10", "pass_at_100")

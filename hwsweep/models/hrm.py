@@ -17,7 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from hwsweep.models.blocks import Block, PuzzleInput, sequence_loss
+from hwsweep.models import flops
+from hwsweep.models.blocks import Block, PuzzleInput, sequence_loss, sequence_solved, sparse_embeddings
 from hwsweep.models.puzzle_tasks import evaluate, tables  # noqa: F401 (the family's contract)
 
 ACT_MODES = ("act", "fixed", "none")
@@ -37,11 +38,12 @@ class ReasoningModule(nn.Module):
         return x
 
 
-def q_continue_target(next_q: torch.Tensor, next_is_last: bool) -> torch.Tensor:
-    """Q-learning target of "continue" (no replay buffer): what the best action is worth one
-    segment later, as a probability (the Q head is trained with binary cross-entropy). If the
-    next segment is the last allowed one it must halt, so only its halt value counts."""
-    best = next_q[:, 0] if next_is_last else next_q.max(dim=1).values
+def q_continue_target(next_q: torch.Tensor, last: bool) -> torch.Tensor:
+    """Q-learning target of "continue" (no replay buffer), as in the original: what the best action is
+    worth one segment later, as a probability (the Q head is trained with binary cross-entropy). When
+    this segment is the last allowed one, continuing is not an option afterwards either: the next
+    segment's halt value alone counts."""
+    best = next_q[:, 0] if last else next_q.max(dim=1).values
     return torch.sigmoid(best)
 
 
@@ -49,8 +51,12 @@ class HRM(nn.Module):
     def __init__(self, vocab_size: int, length: int, width: int, heads: int, mlp_ratio: int, h_layers: int,
                  l_layers: int, h_cycles: int, l_cycles: int, halt_max_steps: int, halt_exploration_prob: float,
                  act_mode: str, puzzle_emb_ndim: int = 0, num_puzzle_ids: int = 1,
-                 positions: str = "rope"):  # fmt: skip
+                 positions: str = "rope", loss: str = "stablemax_cross_entropy"):  # fmt: skip
         super().__init__()
+        self.loss = loss
+        # Sample-segments run since the last `take_work()`: with gradients, and forward-only (ACT's
+        # continue targets of samples that halted). Compute is counted at these, not at the maximum.
+        self.work = {"samples": 0, "segments": 0, "extra_segments": 0}
         if act_mode not in ACT_MODES:
             raise ValueError(f"act_mode {act_mode!r}: use one of {ACT_MODES}")
         self.h_cycles, self.l_cycles = h_cycles, l_cycles
@@ -109,10 +115,12 @@ class HRM(nn.Module):
         steps until it halts. Here every segment of a sample runs inside this one call and the
         segment losses are summed, the state detached between segments: each segment's gradient
         is exactly the paper's (nothing flows into earlier segments), and one backward pass adds
-        them up. The difference: all segments see the same weights (docs/hrm.md).
+        them up. The difference: all segments see the same weights (docs/hrm.md). A sample that
+        halts leaves the batch: later segments run on the samples still going only.
         """
         x, carry = self.start(inputs, puzzle_ids)
-        m = self.halt_max_steps
+        m, b = self.halt_max_steps, inputs.shape[0]
+        self.work["samples"] += b
         if self.act_mode == "none":
             # No deep supervision at equal maximum compute: m - 1 segments only move the state,
             # the last is supervised (one segment of m x h_cycles H steps, one-step gradient).
@@ -120,31 +128,76 @@ class HRM(nn.Module):
                 for _ in range(m - 1):
                     carry = self.segment(carry, x)
             z_h, _ = self.segment(carry, x)
-            return sequence_loss(self.outputs(z_h)[0], targets).mean()
+            self.work["segments"] += b
+            self.work["extra_segments"] += b * (m - 1)
+            return sequence_loss(self.outputs(z_h)[0], targets, self.loss).mean()
 
-        b = inputs.shape[0]
-        active = torch.ones(b, dtype=torch.bool, device=inputs.device)
         min_steps = self.exploration_min_steps(b, inputs.device)
+        rows = torch.arange(b, device=inputs.device)  # the samples still running
         total = x.new_zeros((), dtype=torch.float32)
-        qs, masks, solved = [], [], []
+        q_total = x.new_zeros((), dtype=torch.float32)
+        waiting = None  # continue logits of the rows that went on, waiting for this segment's Q
         for step in range(1, m + 1):
             z_h, z_l = self.segment(carry, x)
-            carry = (z_h.detach(), z_l.detach())
+            self.work["segments"] += len(rows)
             logits, q = self.outputs(z_h)
-            total = total + (sequence_loss(logits, targets) * active).sum()
-            halt = torch.full_like(active, step == m)
-            if q is not None:
-                qs.append(q)
-                masks.append(active)
-                solved.append((logits.detach().argmax(-1) == targets).all(1).float())
-                if self.training:  # at evaluation every sample runs all m segments
-                    halt |= (q[:, 0] > q[:, 1]) & (step >= min_steps)
-            active = active & ~halt
-            if not active.any():
+            t = targets[rows]
+            total = total + sequence_loss(logits, t, self.loss).sum()
+            if q is None:  # fixed: every segment supervised, no halting
+                carry = (z_h.detach(), z_l.detach())
+                continue
+            if waiting is not None:  # their previous segment was not the last
+                q_total = q_total + self.continue_loss(waiting, q.detach(), last=False)
+            q_total = q_total + F.binary_cross_entropy_with_logits(
+                q[:, 0], sequence_solved(logits.detach(), t), reduction="sum")
+            halt = torch.full_like(rows, step == m, dtype=torch.bool)
+            if self.training and step < m:  # at evaluation every sample runs all m segments
+                halt = (q[:, 0] > q[:, 1]) & (step >= min_steps[rows])
+            if self.training and halt.any():  # their continue target needs one more segment, without gradients
+                with torch.no_grad():
+                    h = (z_h[halt].detach(), z_l[halt].detach())
+                    after = self.outputs(self.segment(h, x[halt])[0])[1]
+                self.work["extra_segments"] += int(halt.sum())
+                q_total = q_total + self.continue_loss(q[halt, 1], after, last=step == m)
+            going = ~halt
+            waiting = q[going, 1]
+            rows, x = rows[going], x[going]
+            carry = (z_h[going].detach(), z_l[going].detach())
+            if not len(rows):
                 break
-        if qs:
-            total = total + 0.5 * self.q_loss(qs, masks, solved, carry, x)
-        return total / b
+        return (total + 0.5 * q_total) / b
+
+    @staticmethod
+    def continue_loss(q_continue: torch.Tensor, next_q: torch.Tensor, last: bool) -> torch.Tensor:
+        """Q-learning of "continue" (no replay buffer): towards what the next segment's best action is worth."""
+        target = q_continue_target(next_q, last)
+        return F.binary_cross_entropy_with_logits(q_continue, target, reduction="sum")
+
+    def take_work(self) -> dict[str, int]:
+        """The sample-segments run since the last call, and reset."""
+        work, self.work = self.work, dict.fromkeys(self.work, 0)
+        return work
+
+    def segment_flops(self, batch) -> tuple[float, float]:
+        """FLOPs per sample of one segment with its loss, forward and backward (a supervised segment),
+        and of one segment forward only (a no-grad one), counted by torch on `batch`. Runs outside
+        the training state: gradients and the work tally are as they were."""
+        inputs, targets, puzzle_ids = batch
+        saved, work = {p: p.grad for p in self.parameters()}, dict(self.work)
+        x, carry = self.start(inputs, puzzle_ids)
+        with flops.counting() as forward_only, torch.no_grad():
+            self.outputs(self.segment(carry, x)[0])
+        with flops.counting() as with_grad, flops.FusedAttentionOnMeta():
+            logits, q = self.outputs(self.segment(carry, x)[0])
+            loss = sequence_loss(logits, targets, self.loss).sum() + (q.sum() if q is not None else 0)
+            loss.backward()
+        for p, grad in saved.items():
+            p.grad = grad
+        self.work = work
+        for e in sparse_embeddings(self):
+            e.pending.clear()
+        n = len(inputs)
+        return with_grad.total / n, forward_only.total / n
 
     def exploration_min_steps(self, b: int, device) -> torch.Tensor:
         """Per sample, the fewest segments it runs before it may halt: with probability
@@ -156,24 +209,6 @@ class HRM(nn.Module):
         forced = torch.randint(2, self.halt_max_steps + 1, (b,), device=device)
         return torch.where(explore, forced, 1)
 
-    def q_loss(self, qs, masks, solved, carry, x) -> torch.Tensor:
-        """Summed over the segments each sample ran: halt predicts "the answer is right now";
-        continue is bootstrapped from the next segment's Q values (detached). Those come from
-        the next iteration of the loop, or from one extra no-grad segment when all samples
-        halted before halt_max_steps. At the last allowed segment there is no continue."""
-        m = self.halt_max_steps
-        if len(qs) < m:
-            with torch.no_grad():
-                qs = qs + [self.outputs(self.segment(carry, x)[0])[1]]
-        total = qs[0].new_zeros(())
-        for i, (q, mask, right) in enumerate(zip(qs, masks, solved)):
-            loss = F.binary_cross_entropy_with_logits(q[:, 0], right, reduction="none")
-            if i + 1 < m:
-                target = q_continue_target(qs[i + 1].detach(), next_is_last=i + 2 == m)
-                loss = loss + F.binary_cross_entropy_with_logits(q[:, 1], target, reduction="none")
-            total = total + (loss * mask).sum()
-        return total
-
 
 def build(recipe) -> HRM:
     cfg, spec = recipe.model, recipe.task
@@ -182,4 +217,4 @@ def build(recipe) -> HRM:
                l_cycles=cfg.l_cycles, halt_max_steps=cfg.halt_max_steps,
                halt_exploration_prob=cfg.halt_exploration_prob, act_mode=cfg.act_mode,
                puzzle_emb_ndim=cfg.puzzle_emb_ndim, num_puzzle_ids=spec.num_puzzle_ids,
-               positions=cfg.positions)  # fmt: skip
+               positions=cfg.positions, loss=cfg.loss)  # fmt: skip

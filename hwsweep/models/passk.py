@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 import torch
 
 from hwsweep.contracts.metrics import milestone_name
+from hwsweep.models.blocks import IGNORE
 
 KS = (1, 2, 10, 100)
 
@@ -24,7 +25,8 @@ Correct = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def exact_match(pred: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return (pred == targets).all(-1)
+    """Every target cell asked for (not padding) predicted."""
+    return ((pred == targets) | (targets == IGNORE)).all(-1)
 
 
 def ranked_candidates(answers: torch.Tensor) -> torch.Tensor:
@@ -54,14 +56,15 @@ def pass_at_k(candidates, inputs, targets, ks: Iterable[int] = KS, correct: Corr
 
 def score(candidates, inputs, targets, ks: Iterable[int] = KS, correct: Correct = exact_match):
     """(metrics, notes): exact_accuracy and token_accuracy of the original view (view 0), and
-    pass@k over all views. token_accuracy compares with the stored target token by token (for
-    sudoku one of possibly several solutions; exact_accuracy accepts any valid one)."""
+    pass@k over all views. token_accuracy compares with the stored target token by token over the
+    cells asked for (padding, IGNORE, left out)."""
     if candidates.dim() == 2:
         candidates = candidates[None]
     first = candidates[0]
+    asked = targets != IGNORE
     metrics = {
         "exact_accuracy": correct(first, inputs, targets).float().mean().item(),
-        "token_accuracy": (first == targets).float().mean().item(),
+        "token_accuracy": ((first == targets) & asked).sum().item() / max(int(asked.sum()), 1),
         **pass_at_k(candidates, inputs, targets, ks, correct),
     }
     notes = []

@@ -29,7 +29,7 @@ def base_spec(task) -> puzzles.GridSpec:
 
 def _originals(task, count: int, seed: int) -> puzzles.Puzzles:
     if task.name == "sudoku":
-        return puzzles.sudoku(task.size, task.blanks, count, seed)
+        return puzzles.sudoku(task.size, task.blanks, count, seed, distinct=task.distinct_puzzles)
     return puzzles.arc(count, seed, task.num_puzzles, min_size=task.min_size, max_size=task.max_size)
 
 
@@ -74,6 +74,8 @@ def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
     view = torch.arange(views)[:, None].expand(views, len(inputs))
     shown = puzzles.apply_views(inputs, targets, ids // (n + 1), view, n, VIEW_SEED, base_spec(task))
     candidates = shown.invert(torch.stack([predict(model, x, p) for x, p in zip(shown.inputs, shown.puzzle_ids)]))
+    if task.name == "arc":  # every rule keeps the grid's extent: the canvas outside it is padding, not an answer
+        candidates = torch.where(inputs == puzzles.PAD, puzzles.PAD, candidates)
     metrics, notes = passk.score(candidates, inputs, targets, correct=correct_fn(task))
     for note in notes:
         print(f"hwsweep evaluate: {note}", file=sys.stderr)
@@ -81,8 +83,27 @@ def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
         return metrics
     metrics |= passk.training_efficiency(curves, MILESTONES)
     train, _ = tables(recipe)
+    batch = tuple(t[:FLOP_SAMPLES].to(next(model.parameters()).device) for t in train)
     with torch.enable_grad():  # the caller evaluates under no_grad; a training step needs autograd
-        batch = tuple(t[:FLOP_SAMPLES].to(next(model.parameters()).device) for t in train)
-        per_sample = flops.train_step_flops(model, batch) / FLOP_SAMPLES
+        per_sample, segments = training_flops_per_sample(model, batch, curves)
     samples = recipe.schedule.steps * recipe.global_batch
-    return metrics | flops.computational_cost(per_sample * samples, metrics["exact_accuracy"], samples)
+    cost = flops.computational_cost(per_sample * samples, metrics["exact_accuracy"], samples)
+    return metrics | cost | {"segments_per_sample": segments}
+
+
+def mean_curve(curves: dict, name: str) -> float | None:
+    values = [v for v in (curves.get(name) or {}).get("values", []) if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def training_flops_per_sample(model, batch, curves: dict) -> tuple[float, float | None]:
+    """(training FLOPs per sample, segments per sample or None). A model that counts its segments
+    (HRM: ACT halts samples early, and a halted sample leaves the batch) is costed at the segments
+    its training logged (segments_per_sample, extra_segments_per_sample: the trainer's curves) times
+    the FLOPs of one segment; any other model at one counted training step."""
+    segments = mean_curve(curves, "segments_per_sample")
+    if segments is None or not hasattr(model, "segment_flops"):
+        return flops.train_step_flops(model, batch) / len(batch[0]), None
+    with_grad, forward_only = model.segment_flops(batch)
+    extra = mean_curve(curves, "extra_segments_per_sample") or 0.0
+    return segments * with_grad + extra * forward_only, segments

@@ -56,21 +56,109 @@ def sudoku_spec(n: int) -> GridSpec:
     return GridSpec(side=n, vocab_size=n + 1, colours=(1, n + 1))
 
 
-def sudoku(n: int, blanks: int, count: int, seed: int) -> Puzzles:
-    """`count` n x n sudoku with `blanks` cells blanked (token 0), their solutions, ids (all 0).
-
-    Each solution is a fixed valid pattern under random validity-preserving symmetries:
-    band and row-within-band permutations, the same for columns, a transpose, and a digit
-    relabelling.
-    """
+def _box_size(n: int) -> int:
     b = math.isqrt(n)
     if b * b != n or n < 4:
         raise ValueError(f"sudoku n={n}: use a square size such as 4 or 9")
+    return b
+
+
+def count_solutions(grid, n: int, limit: int = 2, rng: np.random.Generator | None = None) -> tuple[int, list | None]:
+    """(solutions found, up to `limit`; the first one as a flat list, or None) of the flat n x n
+    grid `grid` (0 = blank). Depth-first search on the cell with the fewest candidates (row, column
+    and box bitmasks); `rng` shuffles the order in which digits are tried (a random full grid)."""
+    b = _box_size(n)
+    rows, cols, boxes = [0] * n, [0] * n, [0] * n
+    cells = [int(v) for v in grid]
+    empty = []
+    for i, v in enumerate(cells):
+        if not v:
+            empty.append(i)
+            continue
+        r, c, bit = i // n, i % n, 1 << (v - 1)
+        k = (r // b) * b + c // b
+        if (rows[r] | cols[c] | boxes[k]) & bit:
+            return 0, None  # the givens already break a rule
+        rows[r], cols[c], boxes[k] = rows[r] | bit, cols[c] | bit, boxes[k] | bit
+    full = (1 << n) - 1
+    found: list = [0, None]
+
+    def search() -> None:
+        best, best_free, best_count = -1, 0, n + 1
+        for j, i in enumerate(empty):
+            if cells[i]:
+                continue
+            r, c = i // n, i % n
+            free = full & ~(rows[r] | cols[c] | boxes[(r // b) * b + c // b])
+            count = free.bit_count()
+            if count < best_count:
+                best, best_free, best_count = i, free, count
+                if count <= 1:
+                    break
+        if best < 0:  # no blank left: a solution
+            found[0] += 1
+            if found[1] is None:
+                found[1] = list(cells)
+            return
+        r, c = best // n, best % n
+        k = (r // b) * b + c // b
+        digits = [d for d in range(n) if best_free >> d & 1]
+        if rng is not None:
+            rng.shuffle(digits)
+        for d in digits:
+            bit = 1 << d
+            cells[best] = d + 1
+            rows[r], cols[c], boxes[k] = rows[r] | bit, cols[c] | bit, boxes[k] | bit
+            search()
+            rows[r], cols[c], boxes[k] = rows[r] & ~bit, cols[c] & ~bit, boxes[k] & ~bit
+            cells[best] = 0
+            if found[0] >= limit:
+                return
+
+    search()
+    return found[0], found[1]
+
+
+def unique_sudoku(n: int, blanks: int, rng: np.random.Generator, tries: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    """(puzzle, solution), flat: a random full grid, then cells blanked in random order, each only
+    if the puzzle keeps exactly one solution, until `blanks` are blank. A grid that runs out of
+    removable cells first is dropped for a new one (`tries` times)."""
+    for _ in range(tries):
+        _, solution = count_solutions([0] * (n * n), n, limit=1, rng=rng)
+        puzzle = list(solution)
+        blank = 0
+        for i in rng.permutation(n * n):
+            if blank == blanks:
+                break
+            puzzle[i] = 0
+            if count_solutions(puzzle, n)[0] == 1:
+                blank += 1
+            else:
+                puzzle[i] = solution[i]
+        if blank == blanks:
+            return np.array(puzzle), np.array(solution)
+    raise ValueError(f"sudoku blanks={blanks}: no {n}x{n} puzzle with a unique solution found in {tries} grids; "
+                     "lower blanks")  # fmt: skip
+
+
+def sudoku(n: int, blanks: int, count: int, seed: int, distinct: int | None = None) -> Puzzles:
+    """`count` n x n sudoku with exactly one solution each and `blanks` cells blank (token 0), their
+    solutions, ids (all 0). `blanks` is the difficulty knob: fewer givens, harder puzzles (9x9:
+    about 58 blanks, 23 givens, is where removal stops finding unique puzzles; sudoku-extreme
+    has 17 to about 25 givens).
+
+    `distinct` puzzles (default all `count`) are made by search (`unique_sudoku`); every sample is
+    one of them under random validity-preserving symmetries (band and row-within-band permutations,
+    the same for columns, a transpose, a digit relabelling), which keep the solution unique.
+    """
+    b = _box_size(n)
     if not 0 <= blanks <= n * n:
         raise ValueError(f"sudoku blanks={blanks}: use 0..{n * n}")
     rng = np.random.default_rng(seed)
-    r = np.arange(n)
-    base = (b * (r[:, None] % b) + r[:, None] // b + r[None, :]) % n
+    distinct = count if distinct is None else min(distinct, count)
+    made = [unique_sudoku(n, blanks, rng) for _ in range(distinct)]
+    base_puzzle, base_solution = (np.stack(x).reshape(distinct, n, n) for x in zip(*made))
+    pick = np.arange(count) % distinct if distinct == count else rng.integers(0, distinct, count)
 
     def lines() -> np.ndarray:  # (count, n): a band permutation, then rows within each band
         bands = _permutations(rng, count, b)
@@ -78,15 +166,15 @@ def sudoku(n: int, blanks: int, count: int, seed: int) -> Puzzles:
         return (bands[:, :, None] * b + within).reshape(count, n)
 
     rows, cols = lines(), lines()
-    grid = base[rows[:, :, None], cols[:, None, :]]
     flip = rng.random(count) < 0.5
-    grid[flip] = grid[flip].transpose(0, 2, 1)
-    digits = _permutations(rng, count, n) + 1
-    solution = np.take_along_axis(digits, grid.reshape(count, -1), axis=1)
-    puzzle = solution.copy()
-    hide = _permutations(rng, count, n * n)[:, :blanks]
-    np.put_along_axis(puzzle, hide, 0, axis=1)
-    return Puzzles(torch.from_numpy(puzzle).long(), torch.from_numpy(solution).long(),
+    digits = np.concatenate((np.zeros((count, 1), dtype=np.int64), _permutations(rng, count, n) + 1), axis=1)
+
+    def transform(grids: np.ndarray) -> np.ndarray:
+        out = grids[pick[:, None, None], rows[:, :, None], cols[:, None, :]]
+        out[flip] = out[flip].transpose(0, 2, 1)
+        return np.take_along_axis(digits, out.reshape(count, -1), axis=1)  # 0 (blank) stays 0
+
+    return Puzzles(torch.from_numpy(transform(base_puzzle)).long(), torch.from_numpy(transform(base_solution)).long(),
                    torch.zeros(count, dtype=torch.long))  # fmt: skip
 
 

@@ -20,7 +20,13 @@ type and arithmetic come from the catalog. The MFU, in order of preference:
     unknown       no FLOP count (a user's script) or no peak for the device: no estimate
 
 A cell's, suite's and the total's wall clock is the sum of their runs': the runs one after another
-(timing: exclusive runs timed jobs one at a time). Evaluation is not included.
+(timing: exclusive runs timed jobs one at a time).
+
+Evaluation (eval_seconds, in the wall clock and, on one device, in the device-hours) runs on the
+device type that trained at the same MFU, in fp32 (the built-in evaluator's arithmetic): the forward FLOPs of one held-out prediction (the model's
+`predict`, counted on meta; else a third of a training step's FLOPs) times the samples predicted,
+i.e. every view voted (eval_views + 1, at most augmentation + 1) of the held-out set and of the
+periodic evaluations (eval_subset every eval_every steps).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from hwsweep.plan.matrix import Run
 
 RUN_COLUMNS = [
     "level", "suite", "variant", "hardware", "seed", "gpu_type", "world_size", "precision", "steps",
-    "flops_per_step", "peak_tflops", "mfu", "source", "seconds_per_step", "startup_seconds",
+    "flops_per_step", "peak_tflops", "mfu", "source", "seconds_per_step", "startup_seconds", "eval_seconds",
     "wall_hours", "device_hours", "cost", "currency",
 ]  # fmt: skip
 VS_ACTUAL_COLUMNS = [
@@ -66,6 +72,50 @@ def _micro_batch_flops(task_cfg, model_cfg, micro_batch: int) -> int:
         # A model whose control flow reads values (HRM's ACT stops when every sample halted) cannot
         # run on meta: count one real sample on the CPU; every counted operation is linear in the batch.
         return micro_batch * flops.train_step_flops(*model_and_batch(task_cfg, model_cfg, 1, device="cpu"))
+
+
+@lru_cache(maxsize=256)
+def _predict_flops(task_cfg, model_cfg) -> int:
+    """Forward FLOPs of predicting one held-out sample (every segment HRM runs at evaluation)."""
+    import torch
+
+    from hwsweep.models import flops
+
+    model, batch = model_and_batch(task_cfg, model_cfg, 1)
+    if not hasattr(model, "predict"):
+        return _micro_batch_flops(task_cfg, model_cfg, 1) // 3  # forward: a third of forward + backward
+    with flops.counting() as counted, flops.FusedAttentionOnMeta(), torch.no_grad():
+        model.predict(batch[0], batch[-1])
+    return counted.total
+
+
+def eval_samples(recipe, steps: int) -> int:
+    """Samples the evaluator predicts in a run: every view voted, of the held-out set and of the periodic evaluations."""
+    task = recipe.task
+    views = min(getattr(task, "eval_views", 0), getattr(task, "augmentation", 0)) + 1
+    periodic = steps // recipe.eval_every if recipe.eval_every else 0
+    return views * (task.eval_size + periodic * min(recipe.eval_subset, task.eval_size))
+
+
+def eval_flops(recipe, steps: int) -> int | None:
+    if recipe.model is None or recipe.task is None:
+        return None
+    return _predict_flops(recipe.task, recipe.model) * eval_samples(recipe, steps)
+
+
+def eval_peak(spec) -> float | None:
+    """Peak FLOP/s of the device that evaluates: the training device's type in fp32 (the built-in
+    evaluator's arithmetic; TF32 as the recipe sets it), one device."""
+    import dataclasses
+
+    return device_peak(spec.hardware, dataclasses.replace(spec.plan, precision="fp32"))
+
+
+def eval_job_seconds(spec, settings: dict) -> float | None:
+    """The evaluate job's seconds (the final evaluation; the periodic ones run inside training) at the
+    hardware's assumed MFU; None where the FLOPs, the peak or the MFU are not known."""
+    evaluation, peak, mfu = eval_flops(spec.recipe, 0), eval_peak(spec), assumed_mfu(spec.hardware, settings)
+    return evaluation / (peak * mfu) if evaluation is not None and peak and mfu else None
 
 
 def step_flops(recipe, plan) -> int | None:
@@ -185,8 +235,12 @@ def estimate_run(spec, settings: dict, measured: dict, exclude=None) -> dict:
     else:
         source, per_step = "unknown", None
     startup += job_start(settings)
-    wall = None if per_step is None else startup + spec.plan.steps * per_step
-    device_hours = None if wall is None else wall * spec.plan.world_size / 3600
+    train = None if per_step is None else startup + spec.plan.steps * per_step
+    evaluation = eval_flops(spec.recipe, spec.plan.steps)
+    fp32_peak = eval_peak(spec)
+    eval_seconds = evaluation / (fp32_peak * mfu) if evaluation is not None and fp32_peak and mfu else None
+    wall = None if train is None else train + (eval_seconds or 0.0)
+    device_hours = None if train is None else (train * spec.plan.world_size + (eval_seconds or 0.0)) / 3600
     price = catalog.price_per_hour(spec.hardware.gpu_type, spec.hardware.price_per_hour)
     return {
         "level": "run", "suite": spec.suite, "variant": spec.variant, "hardware": spec.hardware_name,
@@ -194,6 +248,7 @@ def estimate_run(spec, settings: dict, measured: dict, exclude=None) -> dict:
         "precision": spec.plan.precision, "steps": spec.plan.steps, "flops_per_step": flops,
         "peak_tflops": None if peak is None else peak / 1e12, "mfu": mfu, "source": source,
         "seconds_per_step": per_step, "startup_seconds": None if wall is None else startup,
+        "eval_seconds": eval_seconds,
         "wall_hours": None if wall is None else wall / 3600, "device_hours": device_hours,
         "cost": None if device_hours is None or price is None else device_hours * price,
         "currency": catalog.CURRENCY,

@@ -2,8 +2,10 @@
 
     python -m hwsweep.run.evaluate results/.../spec.json
 
-The built-in evaluator always runs on the CPU in fp32, so every hardware is measured by the
-same arithmetic: differences in eval.json come from training, not from the evaluator."""
+The built-in evaluator runs in fp32 on the kind of device that trained (a GPU run is evaluated on
+its GPU, batched; a CPU run on the CPU): pass@k over many views of a GPU-sized model takes hours on
+a CPU. Runs of one device type share the arithmetic; across types the evaluator's kernels differ
+in the last bits, far below any margin (docs/hrm.md)."""
 
 from __future__ import annotations
 
@@ -24,19 +26,22 @@ def builtin(spec: RunSpec) -> int:
     t0 = time.perf_counter()
     fam = families.torch_side(spec.recipe.model.name)
     model = fam.build(spec.recipe)
+    cuda = spec.hardware.accelerator == "cuda" and torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
     state = torch.load(spec.path(FINAL_CHECKPOINT), map_location="cpu", weights_only=False)
     trained = RunRecord.from_dict(io.read_json(spec.path(TRAIN_RECORD)))
     last = trained.stopped_at_step or spec.plan.steps  # a run stopped at its targets ends there
     if state["step"] != last:
         sys.exit(f"hwsweep.run.evaluate: checkpoint is at step {state['step']}, not {last}; rerun training")
     model.load_state_dict(state["model"])
-    model.eval()
+    model.to(device).eval()
     curves = trained.curves
     _, held_out = fam.tables(spec.recipe)
     with torch.no_grad():
         metrics = fam.evaluate(model, spec.recipe, held_out, curves=curves)
     record = EvalRecord(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
                         evaluator="builtin", metrics=metrics, eval_seconds=time.perf_counter() - t0)  # fmt: skip
+    print(f"hwsweep.run.evaluate: evaluated on {device.type}", file=sys.stderr)
     io.write_json(spec.path(EVAL_RECORD), record.to_dict())
     print(f"{spec.run_dir}: " + ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} none" for k, v in metrics.items()))
     return 0

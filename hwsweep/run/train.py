@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from hwsweep.models import families
+from hwsweep.models.blocks import SignSGD, sparse_embeddings
 from hwsweep.run import runtime
 from hwsweep.run.runtime import EXIT_PREEMPTED  # noqa: F401 - the exit code of a preempted run, re-exported
 
@@ -46,7 +47,18 @@ def main(argv=None) -> int:
     net = run.wrap(model)
     optimizer = run.adamw(model.parameters())  # recipe.optimizer, in its kernel (recipe.optimizer.kernel)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
-    run.resume(model=model, optimizer=optimizer, scheduler=scheduler)
+    states = {"model": model, "optimizer": optimizer, "scheduler": scheduler}
+    embeddings = sparse_embeddings(model)  # the puzzle embedding: its own SignSGD, as in the original HRM
+    if embeddings:
+        o = recipe.optimizer
+        states["embedding_optimizer"] = SignSGD(embeddings, o.puzzle_emb_lr, o.puzzle_emb_weight_decay)
+        states["embedding_scheduler"] = torch.optim.lr_scheduler.LambdaLR(
+            states["embedding_optimizer"], lambda s: lr_factor(s, recipe.schedule))
+        states["embedding_optimizer"].zero_grad()  # drop the rows the FLOP count above handed out
+    run.resume(**states)
+    counts_work = hasattr(model, "take_work")  # HRM: the segments ACT ran, for the FLOPs actually spent
+    if counts_work:
+        model.take_work()  # the FLOP count above is not training
 
     for step in run.steps():
         for batch in run.accumulate(loader):
@@ -54,6 +66,13 @@ def main(argv=None) -> int:
                 loss = net(*batch)
             run.backward(loss)
         run.optimizer_step(optimizer, scheduler, grad_clip=recipe.optimizer.grad_clip)
+        if embeddings:
+            states["embedding_optimizer"].step()
+            states["embedding_scheduler"].step()
+        if counts_work:  # this rank's samples (rank 0's are logged): segments with gradients, forward-only ones
+            work = model.take_work()
+            run.log(segments_per_sample=work["segments"] / work["samples"],
+                    extra_segments_per_sample=work["extra_segments"] / work["samples"])
         done = step + 1
         if recipe.eval_every and run.master and (done % recipe.eval_every == 0 or done == plan.steps):
             subset = tuple(t[: recipe.eval_subset] for t in held_out)

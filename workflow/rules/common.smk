@@ -251,6 +251,34 @@ def train_runtime(wildcards):
     return hardware_of(wildcards).runtime or 60
 
 
+def eval_gpus(wildcards):
+    """A GPU run is evaluated on one GPU of its model (hwsweep.run.evaluate runs where it trained); 0 otherwise."""
+    hw = hardware_of(wildcards)
+    return 1 if hw.accelerator == "cuda" and hw.gpu_model else 0
+
+
+def eval_gpu_model(wildcards):
+    return hardware_of(wildcards).gpu_model or "" if eval_gpus(wildcards) else ""
+
+
+def eval_threads(wildcards):
+    """A CPU run's evaluation gets the cores its training had; a GPU run's, one."""
+    hw = hardware_of(wildcards)
+    return hw.cpus_per_task if hw.accelerator == "cpu" else 1
+
+
+def eval_runtime(wildcards):
+    """Minutes of a SLURM evaluate job: twice the estimated evaluation (hwsweep plan --estimate's, at the
+    assumed MFU) plus 10 for start-up, at least 30; 30 where nothing is known (a user's evaluation command).
+    Only asked under SLURM: the estimate builds the run's tables."""
+    if executor() != "slurm":
+        return 30
+    from hwsweep.plan import estimate
+
+    seconds = estimate.eval_job_seconds(run_spec_of(wildcards), MATRIX.estimate)
+    return 30 if seconds is None else max(30, int(2 * seconds / 60) + 10)
+
+
 def suite_run_files(suite, name):
     return [f"{run.run_dir}/{name}" for run in MATRIX.runs(suite)]
 

@@ -7,7 +7,14 @@ rule evaluate:
         run_file(layout.EVAL_RECORD),
     log:
         log_file("evaluate.log"),
-    threads: 1
+    threads: eval_threads
+    resources:
+        # Read by the slurm executor: a GPU run is evaluated on a GPU, for as long as its estimate needs.
+        slurm_partition=train_partition,
+        gpu=eval_gpus,
+        gpu_model=eval_gpu_model,
+        cpus_per_task=eval_threads,
+        runtime=eval_runtime,
     params:
         python=PYTHON,
     shell:
