@@ -55,7 +55,7 @@ def main(argv=None) -> int:
             run.backward(loss)
         run.optimizer_step(optimizer, scheduler, grad_clip=recipe.optimizer.grad_clip)
         done = step + 1
-        if recipe.eval_every and run.master and (done % recipe.eval_every == 0 or done == plan.steps):
+        if recipe.eval_every and run.evaluates and (done % recipe.eval_every == 0 or done == plan.steps):
             subset = tuple(t[: recipe.eval_subset] for t in held_out)
             run.log(**{f"eval_{k}": v for k, v in run.evaluate(fam.evaluate, model, recipe, subset).items()})
     run.finish()
