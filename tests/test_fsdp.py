@@ -103,15 +103,28 @@ def test_every_block_of_the_built_in_families_is_a_shard_unit():
 
 
 # -- real torchrun (gloo, CPU): FSDP trains, is killed, resumes, matches DDP, reshards -------------------
+# A model of 0.2M parameters on CPU entries declaring 3.7 MB per device: DDP's plan needs 4.1 MB, FSDP's
+# 3.4 MB on 2 devices and 2.6 MB on 4 (the DDP comparison runs on an entry without the declaration).
+TOO_BIG = 0.0037
+
+
+def _config(small_config, strategy: str, devices: int = 2, steps: int = 30, memory_gb=TOO_BIG) -> dict:
+    cfg = copy.deepcopy(small_config)
+    cfg["recipe"] |= {"parallel": {"strategy": strategy}, "checkpoint_every": 10, "reproducibility": "deterministic",
+                      "model": {"width": 64, "depth": 4, "heads": 2}}  # fmt: skip
+    cfg["recipe"]["schedule"] = {"steps": steps, "warmup_steps": 5}
+    cfg["hardware"] = {"gpus": {"accelerator": "cpu", "devices_per_node": devices}}
+    if memory_gb is not None:
+        cfg["hardware"]["gpus"]["memory_gb"] = memory_gb
+    cfg["baseline"] = "gpus"
+    return cfg
+
+
 def _spec(tmp_path, small_config, strategy: str, name: str, devices: int = 2, steps: int = 30) -> list[str]:
     """The torchrun command of one run on hardware entry `gpus` with `devices` processes (the same name at
     any device count: the same run moved to another world size)."""
-    cfg = copy.deepcopy(small_config)
-    cfg["recipe"] |= {"parallel": {"strategy": strategy}, "checkpoint_every": 10, "reproducibility": "deterministic",
-                      "model": {"width": 32, "depth": 2, "heads": 2}}  # fmt: skip
-    cfg["recipe"]["schedule"] = {"steps": steps, "warmup_steps": 5}
-    cfg["hardware"] = {"gpus": {"accelerator": "cpu", "devices_per_node": devices}}
-    cfg["baseline"] = "gpus"
+    memory = TOO_BIG if strategy == "fsdp" else None
+    cfg = _config(small_config, strategy, devices, steps, memory)
     spec = resolve(cfg).spec("tiny", "default", "gpus", 0).to_dict() | {"run_dir": str(tmp_path / name)}
     io.write_json(tmp_path / f"{name}-{devices}.json", spec)
     return [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(devices), "-m", "hwsweep.run.train",
@@ -133,6 +146,8 @@ def _results(tmp_path, name):
 
 @pytest.mark.slow
 def test_fsdp_trains_is_killed_resumes_bitwise_and_matches_ddp(tmp_path, small_config):
+    with pytest.raises(ConfigError, match="set parallel.strategy: fsdp, which needs .* on this hardware's 2 devices"):
+        resolve(_config(small_config, "ddp"))  # the model is too big for DDP on this entry
     cmd = _spec(tmp_path, small_config, "fsdp", "cut")
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     ckpts = tmp_path / "cut" / "checkpoints"
