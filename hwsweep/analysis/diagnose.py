@@ -10,6 +10,7 @@ CHECKLIST = [
     ("schedule", ["steps", "warmup_steps", "lr"]),
     ("precision/TF32", ["precision", "tf32"]),
     ("reproducibility level", ["reproducibility"]),
+    ("parallel strategy", ["strategy"]),
     ("data order", ["data_order"]),
     ("software versions", ["torch", "cuda", "nccl"]),
     ("device type", ["gpu_type"]),

@@ -122,6 +122,8 @@ def seed_summary(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
             values = pd.to_numeric(runs[column], errors="coerce")
             out[column] = values.groupby([runs[c] for c in CELL], sort=False).mean()
     out["ci_method"] = CI_METHOD
+    if "strategy" in runs:  # ddp or fsdp: part of what the devices are (absent from a runs.csv written before it)
+        out["strategy"] = grouped["strategy"].first()
     if "seeded" in runs:  # a script without a seed flag: the seed spread is run-to-run noise only
         out["seeded"] = grouped["seeded"].all()
     if "checks" in runs:  # where a run did not follow its plan: carried to the comparison and the report
@@ -556,6 +558,7 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
         cost_ratio = [per_hour * ws / ws_base / x for x in (r["value"], r["high"], r["low"])]
         rows.append({
             "suite": suite, "variant": variant, "hardware": hw, "gpu_type": gpu, "world_size": ws,
+            "strategy": sub.strategy.iloc[0] if "strategy" in sub else None,
             "n_pairs": r["n_pairs"], "speedup": r["value"], "speedup_ci_low": r["low"], "speedup_ci_high": r["high"],
             "speedup_method": r["method"],
             "throughput_ratio": sub.samples_per_second.mean() / base.samples_per_second.mean(),

@@ -131,3 +131,9 @@ def in_words(what: str, estimate: float, low: float, high: float, confidence: fl
     if way == "unclear":
         return f"no clear difference in {name} ({amount(estimate, scale, True)}, {ci})"
     return f"{way} {name}: {amount(estimate, scale, True)} ({ci})"
+
+
+def devices(row) -> str:
+    """What a run trained on, as tables name it: '2 × H100-80GB', with ', FSDP' when the model was sharded."""
+    sharded = row.get("strategy") == "fsdp"
+    return f"{int(row['world_size'])} × {row['gpu_type']}{', FSDP' if sharded else ''}"

@@ -52,6 +52,9 @@ PLAN_VALUES = {
     "min_lr_ratio": "recipe.schedule.min_lr_ratio",
     "num_workers": "data-loader worker processes (locked across hardware)",
     "compile": "true | false: recipe.compile (torch.compile the model)",
+    "strategy": "ddp | fsdp: recipe.parallel.strategy (how the model is spread over the devices)",
+    "fsdp": "true | false: whether recipe.parallel.strategy is fsdp (a script's own --fsdp switch)",
+    "reshard_after_forward": "true | false: recipe.parallel.reshard_after_forward",
     "device": "cpu | cuda",
     "run_dir": "the run's directory, absolute: write checkpoints and outputs here",
 }
@@ -146,6 +149,9 @@ def plan_values(spec) -> dict:
         "min_lr_ratio": spec.recipe.schedule.min_lr_ratio,
         "num_workers": spec.recipe.num_workers,
         "compile": spec.recipe.compile,
+        "strategy": spec.recipe.parallel.strategy,
+        "fsdp": spec.recipe.parallel.sharded,
+        "reshard_after_forward": spec.recipe.parallel.reshard_after_forward,
         "device": plan.accelerator,
         "run_dir": str(Path(spec.run_dir).resolve()),
     }

@@ -81,3 +81,4 @@ class BatchPlan(Typed):
     comparable: bool
     warnings: list
     memory_source: str = "estimate"  # est_memory_gb from the footprint estimate, or measured by the memory probe
+    strategy: str = "ddp"  # recipe.parallel.strategy: ddp (a replica per device) or fsdp (sharded)

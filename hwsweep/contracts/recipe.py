@@ -172,6 +172,19 @@ class Schedule:
 
 
 @dataclass(frozen=True)
+class Parallel:
+    """How the model is spread over the devices (recipe.parallel): ddp keeps a whole replica on each;
+    fsdp (FSDP2, torch.distributed.fsdp.fully_shard) shards parameters, gradients and optimizer state."""
+
+    strategy: str  # ddp | fsdp
+    reshard_after_forward: bool  # fsdp: free each block's gathered weights after its forward (gather again for backward)
+
+    @property
+    def sharded(self) -> bool:
+        return self.strategy == "fsdp"
+
+
+@dataclass(frozen=True)
 class Recipe(Typed):
     task: Task | None  # the built-in trainer's task and model; None for a user's command
     model: Model | None
@@ -185,6 +198,7 @@ class Recipe(Typed):
     precision: str
     tf32: bool
     compile: bool  # torch.compile the model (run.wrap)
+    parallel: Parallel
     reproducibility: str
     checkpoint_every: int
     log_every: int

@@ -17,7 +17,7 @@ KEYS = ["suite", "variant", "hardware", "seed"]
 PLAN_COLUMNS = [
     "accelerator", "nodes", "devices_per_node", "world_size", "global_batch", "micro_batch",
     "accumulation", "steps", "warmup_steps", "epochs", "precision", "tf32", "reproducibility",
-    "lr", "comparable",
+    "lr", "comparable", "strategy",
 ]  # fmt: skip
 TIMING_COLUMNS = ["train_seconds", "startup_seconds", "wall_seconds", "samples_per_second"]
 # The parts of a training process's startup, in the order they happen (hwsweep.run.startup measures them).

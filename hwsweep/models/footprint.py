@@ -10,16 +10,22 @@ under a -mixed precision counts fp32 activations, an upper bound."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 FP32 = 4
 HALF = 2  # bf16 and fp16
 ADAMW_STATE = 2  # exp_avg and exp_avg_sq, one float each per parameter
 CUDA_CONTEXT_BYTES = 600 * 2**20  # context, allocator and NCCL buffers on a GPU
 
 
+def block_parameter_count(model) -> int:
+    w, r = model.width, model.mlp_ratio
+    return (4 + 2 * r) * w * w + (9 + r) * w
+
+
 def parameter_count(model, task) -> int:
-    w, r, v, n = model.width, model.mlp_ratio, task.vocab_size, task.length
-    per_block = (4 + 2 * r) * w * w + (9 + r) * w
-    return v * w + n * w + model.depth * per_block + 2 * w + w * v + v
+    w, v, n = model.width, task.vocab_size, task.length
+    return v * w + n * w + model.depth * block_parameter_count(model) + 2 * w + w * v + v
 
 
 def activation_bytes_per_sample(model, task, precision: str = "fp32") -> int:
@@ -35,21 +41,49 @@ def activation_bytes_per_sample(model, task, precision: str = "fp32") -> int:
 
 
 def device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool, accelerator: str,
-                 precision: str = "fp32") -> int:  # fmt: skip
-    """Estimated peak bytes on one device of the reference transformer."""
+                 precision: str = "fp32", shards: int = 0, reshard_after_forward: bool = True) -> int:  # fmt: skip
+    """Estimated peak bytes on one device of the reference transformer (shards: see _peak_bytes)."""
     return _peak_bytes(parameter_count(model, task), activation_bytes_per_sample(model, task, precision), micro_batch,
-                       accumulation, strict, accelerator, precision)  # fmt: skip
+                       accumulation, strict, accelerator, precision,
+                       Sharding(shards, block_parameter_count(model), model.depth, reshard_after_forward))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """FSDP's layout of the weights: over `shards` devices (0: DDP, a whole replica per device), in `blocks`
+    blocks of `block` parameters each, the rest (embeddings, head) in the root."""
+
+    shards: int
+    block: int
+    blocks: int
+    reshard: bool = True  # recipe.parallel.reshard_after_forward
+
+
+DDP = Sharding(0, 0, 0)
 
 
 def _peak_bytes(parameters: int, activations_per_sample: int, micro_batch: int, accumulation: int, strict: bool,
-                accelerator: str, precision: str) -> int:  # fmt: skip
-    """Weights, gradients, AdamW state (fp32 at every precision), autocast's 16-bit copies of the weights,
-    activations of one micro-batch, and in strict mode every micro-batch's gradient kept until the ordered sum."""
+                accelerator: str, precision: str, sharding: Sharding = DDP) -> int:  # fmt: skip
+    """DDP: weights, gradients, AdamW state (fp32 at every precision), autocast's 16-bit copies of the weights,
+    activations of one micro-batch, and in strict mode every micro-batch's gradient kept until the ordered sum.
+
+    FSDP over N devices: the fp32 weights, gradients and AdamW state divided by N; the root's weights gathered
+    for the whole step; of the blocks, the one running and the next (FSDP2 prefetches it), or all of them when
+    reshard_after_forward is off, gathered in the compute type (16-bit under a -mixed precision, so autocast casts
+    nothing); one block's gathered gradient and its reduce-scatter copy; the (unsharded) activations."""
     p = parameters * FP32
-    kept_gradients = p * accumulation if strict else 0
     context = CUDA_CONTEXT_BYTES if accelerator == "cuda" else 0
-    casts = 0 if precision == "fp32" else parameters * HALF
-    return p * (2 + ADAMW_STATE) + kept_gradients + casts + micro_batch * activations_per_sample + context
+    activations = micro_batch * activations_per_sample
+    if not sharding.shards:
+        kept_gradients = p * accumulation if strict else 0
+        casts = 0 if precision == "fp32" else parameters * HALF
+        return p * (2 + ADAMW_STATE) + kept_gradients + casts + activations + context
+    compute = FP32 if precision == "fp32" else HALF
+    root = parameters - sharding.blocks * sharding.block
+    gathered_blocks = min(2, sharding.blocks) if sharding.reshard else sharding.blocks
+    gathered = (root + gathered_blocks * sharding.block) * compute
+    block_gradients = 2 * sharding.block * FP32
+    return -(-p * (2 + ADAMW_STATE) // sharding.shards) + gathered + block_gradients + activations + context
 
 
 # -- the puzzle families (hrm, deep_transformer): HRM's blocks (SwiGLU, no biases) ------------------
@@ -86,6 +120,8 @@ def puzzle_activation_bytes_per_sample(model, task) -> int:
 
 
 def puzzle_device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool, accelerator: str,
-                        precision: str = "fp32") -> int:  # fmt: skip
+                        precision: str = "fp32", shards: int = 0, reshard_after_forward: bool = True) -> int:  # fmt: skip
+    blocks = model.h_layers + model.l_layers if model.name == "hrm" else model.depth
     return _peak_bytes(puzzle_parameter_count(model, task), puzzle_activation_bytes_per_sample(model, task),
-                       micro_batch, accumulation, strict, accelerator, precision)  # fmt: skip
+                       micro_batch, accumulation, strict, accelerator, precision,
+                       Sharding(shards, _puzzle_block_params(model), blocks, reshard_after_forward))  # fmt: skip

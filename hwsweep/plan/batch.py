@@ -60,6 +60,43 @@ def _check_precision(recipe: Recipe, hw: Hardware, advisor: Advisor, context: st
     return notes
 
 
+def device_need(recipe: Recipe, accelerator: str, precision: str, micro: int, accumulation: int, shards: int) -> int:
+    """Estimated peak bytes per device of a built-in model: shards 0 for DDP, N for FSDP over N devices."""
+    device_bytes = families.family(recipe.model.name).device_bytes
+    return device_bytes(recipe.model, recipe.task, micro, accumulation, recipe.reproducibility == "strict", accelerator,
+                        precision, shards, recipe.parallel.reshard_after_forward)  # fmt: skip
+
+
+# Device counts the advisor tries for FSDP when DDP does not fit (a hardware entry's own count comes first).
+FSDP_DEVICE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def fsdp_alternative(recipe: Recipe, hw: Hardware, precision: str, global_batch: int, limit: float):
+    """(devices, bytes per device) of the fewest devices on which FSDP fits `limit` bytes at the smallest
+    micro-batch (the hardware entry's own count first), or None when no count up to 1024 does."""
+    micro = 1 if recipe.micro_batch == "auto" else recipe.micro_batch
+    for n in dict.fromkeys((hw.world_size, *(c for c in FSDP_DEVICE_COUNTS if c > hw.world_size))):
+        if global_batch % (n * micro):
+            continue
+        need = device_need(recipe, hw.accelerator, precision, micro, global_batch // (n * micro), n)
+        if need <= limit:
+            return n, need
+    return None
+
+
+def _refuse_ddp(recipe: Recipe, hw: Hardware, precision: str, global_batch: int, limit: float | None, what: str) -> None:
+    """A built-in model whose DDP replica does not fit: refused, naming FSDP and the device count that fits."""
+    if recipe.model is None or recipe.parallel.sharded or limit is None:
+        return
+    found = fsdp_alternative(recipe, hw, precision, global_batch, limit)
+    if found is None:
+        return
+    n, need = found
+    where = f"on this hardware's {n} devices" if n == hw.world_size else f"on {n} devices (a hardware entry of nodes x devices_per_node = {n})"
+    raise PlanError(f"recipe.parallel.strategy: ddp keeps a whole replica per device and {what}; set "
+                    f"parallel.strategy: fsdp, which needs {need / GB:.2f} GB per device {where}")  # fmt: skip
+
+
 def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), context: str = "") -> BatchPlan:
     """Split the recipe's global batch over the hardware, or explain in one line why it cannot be."""
     w = hw.world_size
@@ -76,8 +113,10 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
     strict = recipe.reproducibility == "strict"
     precision = hw.precision or recipe.precision
 
-    # Peaks the memory probe measured on this device type (hwsweep detect on the device) replace the estimate.
-    probed = measured(recipe, hw.gpu_type, precision) if hw.accelerator == "cuda" else None
+    sharded = recipe.parallel.sharded
+    # Peaks the memory probe measured on this device type (hwsweep detect on the device) replace the estimate;
+    # the probe runs DDP's layout, so a sharded plan keeps the estimate.
+    probed = measured(recipe, hw.gpu_type, precision) if hw.accelerator == "cuda" and not sharded else None
     peaks = probed["peak_bytes"] if probed else {}
 
     def need(micro: int) -> float | None:
@@ -86,8 +125,7 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         if micro in peaks:  # the probe ran one micro-batch; strict mode keeps every micro-batch's gradient
             kept = probed["parameter_bytes"] * (per_device // micro) if strict else 0
             return math.inf if peaks[micro] is None else peaks[micro] + kept + footprint.CUDA_CONTEXT_BYTES
-        device_bytes = families.family(recipe.model.name).device_bytes
-        return device_bytes(recipe.model, recipe.task, micro, per_device // micro, strict, hw.accelerator, precision)
+        return device_need(recipe, hw.accelerator, precision, micro, per_device // micro, w if sharded else 0)
 
     memory = hw.device_memory_gb
     if recipe.micro_batch == "auto":
@@ -98,10 +136,9 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         if not fits:
             smallest = need(candidates[0])
             needs = "ran out of memory in the probe" if smallest == math.inf else f"needs {smallest / GB:.1f} GB"
-            raise PlanError(
-                f"recipe.micro_batch: even micro-batch {candidates[0]} {needs}, over "
-                f"{advisor.target_utilisation:.0%} of {memory} GB{context}; use a device with more memory or a smaller model"
-            )
+            what = f"even micro-batch {candidates[0]} {needs}, over {advisor.target_utilisation:.0%} of {memory} GB{context}"
+            _refuse_ddp(recipe, hw, precision, g, budget, what)
+            raise PlanError(f"recipe.micro_batch: {what}; use a device with more memory or a smaller model")
         micro = max(fits)
     else:
         micro = recipe.micro_batch
@@ -117,6 +154,7 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         warnings.append(f"the memory probe ran out of memory at micro-batch {micro} on {hw.gpu_type}")
         est = None
     if memory is not None and est is not None and est > memory:
+        _refuse_ddp(recipe, hw, precision, g, memory * GB, f"needs {est:.1f} GB per device, over {memory} GB{context}")
         warnings.append(f"estimated {est:.1f} GB per device exceeds the device's {memory} GB")
     return BatchPlan(
         accelerator=hw.accelerator,
@@ -135,6 +173,7 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         precision=precision,
         tf32=recipe.tf32,
         reproducibility=recipe.reproducibility,
+        strategy=recipe.parallel.strategy,
         memory_gb=memory,
         est_memory_gb=None if est is None else round(est, 4),
         memory_source="measured" if micro in peaks else "estimate",

@@ -255,6 +255,16 @@ def _check_recipe(recipe: dict, where: str, schema: dict, builtin: bool, sweep: 
         raise ConfigError(
             f"{where}.lr_scaling: {r.lr_scaling} only applies with batch_policy: grow; set lr_scaling: none or batch_policy: grow"
         )
+    if r.parallel.sharded and r.reproducibility == "strict":
+        raise ConfigError(
+            f"{where}.parallel.strategy: fsdp cannot keep reproducibility strict's promise (its reduce-scatter sums "
+            "gradients in an order that depends on the device count); use reproducibility: deterministic or strategy: ddp"
+        )
+    if r.parallel.sharded and r.precision == "fp16-mixed":
+        raise ConfigError(
+            f"{where}.parallel.strategy: fsdp does not run fp16-mixed (its loss scaler does not unscale sharded "
+            "gradients); use precision: bf16-mixed or strategy: ddp"
+        )
     if r.tf32 and r.reproducibility != "comparable":
         raise ConfigError(
             f"{where}.tf32: true conflicts with reproducibility {r.reproducibility!r}; "

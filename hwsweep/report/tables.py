@@ -11,7 +11,7 @@ import pandas as pd
 
 from hwsweep.analysis import stats
 from hwsweep.analysis.variants import FLOPS_TOLERANCE
-from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money
+from hwsweep.analysis.words import COST, SPEED, amount, devices, duration, finite, in_words, money
 from hwsweep.report import headline
 
 # Text marks first, so the verdict reads without colour; the colour repeats it.
@@ -123,7 +123,7 @@ def comparison_page(comparison: pd.DataFrame, metrics: list[str], scales: dict, 
     rows = []
     for r in comparison.to_dict("records"):
         row = ([_td(r["suite"], "text")] if suites else []) + ([_td(r["variant"], "text")] if several else [])
-        row += [_td(r["hardware"], "text"), _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"),
+        row += [_td(r["hardware"], "text"), _td(devices(r), "text"),
                 _td(_num(r["n_seeds"])), verdict_cell(str(r["verdict"]))]  # fmt: skip
         row.append(_td(_speed(r, confidence) if finite(r.get("speedup")) else "", "text"))
         cost = r.get("cost_per_run")
@@ -245,7 +245,7 @@ def speedup_page(speedup: pd.DataFrame, confidence: float = 0.95) -> str:
                 if finite(r.get("cost_ratio")) else "")  # fmt: skip
         rows.append([
             _td(r["variant"], "text"), _td(r["hardware"], "text"),
-            _td(f"{int(r['world_size'])} × {r['gpu_type']}", "text"),
+            _td(devices(r), "text"),
             _td(_speed(r, confidence) if finite(r.get("speedup")) else "", "text"),
             _td(SHORT_METHODS.get(r["speedup_method"], r["speedup_method"]), "text"),
             _td(duration(r.get("time_saved_seconds"))), _td(_num(r.get("device_hours"))),

@@ -9,6 +9,14 @@ and `load()`; this module owns the files.
 - `load(step=-1)` finds the newest complete checkpoint of this very run (a damaged file is
   skipped, an older one may do), restores every registered object and this rank's RNG.
 - `link_final(path)` makes the last checkpoint the run's final one without a second copy.
+
+Sharded runs (FSDP) register their model and optimizers as one `Sharded` state: each checkpoint is then a
+folder step<N>/ that every rank writes its shards into with torch.distributed.checkpoint (DCP), beside
+meta.pt (fingerprint, step, RNG, the other states); it is written under a hidden name and renamed when
+complete, and the newest k are kept, as for files. DCP reshards on load, so a checkpoint written at one
+world size loads at another: `find` then also accepts the run's layout-free fingerprint (the spec without
+its hardware and device layout) and `resharded_from` says from which world size it came.
+`consolidate(path)` writes the sharded model gathered whole (the run's final.pt, which evaluation reads).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -25,22 +34,74 @@ from hwsweep.contracts import io
 from hwsweep.run import repro
 
 PATTERN = "step*.pt"
+SHARDED_PATTERN = "step[0-9]*[0-9]"  # a folder per checkpoint: DCP's shards and meta.pt
+META = "meta.pt"
 KEEP = 2
+# What may change between two attempts of one run when it moves to another device count: the hardware
+# entry and the plan's layout of the global batch over devices (the batch, schedule and recipe may not).
+LAYOUT = ("nodes", "devices_per_node", "world_size", "micro_batch", "accumulation", "est_memory_gb", "memory_gb",
+          "memory_source", "warnings")  # fmt: skip
+
+
+def _hash(data: dict) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 def fingerprint(spec) -> str:
     """The resolved spec's hash: same recipe, plan, seed and run directory, same fingerprint."""
-    return hashlib.sha256(json.dumps(spec.to_dict(), sort_keys=True).encode()).hexdigest()
+    return _hash(spec.to_dict())
+
+
+def layout_fingerprint(spec) -> str:
+    """The spec's hash without its hardware and device layout: the same run at another world size."""
+    data = spec.to_dict()
+    data.pop("hardware", None)
+    data["plan"] = {k: v for k, v in data["plan"].items() if k not in LAYOUT}
+    return _hash(data)
 
 
 def step_file(folder: Path, step: int) -> Path:
     return Path(folder) / f"step{step:09d}.pt"
 
 
+def step_folder(folder: Path, step: int) -> Path:
+    return Path(folder) / f"step{step:09d}"
+
+
+class Sharded:
+    """A sharded (FSDP) model and its optimizers, as torch.distributed.checkpoint saves them: every rank
+    holds and writes its own shards, and loading reshards to the world size at hand."""
+
+    def __init__(self, model, optimizers: dict):
+        self.model, self.optimizers = model, optimizers
+
+    def state_dict(self) -> dict:
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+        return {"model": get_model_state_dict(self.model)} | {
+            name: get_optimizer_state_dict(self.model, opt) for name, opt in self.optimizers.items()}  # fmt: skip
+
+    def load_state_dict(self, state: dict) -> None:
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+        set_model_state_dict(self.model, state["model"])
+        for name, opt in self.optimizers.items():
+            set_optimizer_state_dict(self.model, opt, state[name])
+
+    def full_model(self) -> dict:
+        """Collective: the whole model's state on rank 0 (in host memory), empty on the other ranks."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        return get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
 class CheckpointManager:
-    def __init__(self, folder, fingerprint: str, states: dict | None = None, keep: int = KEEP):
+    def __init__(self, folder, fingerprint: str, states: dict | None = None, keep: int = KEEP,
+                 layout: str | None = None):  # fmt: skip
         self.folder = Path(folder)
         self.fingerprint = fingerprint
+        self.layout = layout  # the layout-free fingerprint: a sharded checkpoint of it loads at any world size
+        self.resharded_from: int | None = None  # the world size of a sharded checkpoint loaded at another one
         self.states = dict(states or {})  # name -> object with state_dict() / load_state_dict()
         self.keep = keep
         self.rank = dist.get_rank() if dist.is_initialized() else 0
@@ -50,6 +111,13 @@ class CheckpointManager:
     def register(self, **states) -> None:
         self.states |= {name: obj for name, obj in states.items() if obj is not None}
 
+    @property
+    def sharded(self) -> Sharded | None:
+        return next((obj for obj in self.states.values() if isinstance(obj, Sharded)), None)
+
+    def _plain(self) -> dict:
+        return {name: obj for name, obj in self.states.items() if not isinstance(obj, Sharded)}
+
     def save(self, step: int) -> Path:
         """Collective: call on every rank at the same step."""
         rng = [None] * self.world_size
@@ -57,6 +125,8 @@ class CheckpointManager:
             dist.all_gather_object(rng, repro.rng_state())
         else:
             rng = [repro.rng_state()]
+        if self.sharded is not None:
+            return self._save_sharded(step, rng)
         path = step_file(self.folder, step)
         if self.rank == 0:
             state = {"fingerprint": self.fingerprint, "step": step, "rng": rng}
@@ -70,8 +140,34 @@ class CheckpointManager:
         self.last = path
         return path
 
+    def _save_sharded(self, step: int, rng: list) -> Path:
+        import torch.distributed.checkpoint as dcp
+
+        path = step_folder(self.folder, step)
+        tmp = path.with_name(f".{path.name}.tmp")  # a kill leaves this, never a folder that looks complete
+        if self.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        dist.barrier()
+        sharded = [name for name, obj in self.states.items() if isinstance(obj, Sharded)]
+        dcp.save({name: self.states[name].state_dict() for name in sharded}, checkpoint_id=tmp)  # every rank's shards
+        if self.rank == 0:
+            meta = {"fingerprint": self.fingerprint, "layout": self.layout, "step": step, "rng": rng,
+                    "world_size": self.world_size} | {name: obj.state_dict() for name, obj in self._plain().items()}  # fmt: skip
+            with io.atomic_path(tmp / META) as part:
+                torch.save(meta, part)
+            shutil.rmtree(path, ignore_errors=True)
+            os.replace(tmp, path)
+            for old in sorted(self.folder.glob(SHARDED_PATTERN))[: -self.keep]:
+                shutil.rmtree(old)
+        dist.barrier()
+        self.last = path
+        return path
+
     def find(self, step: int = -1) -> tuple[Path | None, dict | None]:
         """(path, state) of the newest complete checkpoint of this run (step -1) or of `step`."""
+        if self.sharded is not None:
+            return self._find_sharded(step)
         paths = [step_file(self.folder, step)] if step >= 0 else sorted(self.folder.glob(PATTERN), reverse=True)
         for path in paths:
             try:
@@ -82,16 +178,47 @@ class CheckpointManager:
                 return path, state
         return None, None
 
+    def _find_sharded(self, step: int) -> tuple[Path | None, dict | None]:
+        folders = [step_folder(self.folder, step)] if step >= 0 else sorted(self.folder.glob(SHARDED_PATTERN), reverse=True)
+        for path in folders:
+            try:
+                meta = torch.load(path / META, map_location="cpu", weights_only=False)
+            except Exception:  # noqa: BLE001 - damaged or missing: an older one may do
+                continue
+            if not isinstance(meta, dict):
+                continue
+            if meta.get("fingerprint") == self.fingerprint or (self.layout and meta.get("layout") == self.layout):
+                return path, meta
+        return None, None
+
     def load(self, step: int = -1) -> int:
         """Restore every registered object and this rank's RNG; the step resumed (0: none)."""
         path, state = self.find(step)
         if state is None:
             return 0
-        for name, obj in self.states.items():
+        for name, obj in self._plain().items():
             obj.load_state_dict(state[name])
-        repro.set_rng_state(state["rng"][self.rank])
+        if self.sharded is not None:
+            import torch.distributed.checkpoint as dcp
+
+            shards = {name: obj.state_dict() for name, obj in self.states.items() if isinstance(obj, Sharded)}
+            dcp.load(shards, checkpoint_id=path)  # into this rank's shards, at whatever world size wrote them
+            for name, value in shards.items():
+                self.states[name].load_state_dict(value)
+            if state["world_size"] != self.world_size:
+                self.resharded_from = state["world_size"]
+        # Every rank starts from the same seed, so at another world size a rank takes a writer's streams in turn.
+        repro.set_rng_state(state["rng"][self.rank % len(state["rng"])])
         self.last = path
         return state["step"]
+
+    def consolidate(self, final, step: int) -> None:
+        """Collective (sharded runs): `final` gets the whole model gathered on rank 0, as a plain checkpoint holds
+        it ({fingerprint, step, model}), so evaluation loads it without knowing how training was sharded."""
+        model = self.sharded.full_model()
+        if self.rank == 0:
+            with io.atomic_path(final) as tmp:
+                torch.save({"fingerprint": self.fingerprint, "step": step, "model": model}, tmp)
 
     def link_final(self, final) -> None:
         """Rank 0: `final` becomes the newest checkpoint (a hard link where the file system allows)."""

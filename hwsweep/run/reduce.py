@@ -1,6 +1,6 @@
-"""Gradient reduction: standard DDP, or strict ordered reduction.
+"""Gradient reduction: standard DDP, strict ordered reduction, or FSDP2's sharded reduce-scatter.
 
-Both present the same small interface to the trainer (`model`, `micro_step`, `backward`,
+All present the same small interface to the trainer (`model`, `micro_step`, `backward`,
 `finish`), so strict parity is a separate reduction path, not a fork of the training loop.
 
 Strict: every micro-batch's gradient is kept separately, all of them are gathered, and they
@@ -91,7 +91,51 @@ class StrictReduction:
             offset += n
 
 
-def make_reduction(level: str, model, accumulation: int, device):
+def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The modules FSDP shards one by one: every element of every ModuleList (the built-in families' blocks,
+    and the layers of most models), outermost first and not looked into further; the root holds the rest."""
+    units = []
+    for child in model.children():
+        units += list(child) if isinstance(child, torch.nn.ModuleList) else shard_units(child)
+    return units
+
+
+# The compute type FSDP gathers the weights in, by precision; gradients are reduced in fp32 either way.
+GATHER_DTYPE = {"fp32": None, "bf16-mixed": torch.bfloat16}
+
+
+class ShardedReduction:
+    """FSDP2 (torch.distributed.fsdp.fully_shard): each block, then the root, keeps 1/N of its parameters,
+    gradients and optimizer state per rank; a block's weights are all-gathered just before it runs and its
+    gradients reduce-scattered right after its backward. Every micro-batch's gradient is reduce-scattered
+    (no no_sync): the gradients stay sharded, which is what a model too big for one device needs. The root
+    keeps its weights gathered from forward to backward (needed at once there, as torchtitan does)."""
+
+    def __init__(self, model: torch.nn.Module, accumulation: int, precision: str, reshard_after_forward: bool):
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        dtype = GATHER_DTYPE[precision]
+        policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
+        for unit in shard_units(model):
+            fully_shard(unit, mp_policy=policy, reshard_after_forward=reshard_after_forward)
+        fully_shard(model, mp_policy=policy, reshard_after_forward=False)
+        self.module = self.model = model
+        self.accumulation = accumulation
+
+    def micro_step(self, last: bool):
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor, scaler) -> None:
+        scaler.scale(loss / self.accumulation).backward()
+
+    def finish(self) -> None:
+        pass
+
+
+def make_reduction(level: str, model, accumulation: int, device, parallel=None, precision: str = "fp32"):
+    """`parallel`: recipe.parallel (None: DDP)."""
+    if parallel is not None and parallel.sharded:
+        return ShardedReduction(model, accumulation, precision, parallel.reshard_after_forward)
     if level == "strict":
         return StrictReduction(model, accumulation)
     ids = [device.torch_device.index] if device.accelerator == "cuda" else None

@@ -2,7 +2,7 @@
 
     run = runtime.init()                            # the plan, from HWSWEEP_SPEC (or a spec.json path)
     loader = run.loader(dataset)                    # any map-style dataset: global batch k = same samples
-    model = run.wrap(Net())                         # on run.device; DDP or strict ordered reduction; compiled
+    model = run.wrap(Net())                         # on run.device; DDP, strict reduction or FSDP; compiled
     optimizer = run.adamw(model.parameters())       # the recipe's AdamW and kernel (or any optimizer of yours)
     run.resume(model=model, optimizer=optimizer)    # newest checkpoint of this run, if any
     for step in run.steps():                        # from the resumed step; checkpoints, preemption
@@ -47,7 +47,7 @@ from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FIL
 from hwsweep.contracts.target import curve_keys
 from hwsweep.run import data, repro, startup
 from hwsweep.run import device as devices
-from hwsweep.run.checkpoint import CheckpointManager, fingerprint
+from hwsweep.run.checkpoint import CheckpointManager, Sharded, fingerprint, layout_fingerprint
 from hwsweep.run.reduce import gather_in_order, make_reduction, ordered_sum
 from hwsweep.run.startup import StartupClock, process_age
 
@@ -91,6 +91,7 @@ class Run:
                 f"launch with --nnodes {self.plan.nodes} --nproc_per_node {self.plan.devices_per_node}"
             )
         self.strict = self.recipe.reproducibility == "strict"
+        self.sharded = self.recipe.parallel.sharded  # FSDP: every rank holds a shard; collectives on all ranks
         local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         # The train job passes the node's threads; a command gets OMP_NUM_THREADS per process from hwsweep.
         per_process = int(os.environ.get("OMP_NUM_THREADS", 1))
@@ -120,7 +121,8 @@ class Run:
 
         self.run_dir = Path(run_dir or spec.run_dir)
         self.scaler = devices.grad_scaler(self._device, self.plan.precision)
-        self.checkpoint = CheckpointManager(self.run_dir / CHECKPOINT_DIR, fingerprint(spec))
+        self.checkpoint = CheckpointManager(self.run_dir / CHECKPOINT_DIR, fingerprint(spec),
+                                            layout=layout_fingerprint(spec) if self.sharded else None)
         self.checkpoint.register(scaler=self.scaler, run=self)
         self.flops_per_step = None
         self.optimizer_kernel = None  # the AdamW kernel run.adamw resolved; None: the script built its own
@@ -162,12 +164,14 @@ class Run:
         return loader
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        """Move `model` to the device and wrap it for the plan's gradient reduction (DDP, or
-        strict ordered reduction); with recipe.compile, torch.compile the wrapped model (around DDP if any, so
-        TorchDynamo splits the graph at DDP's buckets and no_sync still holds). Call it before building
-        the optimizer; `run.module` stays the model as built."""
+        """Move `model` to the device and wrap it for the plan's gradient reduction (DDP, strict ordered
+        reduction, or with recipe.parallel.strategy fsdp FSDP2 sharding each block, i.e. every ModuleList element,
+        then the whole model, in place); with recipe.compile, torch.compile the wrapped model (around DDP if any,
+        so TorchDynamo splits the graph at DDP's buckets and no_sync still holds). Call it before building
+        the optimizer (under FSDP the parameters become shards); `run.module` stays the model as built."""
         self.module = model.to(self.device)
-        self._reduction = make_reduction(self.recipe.reproducibility, self.module, self.plan.accumulation, self._device)
+        self._reduction = make_reduction(self.recipe.reproducibility, self.module, self.plan.accumulation, self._device,
+                                         self.recipe.parallel, self.plan.precision)  # fmt: skip
         return torch.compile(self._reduction.model) if self.recipe.compile else self._reduction.model
 
     def adamw(self, parameters) -> torch.optim.AdamW:
@@ -184,8 +188,14 @@ class Run:
         """Register what a checkpoint holds (model=, optimizer=, scheduler=, anything with a
         state_dict) and restore the newest checkpoint of this run. Returns the step resumed (0: fresh)."""
         states = {k: _unwrapped(v) if k == "model" else v for k, v in states.items()}
+        if self.sharded and "model" in states:  # the model and its optimizers are saved in shards (DCP)
+            optimizers = {k: states.pop(k) for k in list(states) if isinstance(states[k], torch.optim.Optimizer)}
+            states["sharded"] = Sharded(states.pop("model"), optimizers)
         self.checkpoint.register(**states)
         self.start = self.checkpoint.load()
+        if self.checkpoint.resharded_from is not None and self.master:
+            print(f"hwsweep: resharded the checkpoint of step {self.start} from world size "
+                  f"{self.checkpoint.resharded_from} to {self.world_size}", flush=True)  # fmt: skip
         if self.master and not self.start:  # a fresh start: an earlier attempt's lines are not this run's
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
@@ -199,8 +209,15 @@ class Run:
         self.flops_per_step = flops.train_step_flops(model, batch) * self.plan.world_size * self.plan.accumulation
         return self.flops_per_step
 
+    @property
+    def evaluates(self) -> bool:
+        """Whether this rank takes part in an evaluation during training: rank 0, or every rank of a sharded
+        model (each forward gathers its blocks from all ranks); rank 0 logs the result."""
+        return self.master or self.sharded
+
     def evaluate(self, fn, model: torch.nn.Module, *args, **kwargs):
-        """fn(model, *args, **kwargs) in eval mode under no_grad, the training RNG streams untouched."""
+        """fn(model, *args, **kwargs) in eval mode under no_grad, the training RNG streams untouched
+        (on every rank where the model is sharded: see run.evaluates)."""
         was_training = model.training
         model.eval()
         cuda = [self.device] if self.device.type == "cuda" else []
@@ -221,6 +238,8 @@ class Run:
             self.resume()
         self.clock.mark("model")
         segment = {"start_step": self.start, "startup_seconds": process_age(), "startup_parts": self.clock.parts()}
+        if self.checkpoint.resharded_from is not None:  # a sharded checkpoint written at another world size
+            segment["resharded_from_world_size"] = self.checkpoint.resharded_from
         self.history["segments"].append(segment)
         if self.master:
             print(self._banner(), flush=True)
@@ -378,7 +397,7 @@ class Run:
             f"world size {self.world_size} = {p.nodes} node(s) x {p.devices_per_node} {self._device.name}",
             f"global batch {p.global_batch} = micro-batch {p.micro_batch} x {self.world_size} device(s) x "
             f"{p.accumulation} accumulation",
-            f"backend {self._device.backend}, precision {p.precision}, tf32 {p.tf32}, "
+            f"strategy {self.recipe.parallel.strategy}, backend {self._device.backend}, precision {p.precision}, tf32 {p.tf32}, "
             f"reproducibility {self.recipe.reproducibility}, {self.threads} thread(s)/process",
             f"steps {p.steps} (warmup {p.warmup_steps}) = {p.epochs} epochs; {resumed}",
             "=" * 64,
@@ -405,6 +424,9 @@ class Run:
         self._judge(self._guard.finish())
         final = {k: _number(v) for k, v in (self._final | metrics).items()}
         self.peak_memory = self._peak_memory_gb()  # a collective: before rank 0 alone writes the record
+        sharded = self.checkpoint.sharded
+        if sharded is not None and self.checkpoint.last is not None:  # a collective: the model gathered whole
+            self.checkpoint.consolidate(self.run_dir / FINAL_CHECKPOINT, self.plan.steps)
         if self.master and final:  # a line without a step: the run's value, not a point of a curve
             io.append_line(self.run_dir / METRICS_FILE, json.dumps(final))
         gathered = [None] * self.world_size
@@ -417,7 +439,8 @@ class Run:
             except RuntimeError as e:  # said once, by rank 0; every rank fails with it below
                 problem = [str(e)]
             else:
-                self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
+                if sharded is None:
+                    self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
                 io.write_json(self.run_dir / TRAIN_RECORD, record.to_dict())
         dist.broadcast_object_list(problem, src=0)
         dist.barrier()

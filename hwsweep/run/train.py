@@ -74,7 +74,7 @@ def main(argv=None) -> int:
             run.log(segments_per_sample=work["segments"] / work["samples"],
                     extra_segments_per_sample=work["extra_segments"] / work["samples"])
         done = step + 1
-        if recipe.eval_every and run.master and (done % recipe.eval_every == 0 or done == plan.steps):
+        if recipe.eval_every and run.evaluates and (done % recipe.eval_every == 0 or done == plan.steps):
             subset = tuple(t[: recipe.eval_subset] for t in held_out)
             run.log(**{f"eval_{k}": v for k, v in run.evaluate(fam.evaluate, model, recipe, subset).items()})
     run.finish()
