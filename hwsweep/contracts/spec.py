@@ -17,6 +17,7 @@ from hwsweep.contracts.guard import GuardConfig
 from hwsweep.contracts.hardware import BatchPlan, Hardware
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.recipe import Recipe
+from hwsweep.contracts.tracking import TrackingConfig
 from hwsweep.contracts.typed import Typed
 
 # One place for the output layout; workflow/rules/common.smk builds its patterns from these.
@@ -73,6 +74,7 @@ class RunSpec(Typed):
     metrics: list[Metric]
     keep_checkpoints: bool
     guard: GuardConfig = GuardConfig()  # the divergence guard, chance_loss resolved to a number or None
+    tracking: TrackingConfig = TrackingConfig()  # which trackers see the run live (no secrets: those stay in the env)
 
     def metrics_of(self, stage: str) -> list[Metric]:
         return [m for m in self.metrics if m.stage == stage]

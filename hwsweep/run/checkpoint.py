@@ -29,8 +29,10 @@ KEEP = 2
 
 
 def fingerprint(spec) -> str:
-    """The resolved spec's hash: same recipe, plan, seed and run directory, same fingerprint."""
-    return hashlib.sha256(json.dumps(spec.to_dict(), sort_keys=True).encode()).hexdigest()
+    """The resolved spec's hash: same recipe, plan, seed and run directory, same fingerprint. The trackers
+    are left out: turning tracking on or off does not change what trains, so a run still resumes."""
+    resolved = {k: v for k, v in spec.to_dict().items() if k != "tracking"}
+    return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()
 
 
 def step_file(folder: Path, step: int) -> Path:

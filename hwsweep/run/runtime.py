@@ -44,7 +44,7 @@ from hwsweep.contracts.guard import Guard
 from hwsweep.contracts.metrics import observations, summarise
 from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD, RunSpec
-from hwsweep.run import data, repro, startup
+from hwsweep.run import data, repro, startup, tracking
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, fingerprint
 from hwsweep.run.reduce import gather_in_order, make_reduction, ordered_sum
@@ -133,6 +133,9 @@ class Run:
         self._pending: list[torch.Tensor] = []  # one row of micro-batch losses per step, not yet read
         self._logged: dict[int, dict] = {}  # step -> values logged by the script, not yet written
         self._final: dict = {}  # values without a step (run.finish(**metrics))
+        self.tracker = None  # rank 0's feed to the trackers (config tracking), from run.steps() on
+        self._lr = None  # the learning rate of the newest optimizer step, and its gradient norm before clipping
+        self._grad_norm = None
         # What a resumed run carries on: every logged line, step times, one segment per start.
         self.history = {"lines": [], "step_seconds": [], "segments": [], "checks": []}
         self._guard = Guard(self.spec.guard)  # fed the all-reduced losses: every rank judges alike
@@ -215,6 +218,7 @@ class Run:
         segment = {"start_step": self.start, "startup_seconds": process_age(), "startup_parts": self.clock.parts()}
         self.history["segments"].append(segment)
         if self.master:
+            self._start_tracking()
             print(self._banner(), flush=True)
         self._bar = tqdm(total=self.plan.steps, initial=self.start, disable=not self.master,
                          mininterval=1 if sys.stderr.isatty() else 10, desc="train")  # fmt: skip
@@ -250,9 +254,12 @@ class Run:
 
     def optimizer_step(self, optimizer, scheduler=None, grad_clip: float = 0.0) -> None:
         """Clip (grad_clip > 0), step, zero the gradients, step the scheduler."""
+        if self.tracker is not None:
+            self._lr = optimizer.param_groups[0]["lr"]  # a float the scheduler set: no device read
         if grad_clip > 0:
             self.scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(self.module.parameters(), grad_clip)
+            # The total norm of the reduced gradients before clipping; read at the next log step (tracking).
+            self._grad_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), grad_clip)
         self.scaler.step(optimizer)
         self.scaler.update()
         optimizer.zero_grad(set_to_none=True)
@@ -280,11 +287,15 @@ class Run:
             loss = next((line["loss"] for line in reversed(self.history["lines"]) if "loss" in line), None)
             shown = {"loss": loss, "samples/s/device": recent["samples_per_second_per_device"], "mfu": recent["mfu"]}
             self._bar.set_postfix({k: f"{v:.4g}" for k, v in shown.items() if v is not None}, refresh=False)
+            if self.tracker is not None:
+                self._track_step(done, recent)
         if done % self.recipe.checkpoint_every == 0 or done == self.plan.steps or stop:
             self.checkpoint.save(done)
         if stop and done < self.plan.steps:
             if self.master:
                 print(f"hwsweep: stop requested; checkpoint at step {done}, exiting {EXIT_PREEMPTED}", flush=True)
+                if self.tracker is not None:  # the resumed run continues the same tracked run
+                    self.tracker.close()
             dist.destroy_process_group()
             raise SystemExit(EXIT_PREEMPTED)
 
@@ -342,7 +353,31 @@ class Run:
         self.history["lines"] += lines
         if self.master and lines:
             io.append_line(self.run_dir / METRICS_FILE, "\n".join(json.dumps(line) for line in lines))
+            if self.tracker is not None:
+                for line in lines:
+                    self.tracker.log(line["step"], {k: v for k, v in line.items() if k != "step"})
         return lines
+
+    # -- the trackers (rank 0) ------------------------------------------------------------------
+    def _start_tracking(self) -> None:
+        """Rank 0's tracker (config tracking), continuing the tracked run after a resume. The owner file tells
+        the runner of a command that this script feeds the trackers itself."""
+        gpu = self.device.index if self.device.type == "cuda" else None
+        self.tracker = tracking.Tracker.start(self.spec, self.run_dir, self.start, gpu)
+        if self.tracker is not None:
+            io.write_text(self.run_dir / tracking.OWNER_FILE, f"{os.getpid()}\n")
+
+    def _track_step(self, done: int, recent: dict) -> None:
+        """Throughput, learning rate, gradient norm and peak memory at a log step (the device was just waited
+        for by the loss read, so the norm's read costs no extra wait)."""
+        if self.device.type == "cuda":
+            peak = torch.cuda.max_memory_allocated(self.device)
+        else:
+            peak = host.peak_rss_bytes()
+        norm = self._grad_norm.item() if isinstance(self._grad_norm, torch.Tensor) else self._grad_norm
+        keys = ("samples_per_second_per_device", "tflops_per_device", "mfu")
+        self.tracker.log(done, {k: recent[k] for k in keys} | {"lr": self._lr, "grad_norm": norm,
+                                                              "peak_memory_gb": peak / 2**30})  # fmt: skip
 
     def _banner(self) -> str:
         s, p = self.spec, self.plan
@@ -386,13 +421,20 @@ class Run:
         names = [name for name, _ in gathered]
         problem = [None]
         if self.master:
+            if self.tracker is not None and final:
+                self.tracker.log(self.step or self.start, final)
+            status = self.tracker.drain() if self.tracker is not None else None
             try:
-                record = self._record(final, names, [cpus for _, cpus in gathered])
+                record = self._record(final, names, [cpus for _, cpus in gathered], status)
             except RuntimeError as e:  # said once, by rank 0; every rank fails with it below
                 problem = [str(e)]
+                if self.tracker is not None:
+                    self.tracker.close(failed=True)
             else:
                 self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
                 io.write_json(self.run_dir / TRAIN_RECORD, record.to_dict())
+                if self.tracker is not None:
+                    self.tracker.close(artifacts=[self.run_dir / TRAIN_RECORD])
         dist.broadcast_object_list(problem, src=0)
         dist.barrier()
         dist.destroy_process_group()
@@ -407,7 +449,7 @@ class Run:
         pinned = {k: self.affinity[k] for k in ("pinned", "reason")}
         return seen | {"affinity": pinned | {"cpus_per_rank": cpus_per_rank}}
 
-    def _record(self, final: dict, device_names: list[str], cpus_per_rank: list) -> RunRecord:
+    def _record(self, final: dict, device_names: list[str], cpus_per_rank: list, tracked: dict | None = None) -> RunRecord:
         declared = self.spec.metrics_of("train")
         lines = self.history["lines"]
         found = [o for line in lines + [final] for o in observations(line, declared)]
@@ -445,7 +487,7 @@ class Run:
             tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=list(self.history["checks"]),
             seeded=True,  # init() seeded every rank from the run's seed
             planned_memory_gb=self.plan.est_memory_gb, peak_memory_gb=self.peak_memory[0],
-            peak_memory_source=self.peak_memory[1],
+            peak_memory_source=self.peak_memory[1], tracking=tracked,
         )  # fmt: skip
 
     def _peak_memory_gb(self) -> tuple[float, str]:
