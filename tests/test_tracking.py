@@ -28,7 +28,8 @@ SECRET = "not-a-real-key-0123456789abcdef0123456789abcdef"
 def _config(tracking_block, steps: int = 60) -> dict:
     cfg = copy.deepcopy(SMALL)
     cfg["recipe"]["schedule"] = {"steps": steps, "warmup_steps": 5}
-    cfg["recipe"] |= {"log_every": 5, "checkpoint_every": 10}
+    # strict: one and two processes train the same bits, so a tracked cpu2 run is compared with an untracked cpu1 one
+    cfg["recipe"] |= {"log_every": 5, "checkpoint_every": 10, "reproducibility": "strict"}
     if tracking_block is not None:
         cfg["tracking"] = tracking_block
     return cfg
@@ -138,14 +139,16 @@ def _scalars(folder: Path) -> dict:
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}, events
 
 
-def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps: int = 60, env=None):
+def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps: int = 60, env=None, hardware="cpu1"):
     """The built-in trainer on one spec in `tmp_path/name`, laid out as results/ is; a kill (SIGTERM once the first
     checkpoint is written) and a rerun that resumes it when asked. Returns the run folder and the last output."""
-    run_dir = tmp_path / name / "results/tiny/default/cpu1/seed0"
-    spec = resolve(_config(block, steps)).spec("tiny", "default", "cpu1", 0).to_dict() | {"run_dir": str(run_dir)}
+    run_dir = tmp_path / name / f"results/tiny/default/{hardware}/seed0"
+    spec = resolve(_config(block, steps)).spec("tiny", "default", hardware, 0).to_dict() | {"run_dir": str(run_dir)}
     path = tmp_path / f"{name}.json"
     io.write_json(path, spec)
     cmd = [sys.executable, "-m", "hwsweep.run.train", str(path)]
+    if hardware == "cpu2":
+        cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", *cmd[1:]]
     env = os.environ | {"OMP_NUM_THREADS": "1"} | (env or {})
     if kill_after_checkpoint:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -220,11 +223,15 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_unreachable_tracking_server_is_one_warning_and_the_same_numbers(tmp_path, untracked):
     uri = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
-    run_dir, err = _run(tmp_path, "down", {"backends": ["mlflow", "tensorboard"], "mlflow": {"uri": uri}})
+    block = {"backends": ["mlflow", "tensorboard"], "mlflow": {"uri": uri}}
+    run_dir, err = _run(tmp_path, "down", block, hardware="cpu2")  # two ranks: only rank 0 tracks
     record = json.loads((run_dir / "train.json").read_text())
     assert record["curves"] == untracked["curves"]
     assert err.count("warning: tracking:") == 1 and "tracking: mlflow failed" in err, err
     assert record["tracking"]["backends"]["mlflow"] != "ok" and record["tracking"]["backends"]["tensorboard"] == "ok"
+    scalars, _ = _scalars(run_dir / "tensorboard")
+    spread = [v for _, v in scalars["rank_step_time_spread"]]  # the slowest of the two ranks against the median
+    assert len(spread) == 12 and all(v >= 1 for v in spread)
 
 
 @pytest.mark.slow

@@ -29,6 +29,7 @@ import math
 import os
 import signal
 import socket
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -136,6 +137,8 @@ class Run:
         self.tracker = None  # rank 0's feed to the trackers (config tracking), from run.steps() on
         self._lr = None  # the learning rate of the newest optimizer step, and its gradient norm before clipping
         self._grad_norm = None
+        self._timed = 0  # step times already sent to the other ranks (tracking: the per-rank spread)
+        self._spread = None  # the slowest rank's step time over the median rank's, since the last flush
         # What a resumed run carries on: every logged line, step times, one segment per start.
         self.history = {"lines": [], "step_seconds": [], "segments": [], "checks": []}
         self._guard = Guard(self.spec.guard)  # fed the all-reduced losses: every rank judges alike
@@ -303,14 +306,22 @@ class Run:
         """One collective for the steps since the last flush: every rank's micro-batch losses
         (the step loss is their sum in global order, so it is the same at any world size) and
         every rank's stop flag (all ranks stop at the same step). Returns whether to stop."""
-        flag = torch.tensor([float(bool(self._signalled))], device=self.device)
+        tail = [float(bool(self._signalled))]
+        if self.spec.tracking.on:  # the same on every rank: each rank's step seconds since the last flush ride along
+            tail.insert(0, sum(self.history["step_seconds"][self._timed :]))
+            self._timed = len(self.history["step_seconds"])
+        flag = torch.tensor(tail, device=self.device)
         local = torch.stack(self._pending).flatten() if self._pending else flag.new_empty(0)
         everything = gather_in_order(torch.cat([local, flag])).view(self.world_size, -1)
         stop = bool(everything[:, -1].max() > 0)
+        if len(tail) > 1 and self.world_size > 1:
+            seconds = everything[:, -2].tolist()
+            median = statistics.median(seconds)
+            self._spread = max(seconds) / median if median > 0 else None
         losses = {}
         if self._pending:
             n = len(self._pending)
-            rows = everything[:, :-1].reshape(self.world_size, n, -1).transpose(0, 1).reshape(n, -1)
+            rows = everything[:, : -len(tail)].reshape(self.world_size, n, -1).transpose(0, 1).reshape(n, -1)
             means = (ordered_sum(rows.T) / rows.shape[1]).tolist()
             losses = dict(zip(range(done - n + 1, done + 1), means))
         self._pending = []
@@ -368,8 +379,8 @@ class Run:
             io.write_text(self.run_dir / tracking.OWNER_FILE, f"{os.getpid()}\n")
 
     def _track_step(self, done: int, recent: dict) -> None:
-        """Throughput, learning rate, gradient norm and peak memory at a log step (the device was just waited
-        for by the loss read, so the norm's read costs no extra wait)."""
+        """Throughput, learning rate, gradient norm, peak memory and the per-rank step-time spread at a log step
+        (the device was just waited for by the loss read, so the norm's read costs no extra wait)."""
         if self.device.type == "cuda":
             peak = torch.cuda.max_memory_allocated(self.device)
         else:
@@ -377,7 +388,8 @@ class Run:
         norm = self._grad_norm.item() if isinstance(self._grad_norm, torch.Tensor) else self._grad_norm
         keys = ("samples_per_second_per_device", "tflops_per_device", "mfu")
         self.tracker.log(done, {k: recent[k] for k in keys} | {"lr": self._lr, "grad_norm": norm,
-                                                              "peak_memory_gb": peak / 2**30})  # fmt: skip
+                                                              "peak_memory_gb": peak / 2**30,
+                                                              "rank_step_time_spread": self._spread})  # fmt: skip
 
     def _banner(self) -> str:
         s, p = self.spec, self.plan

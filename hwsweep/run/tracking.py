@@ -110,12 +110,16 @@ class TensorBoard:
         if not target.start_step:  # a fresh start: an earlier attempt's curves are not this run's
             shutil.rmtree(folder, ignore_errors=True)
         self.writer = EventFileWriter(str(folder), flush_secs=5)
-        if target.start_step:  # TensorBoard drops the earlier events at and after this step: one curve
-            self._event(Event(step=target.start_step + 1, session_log=SessionLog(status=SessionLog.START)))
+        # After a resume TensorBoard's reader drops the earlier events at and after this step: one curve. A
+        # summary at a lower step would read as a restart and drop more, so the hparams are put at it too.
+        first = target.start_step + 1 if target.start_step else 0
+        if first:
+            self._event(Event(step=first, session_log=SessionLog(status=SessionLog.START)))
         if target.params:
             from tensorboard.plugins.hparams import summary_v2
 
-            self._event(Event(summary=summary_v2.hparams_pb(target.params, start_time_secs=time.time())))
+            summary = summary_v2.hparams_pb(target.params, start_time_secs=time.time())
+            self._event(Event(step=first, summary=summary))
 
     def _event(self, event) -> None:
         event.wall_time = event.wall_time or time.time()
