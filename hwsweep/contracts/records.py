@@ -93,6 +93,9 @@ class RunRecord(Typed):
     # Recipe settings that reached no flag of the command (recipe.optimizer.weight_decay, ...): the script used
     # its own values, so the recorded recipe does not say what it applied for these.
     not_passed: list = field(default_factory=list)
+    # The trackers that saw the run live (config tracking): {id, dropped (steps the full queue dropped),
+    # backends: name -> "ok" or why it failed}; None: tracking off.
+    tracking: dict | None = None
 
     def curve(self, name: str) -> Curve:
         return Curve.from_dict(self.curves[name], f"curves.{name}")

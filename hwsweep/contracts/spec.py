@@ -18,6 +18,7 @@ from hwsweep.contracts.hardware import BatchPlan, Hardware
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.target import Target
+from hwsweep.contracts.tracking import TrackingConfig
 from hwsweep.contracts.typed import Typed
 
 # One place for the output layout; workflow/rules/common.smk builds its patterns from these.
@@ -77,6 +78,7 @@ class RunSpec(Typed):
     # The suite's targets where recipe.schedule.stop_at is target (the runtime stops once all are reached); else
     # empty, so declaring targets only to measure time to target changes no run.
     targets: list[Target] = field(default_factory=list)
+    tracking: TrackingConfig = TrackingConfig()  # which trackers see the run live (no secrets: those stay in the env)
 
     def metrics_of(self, stage: str) -> list[Metric]:
         return [m for m in self.metrics if m.stage == stage]

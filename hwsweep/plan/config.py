@@ -33,6 +33,7 @@ from hwsweep.contracts.command import (
     resolve_program,
 )
 from hwsweep.contracts.guard import GuardConfig
+from hwsweep.contracts.tracking import TrackingConfig, config_problem
 from hwsweep.contracts.hardware import Hardware
 from hwsweep.contracts.metrics import Metric, check_pattern
 from hwsweep.contracts.recipe import Recipe
@@ -536,6 +537,8 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             "guard.chance_loss: auto needs the built-in task's vocabulary; give your loss at chance as a number"
         )
 
+    tracking = _tracking(raw.get("tracking", {}), schema)
+
     cells, references, targets = [], {}, {}
     for suite, body in raw["suites"].items():
         where = f"suites.{suite}"
@@ -610,6 +613,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         estimate=estimate,
         keep_checkpoints=raw.get("keep_checkpoints", True),
         guard=guard,
+        tracking=tracking,
         timing=raw.get("timing", "auto"),
         warnings=warnings,
         trainer=trainer,
@@ -624,6 +628,17 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             for hw in cell.hardware:
                 _command_problems(trainer, matrix.spec(cell.suite, cell.variant, hw, matrix.seeds[0]))
     return matrix
+
+
+def _tracking(raw, schema: dict) -> TrackingConfig:
+    """The config's `tracking` (a list of tracker names, or the full mapping), defaults filled and checked."""
+    raw = {"backends": raw} if isinstance(raw, list) else raw
+    branch = next(b for b in schema["properties"]["tracking"]["anyOf"] if b["type"] == "object")
+    config = TrackingConfig.from_dict(_fill_defaults(branch, raw, schema), "tracking")
+    problem = config_problem(config)
+    if problem:
+        raise ConfigError(problem)
+    return config
 
 
 def _run_count(raw: dict) -> int:

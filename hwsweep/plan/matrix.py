@@ -13,6 +13,7 @@ from hwsweep.contracts.hardware import Hardware
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.spec import RunSpec, run_dir
+from hwsweep.contracts.tracking import TrackingConfig
 from hwsweep.plan.batch import Advisor, make_plan
 
 
@@ -50,6 +51,7 @@ class Matrix:
     estimate: dict = field(default_factory=dict)  # the config's estimate section, defaults filled
     keep_checkpoints: bool = True
     guard: GuardConfig = GuardConfig()
+    tracking: TrackingConfig = TrackingConfig()
     timing: str = "auto"  # auto | exclusive | shared
     warnings: tuple[str, ...] = ()
     trainer: Trainer = Trainer(kind="builtin")
@@ -115,4 +117,5 @@ class Matrix:
             keep_checkpoints=self.keep_checkpoints,
             guard=self._guard(cell.recipe),
             targets=list(self.targets.get(suite, ())) if cell.recipe.schedule.stop_at == "target" else [],
+            tracking=self.tracking,
         )

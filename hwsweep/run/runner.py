@@ -32,7 +32,7 @@ from hwsweep.contracts.command import (
 from hwsweep.contracts.metrics import TextParser, parse_jsonl_line, problems, summarise
 from hwsweep.contracts.records import EvalRecord, RunRecord, read
 from hwsweep.contracts.spec import CHECKPOINT_DIR, EVAL_RECORD, TRAIN_RECORD, RunSpec
-from hwsweep.run import observe, tether
+from hwsweep.run import observe, tether, tracking
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal; rerun to resume
 ATTEMPTS_FILE = "attempts.jsonl"  # one line per start of the command, for restarts and resume
@@ -93,10 +93,12 @@ class Stage:
         except ProcessLookupError:
             pass
 
-    def run(self, forward_as: int, on_line=None, skip_launcher: bool = False, watch=None) -> tuple[int, float]:
+    def run(self, forward_as: int, on_line=None, skip_launcher: bool = False, watch=None,
+            on_metrics=None) -> tuple[int, float]:  # fmt: skip
         """Start, stream, wait. Returns (exit code, seconds). `watch(observations)` sees the metrics as
         they come (parsed from the output, or read from the metrics file at each output line) and
-        returns a verdict line that stops the command, or None."""
+        returns a verdict line that stops the command, or None; `on_metrics(observations)` sees them too
+        (the trackers)."""
         self.child, self.forward_as, self.skip_launcher = None, forward_as, skip_launcher
         handlers = {s: signal.signal(s, self._forward) for s in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)}
         t0 = time.perf_counter()
@@ -118,8 +120,10 @@ class Stage:
                     self.observations += found
                     if self.first_step_seconds is None and any(o["step"] is not None for o in found):
                         self.first_step_seconds = time.perf_counter() - t0
-                elif watch:
+                elif watch or on_metrics:
                     found = self._fresh_file_observations()
+                if on_metrics and found:
+                    on_metrics(found)
                 verdict = watch(found) if watch and found and self.stopped is None else None
                 if verdict:
                     self._stop(verdict)
@@ -302,8 +306,9 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     observe.reset(run_dir)
     stage = Stage(spec, trainer.invocation, spec.metrics_of("train"), argv + resume, env, train_folder(spec))
     launcher = trainer.launcher(spec.plan.world_size)
+    feed = TrackerFeed(spec, run_dir, first_step if resuming else 0, started)
     code, seconds = stage.run(getattr(signal, f"SIG{trainer.signal}"), on_line, launcher == "torchrun",
-                              live_guard(spec, history))  # fmt: skip
+                              live_guard(spec, history), feed if spec.tracking.on else None)  # fmt: skip
     contention["other_runs"] = max(contention["other_runs"], host.other_runs())
     for o in stage.observations:  # the parsed output is kept, so a resumed run keeps its earlier steps
         io.append_line(history_path, json.dumps(o))
@@ -320,9 +325,11 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         if departures and trainer.observe == "fail":
             raise RunFailed(f"what trained is not the plan: {'; '.join(departures)} (trainer.observe: flag keeps such runs)")
         if own is not None:
+            feed.close()
             return 0  # a runtime-API script wrote the full RunRecord itself
     except RunFailed as e:
         print(f"hwsweep: {spec.suite}/{spec.variant}/{spec.hardware_name}/seed{spec.seed}: {e}", file=sys.stderr)
+        feed.close(failed=stage.signalled is None)
         # A runtime-API script resumes from its own checkpoints without trainer.resume.
         resumable = trainer.resume_when or any(Path(spec.run_dir, CHECKPOINT_DIR).glob("step*.pt"))
         return EXIT_PREEMPTED if stage.signalled is not None and resumable else 1
@@ -343,12 +350,48 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
                                        if value not in trainer.invocation.args.values()],
         # The script's own GPU memory is not visible from here: its largest process's host memory is.
         planned_memory_gb=spec.plan.est_memory_gb, peak_memory_gb=host.peak_rss_bytes(children=True) / 2**30,
-        peak_memory_source="host_rss",
+        peak_memory_source="host_rss", tracking=feed.drain(),
     )  # fmt: skip
     io.write_json(spec.path(TRAIN_RECORD), record.to_dict())
+    feed.close(artifacts=[spec.path(TRAIN_RECORD)])
     for check in record.checks:
         print(f"hwsweep: warning: {check}", file=sys.stderr)
     return 0
+
+
+class TrackerFeed:
+    """The trackers' view of a command's run: the metrics the runner parses, at their steps, plus system metrics.
+    Started at the first metric unless the command is a runtime-API script that feeds the trackers itself
+    (it writes tracking.OWNER_FILE in the run folder when it starts)."""
+
+    def __init__(self, spec: RunSpec, run_dir: Path, start_step: int, since: float):
+        self.spec, self.run_dir, self.start_step, self.since = spec, run_dir, start_step, since
+        self.tracker = None
+        self.theirs = False  # the script's own runtime tracks
+
+    def __call__(self, observations: list[dict]) -> None:
+        if self.tracker is None and not self.theirs:
+            owner = Path(self.run_dir, tracking.OWNER_FILE)
+            self.theirs = owner.exists() and owner.stat().st_mtime >= self.since
+            if self.theirs:
+                return
+            gpu = 0 if self.spec.plan.accelerator == "cuda" else None
+            self.tracker = tracking.Tracker.start(self.spec, self.run_dir, self.start_step, gpu)
+        if self.tracker is None:
+            return
+        by_step: dict[int, dict] = {}
+        for o in observations:
+            if o["step"] is not None:
+                by_step.setdefault(o["step"], {})[o["metric"]] = o["value"]
+        for step, values in sorted(by_step.items()):
+            self.tracker.log(step, values)
+
+    def drain(self) -> dict | None:
+        return self.tracker.drain() if self.tracker is not None else None
+
+    def close(self, artifacts=(), failed: bool = False) -> None:
+        if self.tracker is not None:
+            self.tracker.close(artifacts=artifacts, failed=failed)
 
 
 def evaluate(spec: RunSpec, spec_path: str, threads: int) -> int:

@@ -29,6 +29,7 @@ import math
 import os
 import signal
 import socket
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -45,7 +46,7 @@ from hwsweep.contracts.metrics import observations, summarise
 from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD, RunSpec
 from hwsweep.contracts.target import curve_keys
-from hwsweep.run import data, repro, startup
+from hwsweep.run import data, repro, startup, tracking
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, Sharded, fingerprint, layout_fingerprint
 from hwsweep.run.reduce import gather_in_order, make_reduction, ordered_sum
@@ -136,6 +137,11 @@ class Run:
         self._pending: list[torch.Tensor] = []  # one row of micro-batch losses per step, not yet read
         self._logged: dict[int, dict] = {}  # step -> values logged by the script, not yet written
         self._final: dict = {}  # values without a step (run.finish(**metrics))
+        self.tracker = None  # rank 0's feed to the trackers (config tracking), from run.steps() on
+        self._lr = None  # the learning rate of the newest optimizer step, and its gradient norm before clipping
+        self._grad_norm = None
+        self._timed = 0  # step times already sent to the other ranks (tracking: the per-rank spread)
+        self._spread = None  # the slowest rank's step time over the median rank's, since the last flush
         # What a resumed run carries on: every logged line, step times, one segment per start.
         self.history = {"lines": [], "step_seconds": [], "segments": [], "checks": []}
         self._guard = Guard(self.spec.guard)  # fed the all-reduced losses: every rank judges alike
@@ -242,6 +248,7 @@ class Run:
             segment["resharded_from_world_size"] = self.checkpoint.resharded_from
         self.history["segments"].append(segment)
         if self.master:
+            self._start_tracking()
             print(self._banner(), flush=True)
         self._bar = tqdm(total=self.plan.steps, initial=self.start, disable=not self.master,
                          mininterval=1 if sys.stderr.isatty() else 10, desc="train")  # fmt: skip
@@ -279,9 +286,12 @@ class Run:
 
     def optimizer_step(self, optimizer, scheduler=None, grad_clip: float = 0.0) -> None:
         """Clip (grad_clip > 0), step, zero the gradients, step the scheduler."""
+        if self.tracker is not None:
+            self._lr = optimizer.param_groups[0]["lr"]  # a float the scheduler set: no device read
         if grad_clip > 0:
             self.scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(self.module.parameters(), grad_clip)
+            # The total norm of the reduced gradients before clipping; read at the next log step (tracking).
+            self._grad_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), grad_clip)
         self.scaler.step(optimizer)
         self.scaler.update()
         optimizer.zero_grad(set_to_none=True)
@@ -313,11 +323,15 @@ class Run:
             loss = next((line["loss"] for line in reversed(self.history["lines"]) if "loss" in line), None)
             shown = {"loss": loss, "samples/s/device": recent["samples_per_second_per_device"], "mfu": recent["mfu"]}
             self._bar.set_postfix({k: f"{v:.4g}" for k, v in shown.items() if v is not None}, refresh=False)
+            if self.tracker is not None:
+                self._track_step(done, recent)
         if done % self.recipe.checkpoint_every == 0 or done == self.plan.steps or stop or reached:
             self.checkpoint.save(done)
         if stop and done < self.plan.steps and not reached:
             if self.master:
                 print(f"hwsweep: stop requested; checkpoint at step {done}, exiting {EXIT_PREEMPTED}", flush=True)
+                if self.tracker is not None:  # the resumed run continues the same tracked run
+                    self.tracker.close()
             dist.destroy_process_group()
             raise SystemExit(EXIT_PREEMPTED)
 
@@ -325,15 +339,24 @@ class Run:
         """One collective for the steps since the last flush: every rank's micro-batch losses
         (the step loss is their sum in global order, so it is the same at any world size), every
         rank's stop flag and whether its logged values reached every target (schedule.stop_at: target;
-        the evaluation may run on one rank), so all ranks stop at the same step. Returns (stop, reached)."""
-        flags = torch.tensor([float(bool(self._signalled)), float(self._reached())], device=self.device)
+        the evaluation may run on one rank), so all ranks stop at the same step. With tracking on, each
+        rank's step seconds since the last flush ride along (the step-time spread). Returns (stop, reached)."""
+        tail = [float(bool(self._signalled)), float(self._reached())]
+        if self.spec.tracking.on:  # the same on every rank
+            tail.insert(0, sum(self.history["step_seconds"][self._timed :]))
+            self._timed = len(self.history["step_seconds"])
+        flags = torch.tensor(tail, device=self.device)
         local = torch.stack(self._pending).flatten() if self._pending else flags.new_empty(0)
         everything = gather_in_order(torch.cat([local, flags])).view(self.world_size, -1)
         stop, reached = (bool(everything[:, i].max() > 0) for i in (-2, -1))
+        if len(tail) > 2 and self.world_size > 1:
+            seconds = everything[:, -3].tolist()
+            median = statistics.median(seconds)
+            self._spread = max(seconds) / median if median > 0 else None
         losses = {}
         if self._pending:
             n = len(self._pending)
-            rows = everything[:, :-2].reshape(self.world_size, n, -1).transpose(0, 1).reshape(n, -1)
+            rows = everything[:, : -len(tail)].reshape(self.world_size, n, -1).transpose(0, 1).reshape(n, -1)
             means = (ordered_sum(rows.T) / rows.shape[1]).tolist()
             losses = dict(zip(range(done - n + 1, done + 1), means))
         self._pending = []
@@ -386,7 +409,32 @@ class Run:
         self.history["lines"] += lines
         if self.master and lines:
             io.append_line(self.run_dir / METRICS_FILE, "\n".join(json.dumps(line) for line in lines))
+            if self.tracker is not None:
+                for line in lines:
+                    self.tracker.log(line["step"], {k: v for k, v in line.items() if k != "step"})
         return lines
+
+    # -- the trackers (rank 0) ------------------------------------------------------------------
+    def _start_tracking(self) -> None:
+        """Rank 0's tracker (config tracking), continuing the tracked run after a resume. The owner file tells
+        the runner of a command that this script feeds the trackers itself."""
+        gpu = self.device.index if self.device.type == "cuda" else None
+        self.tracker = tracking.Tracker.start(self.spec, self.run_dir, self.start, gpu)
+        if self.tracker is not None:
+            io.write_text(self.run_dir / tracking.OWNER_FILE, f"{os.getpid()}\n")
+
+    def _track_step(self, done: int, recent: dict) -> None:
+        """Throughput, learning rate, gradient norm, peak memory and the per-rank step-time spread at a log step
+        (the device was just waited for by the loss read, so the norm's read costs no extra wait)."""
+        if self.device.type == "cuda":
+            peak = torch.cuda.max_memory_allocated(self.device)
+        else:
+            peak = host.peak_rss_bytes()
+        norm = self._grad_norm.item() if isinstance(self._grad_norm, torch.Tensor) else self._grad_norm
+        keys = ("samples_per_second_per_device", "tflops_per_device", "mfu")
+        self.tracker.log(done, {k: recent[k] for k in keys} | {"lr": self._lr, "grad_norm": norm,
+                                                              "peak_memory_gb": peak / 2**30,
+                                                              "rank_step_time_spread": self._spread})  # fmt: skip
 
     def _banner(self) -> str:
         s, p = self.spec, self.plan
@@ -434,14 +482,21 @@ class Run:
         names = [name for name, _ in gathered]
         problem = [None]
         if self.master:
+            if self.tracker is not None and final:
+                self.tracker.log(self.step or self.start, final)
+            status = self.tracker.drain() if self.tracker is not None else None
             try:
-                record = self._record(final, names, [cpus for _, cpus in gathered])
+                record = self._record(final, names, [cpus for _, cpus in gathered], status)
             except RuntimeError as e:  # said once, by rank 0; every rank fails with it below
                 problem = [str(e)]
+                if self.tracker is not None:
+                    self.tracker.close(failed=True)
             else:
                 if sharded is None:
                     self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
                 io.write_json(self.run_dir / TRAIN_RECORD, record.to_dict())
+                if self.tracker is not None:
+                    self.tracker.close(artifacts=[self.run_dir / TRAIN_RECORD])
         dist.broadcast_object_list(problem, src=0)
         dist.barrier()
         dist.destroy_process_group()
@@ -456,7 +511,7 @@ class Run:
         pinned = {k: self.affinity[k] for k in ("pinned", "reason")}
         return seen | {"affinity": pinned | {"cpus_per_rank": cpus_per_rank}}
 
-    def _record(self, final: dict, device_names: list[str], cpus_per_rank: list) -> RunRecord:
+    def _record(self, final: dict, device_names: list[str], cpus_per_rank: list, tracked: dict | None = None) -> RunRecord:
         declared = self.spec.metrics_of("train")
         lines = self.history["lines"]
         found = [o for line in lines + [final] for o in observations(line, declared)]
@@ -495,7 +550,7 @@ class Run:
             tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=list(self.history["checks"]),
             seeded=True,  # init() seeded every rank from the run's seed
             planned_memory_gb=self.plan.est_memory_gb, peak_memory_gb=self.peak_memory[0],
-            peak_memory_source=self.peak_memory[1],
+            peak_memory_source=self.peak_memory[1], tracking=tracked,
         )  # fmt: skip
 
     def _peak_memory_gb(self) -> tuple[float, str]:

@@ -1,11 +1,14 @@
-"""Thin entry point: one suite's run records -> runs, curves, equivalence, speedup, comparison, variants tables."""
+"""Thin entry point: one suite's run records -> runs, curves, equivalence, speedup, comparison, variants tables;
+the verdict tables also go to the trackers the config names (tracking:)."""
 
 import sys
+from pathlib import Path
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
 from hwsweep.analysis.aggregate import aggregate, prices_of  # noqa: E402
 from hwsweep.plan.config import resolve  # noqa: E402
+from hwsweep.run.tracking import publish_tables  # noqa: E402
 
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821
 aggregate(
@@ -18,3 +21,6 @@ aggregate(
     prices_of(matrix.hardware),
     matrix.references.get(snakemake.wildcards.suite),  # noqa: F821
 )
+suite = snakemake.wildcards.suite  # noqa: F821
+verdicts = {name: snakemake.output[name] for name in ("comparison", "equivalence", "speedup")}  # noqa: F821
+publish_tables(suite, Path(verdicts["comparison"]).parent, matrix.tracking, verdicts)

@@ -1,0 +1,92 @@
+"""The config's `tracking:` block: which trackers (TensorBoard, MLflow, Weights & Biases) see every run live,
+and the identity a run has there. Torch-free and client-free: the planner validates it, the spec carries it,
+hwsweep.run.tracking feeds the trackers. Secrets are never part of it: a W&B key or an MLflow password is read
+by the trackers' clients from the environment (WANDB_API_KEY, MLFLOW_TRACKING_USERNAME/PASSWORD)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from hwsweep.contracts.typed import Typed
+
+BACKENDS = ("tensorboard", "mlflow", "wandb")
+MLFLOW_STORE = "results/mlruns"  # the local default: a file store, nothing to start
+# Schemes MLflow's client takes as a tracking URI (a plain folder is a file store too).
+MLFLOW_SCHEMES = ("file", "http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")
+
+
+@dataclass(frozen=True)
+class MlflowConfig(Typed):
+    uri: str | None = None  # None: the local file store MLFLOW_STORE
+
+
+@dataclass(frozen=True)
+class WandbConfig(Typed):
+    project: str | None = None
+    entity: str | None = None
+    mode: str = "auto"  # auto (online with WANDB_API_KEY set, else offline) | online | offline
+
+
+@dataclass(frozen=True)
+class TrackingConfig(Typed):
+    """hwsweep/schemas/config.schema.yaml has the descriptions."""
+
+    backends: list = field(default_factory=list)
+    mlflow: MlflowConfig = MlflowConfig()
+    wandb: WandbConfig = WandbConfig()
+    queue_size: int = 10000
+    system_every: float = 10.0
+    close_timeout: float = 30.0
+
+    @property
+    def on(self) -> bool:
+        return bool(self.backends)
+
+
+def uri_problem(uri: str) -> str | None:
+    """Why `uri` is not an MLflow tracking URI (a phrase with the fix), or None."""
+    parts = urlsplit(uri)
+    if not parts.scheme:
+        return None if uri.strip() else "is empty; leave it out for the local store results/mlruns"
+    if parts.scheme not in MLFLOW_SCHEMES:
+        return f"has scheme {parts.scheme!r}; use one of {', '.join(MLFLOW_SCHEMES)} (e.g. http://host:5000) or a folder"
+    if parts.username or parts.password:
+        return ("holds credentials; remove them and set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
+                "in the environment instead")  # fmt: skip
+    if parts.scheme in ("http", "https"):
+        try:
+            parts.port  # raises on a port that is not a number in range
+        except ValueError:
+            return "has a port that is not a number from 0 to 65535; use http://host:port"
+        if not parts.hostname:
+            return "names no host; use http://host:port"
+    return None
+
+
+def config_problem(config: TrackingConfig) -> str | None:
+    """The first problem of a tracking block as one line naming the field and the fix, or None."""
+    for name in config.backends:
+        if name not in BACKENDS:
+            return f"tracking.backends: {name!r} is not a tracker; use {', '.join(BACKENDS)}"
+    if len(set(config.backends)) != len(config.backends):
+        return "tracking.backends: a tracker is named twice; name each once"
+    if config.mlflow.uri is not None and "mlflow" in config.backends:
+        problem = uri_problem(config.mlflow.uri)
+        if problem:
+            return f"tracking.mlflow.uri: {config.mlflow.uri!r} {problem}"
+    if "wandb" in config.backends and not config.wandb.project:
+        return "tracking.wandb.project: W&B needs a project; add tracking: {wandb: {project: NAME}}"
+    return None
+
+
+def run_id(suite: str, variant: str, hardware: str, seed: int) -> str:
+    """The run's id in every tracker: derived from its identity, so a resumed run (the same identity) continues
+    the same tracked run. Lower-case hex: valid as a W&B id and an MLflow tag."""
+    return hashlib.sha256(f"{suite}/{variant}/{hardware}/seed{seed}".encode()).hexdigest()[:16]
+
+
+def aggregate_id(suite: str) -> str:
+    """The id of a suite's tables in the trackers (one tracked 'run' per suite)."""
+    return hashlib.sha256(f"{suite}/aggregate".encode()).hexdigest()[:16]

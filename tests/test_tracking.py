@@ -1,0 +1,296 @@
+"""Trackers (config tracking:): checked config, a tracker that never holds the run, and real runs read back with
+each tracker's own reader (TensorBoard's EventAccumulator, MLflow's MlflowClient, W&B's offline run folders)."""
+
+import copy
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import BIN, REPO, SMALL
+
+from hwsweep.contracts import io
+from hwsweep.contracts.tracking import TrackingConfig, run_id
+from hwsweep.plan.config import ConfigError, resolve
+from hwsweep.run import tracking
+
+os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"  # the readers below open the local file store the runs wrote
+SECRET = "not-a-real-key-0123456789abcdef0123456789abcdef"
+
+
+def _config(tracking_block, steps: int = 60) -> dict:
+    cfg = copy.deepcopy(SMALL)
+    cfg["recipe"]["schedule"] = {"steps": steps, "warmup_steps": 5}
+    # strict: one and two processes train the same bits, so a tracked cpu2 run is compared with an untracked cpu1 one
+    cfg["recipe"] |= {"log_every": 5, "checkpoint_every": 10, "reproducibility": "strict"}
+    if tracking_block is not None:
+        cfg["tracking"] = tracking_block
+    return cfg
+
+
+@pytest.mark.parametrize(
+    "block, field",
+    [
+        (["tensorboard", "comet"], "tracking.backends: 'comet' is not a tracker"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "htp://server:5000"}}, "tracking.mlflow.uri"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "http://:5000"}}, "tracking.mlflow.uri"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "http://host:port"}}, "tracking.mlflow.uri"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "http://me:pw@host:5000"}}, "MLFLOW_TRACKING_PASSWORD"),
+        (["wandb"], "tracking.wandb.project: W&B needs a project"),
+        ({"backends": ["wandb"], "wandb": {"project": "p", "api_key": "x"}}, "api_key"),
+    ],
+)
+def test_bad_tracking_config_is_one_line(block, field):
+    with pytest.raises(ConfigError) as e:
+        resolve(_config(block))
+    assert field in str(e.value) and "\n" not in str(e.value)
+
+
+def test_tracking_block_reaches_every_spec_and_not_the_checkpoint_fingerprint():
+    from hwsweep.run.checkpoint import fingerprint
+
+    off = resolve(_config(None)).spec("tiny", "default", "cpu2", 1)
+    on = resolve(_config(["tensorboard", "mlflow"])).spec("tiny", "default", "cpu2", 1)
+    assert off.tracking == TrackingConfig() and not off.tracking.on
+    assert on.tracking.backends == ["tensorboard", "mlflow"] and on.tracking.mlflow.uri is None
+    assert fingerprint(on) == fingerprint(off)  # turning tracking on does not stop a run from resuming
+    target = tracking.run_target(on, "results/tiny/default/cpu2/seed1")
+    assert target.run_id == run_id("tiny", "default", "cpu2", 1) != run_id("tiny", "default", "cpu2", 0)
+    assert target.results == Path("results").resolve()
+    assert target.params["plan.global_batch"] == 32 and target.tags["gpu_type"] == "cpu"
+
+
+class Slow:
+    """A tracker that takes a second per call."""
+
+    name = "slow"
+
+    def __init__(self):
+        self.rows = []
+
+    def open(self, target, config):
+        time.sleep(1)
+
+    def log(self, rows):
+        self.rows += rows
+        time.sleep(1)
+
+    def close(self, failed=False):
+        pass
+
+
+class Broken(Slow):
+    name = "broken"
+
+    def open(self, target, config):
+        pass
+
+    def log(self, rows):
+        raise ConnectionError("tracker down")
+
+
+def _tracker(monkeypatch, tmp_path, names, **config):
+    monkeypatch.setattr(tracking, "BACKENDS", {"slow": Slow, "broken": Broken})
+    target = tracking.Target(run_id="x", experiment="s", name="n", group="g", job_type="j", folder=tmp_path, results=tmp_path)
+    return tracking.Tracker(target, TrackingConfig(backends=names, **config), system=False)
+
+
+def test_slow_tracker_never_holds_the_training_thread(monkeypatch, tmp_path):
+    tracker = _tracker(monkeypatch, tmp_path, ["slow"], queue_size=5, close_timeout=0.5)
+    t0 = time.perf_counter()
+    for step in range(1, 101):
+        tracker.log(step, {"loss": 1.0 / step, "mfu": None})
+    assert time.perf_counter() - t0 < 0.5  # 100 steps queued while the tracker sleeps in its first call
+    assert tracker.dropped >= 90  # the queue holds 5: the rest was dropped and counted, not waited for
+    status = tracker.close()  # gives up after close_timeout instead of waiting for the slow tracker
+    assert status["dropped"] == tracker.dropped and status["backends"] == {"slow": "ok"}
+
+
+def test_failing_tracker_is_one_warning_and_the_others_go_on(monkeypatch, tmp_path, capsys):
+    tracker = _tracker(monkeypatch, tmp_path, ["broken", "slow"])
+    for step in (1, 2, 3):
+        tracker.log(step, {"loss": float(step)})
+    status = tracker.close(timeout=30)
+    err = capsys.readouterr().err
+    assert err.count("warning: tracking: broken failed (ConnectionError: tracker down)") == 1, err
+    assert status["backends"] == {"broken": "ConnectionError: tracker down", "slow": "ok"}
+    rows = tracker.backends[1].rows
+    assert [step for step, _ in rows] == [1, 2, 3] and rows[0][1] == {"loss": 1.0}
+
+
+def _mlflow(results: Path):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=(results / "mlruns").as_uri())
+
+
+def _scalars(folder: Path) -> dict:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}, events
+
+
+def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps: int = 60, env=None, hardware="cpu1"):
+    """The built-in trainer on one spec in `tmp_path/name`, laid out as results/ is; a kill (SIGTERM once the first
+    checkpoint is written) and a rerun that resumes it when asked. Returns the run folder and the last output."""
+    run_dir = tmp_path / name / f"results/tiny/default/{hardware}/seed0"
+    spec = resolve(_config(block, steps)).spec("tiny", "default", hardware, 0).to_dict() | {"run_dir": str(run_dir)}
+    path = tmp_path / f"{name}.json"
+    io.write_json(path, spec)
+    cmd = [sys.executable, "-m", "hwsweep.run.train", str(path)]
+    if hardware == "cpu2":
+        cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", *cmd[1:]]
+    env = os.environ | {"OMP_NUM_THREADS": "1"} | (env or {})
+    if kill_after_checkpoint:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 120
+        while not list((run_dir / "checkpoints").glob("step*.pt")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 75, out[-3000:]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir, done.stderr
+
+
+@pytest.fixture(scope="module")
+def untracked(tmp_path_factory):
+    """The same run with tracking off: the numbers a tracked run must equal."""
+    run_dir, _ = _run(tmp_path_factory.mktemp("untracked"), "off", None)
+    return json.loads((run_dir / "train.json").read_text())
+
+
+@pytest.mark.slow
+def test_killed_and_resumed_run_is_one_tracked_run_in_every_tracker(tmp_path, untracked):
+    block = {"backends": ["tensorboard", "mlflow", "wandb"], "wandb": {"project": "hwsweep-test", "mode": "offline"}}
+    run_dir, err = _run(tmp_path, "on", block, kill_after_checkpoint=True, env={"WANDB_API_KEY": SECRET})
+    record = json.loads((run_dir / "train.json").read_text())
+    assert record["restarts"] == 1 and record["resumed_from_step"]
+    # bitwise the same training with tracking on (and a kill) as off
+    assert record["curves"] == untracked["curves"] and record["metrics"] == untracked["metrics"]
+    assert record["tracking"]["backends"] == {"tensorboard": "ok", "mlflow": "ok", "wandb": "ok"}, err
+    assert record["tracking"]["dropped"] == 0
+    loss = record["curves"]["loss"]
+
+    scalars, events = _scalars(run_dir / "tensorboard")  # one curve: the killed attempt's later steps purged
+    assert [s for s, _ in scalars["loss"]] == loss["steps"]
+    assert [v for _, v in scalars["loss"]] == pytest.approx(loss["values"], rel=1e-6)  # TensorBoard keeps float32
+    assert {"lr", "grad_norm", "samples_per_second_per_device", "peak_memory_gb"} <= set(scalars)
+    assert [s for s, _ in scalars["lr"]] == list(range(5, 61, 5))
+    assert events.PluginTagToContent("hparams")  # the plan as hparams
+
+    client = _mlflow(tmp_path / "on/results")
+    experiment = client.get_experiment_by_name("tiny")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 1  # the resumed attempt continued the same run
+    run = runs[0]
+    assert run.info.run_name == "default/cpu1/seed0" and run.info.status == "FINISHED"
+    assert {k: run.data.tags[k] for k in ("suite", "variant", "hardware", "seed", "gpu_type")} == {
+        "suite": "tiny", "variant": "default", "hardware": "cpu1", "seed": "0", "gpu_type": "cpu"}  # fmt: skip
+    assert run.data.tags[tracking.ID_TAG] == record["tracking"]["id"]
+    assert run.data.params["plan.global_batch"] == "32" and run.data.params["recipe.model.width"] == "32"
+    history = client.get_metric_history(run.info.run_id, "loss")
+    by_step = {}
+    for m in history:  # steps between the checkpoint and the kill were logged twice, with the same value
+        by_step.setdefault(m.step, set()).add(m.value)
+    assert sorted(by_step) == loss["steps"]
+    assert [by_step[s] for s in loss["steps"]] == [{v} for v in loss["values"]]
+    assert "train.json" in [a.path for a in client.list_artifacts(run.info.run_id)]
+
+    offline = sorted((run_dir / "wandb").glob(f"offline-run-*-{record['tracking']['id']}"))
+    assert len(offline) == 2 and all(list(d.glob("*.wandb")) for d in offline)  # one per attempt, same id: one run once synced
+
+    for path in [p for p in (tmp_path / "on").rglob("*") if p.is_file() and "wandb" not in p.parts]:
+        assert SECRET.encode() not in path.read_bytes(), path  # the key stays in the environment
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_unreachable_tracking_server_is_one_warning_and_the_same_numbers(tmp_path, untracked):
+    uri = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    block = {"backends": ["mlflow", "tensorboard"], "mlflow": {"uri": uri}}
+    run_dir, err = _run(tmp_path, "down", block, hardware="cpu2")  # two ranks: only rank 0 tracks
+    record = json.loads((run_dir / "train.json").read_text())
+    assert record["curves"] == untracked["curves"]
+    assert err.count("warning: tracking:") == 1 and "tracking: mlflow failed" in err, err
+    assert record["tracking"]["backends"]["mlflow"] != "ok" and record["tracking"]["backends"]["tensorboard"] == "ok"
+    scalars, _ = _scalars(run_dir / "tensorboard")
+    spread = [v for _, v in scalars["rank_step_time_spread"]]  # the slowest of the two ranks against the median
+    assert len(spread) == 12 and all(v >= 1 for v in spread)
+
+
+@pytest.mark.slow
+def test_unmodified_command_is_tracked_from_its_parsed_output(tmp_path):
+    example = REPO / "examples/plain_ddp"
+    cfg = yaml.safe_load((example / "config.yaml").read_text())
+    cfg["trainer"]["workdir"] = str(example)
+    cfg["recipe"]["schedule"] = {"steps": 30, "warmup_steps": 3}
+    cfg["recipe"]["args"]["eval_every"] = 15
+    cfg["suites"]["mlp"]["sweep"] = {"args.hidden": [32]}
+    cfg["tracking"] = ["tensorboard", "mlflow"]
+    spec = resolve(cfg, config_dir=example).spec("mlp", "hidden-32", "cpu1", 0)
+    run_dir = tmp_path / "results" / "mlp/hidden-32/cpu1/seed0"
+    path = tmp_path / "spec.json"
+    io.write_json(path, spec.to_dict() | {"run_dir": str(run_dir)})
+    env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "hwsweep.run.launch", str(path), "--threads", "1"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((run_dir / "train.json").read_text())
+    assert record["trainer"] == "command" and record["tracking"]["backends"] == {"tensorboard": "ok", "mlflow": "ok"}
+    client = _mlflow(tmp_path / "results")
+    (run,) = client.search_runs([client.get_experiment_by_name("mlp").experiment_id])
+    scalars, _ = _scalars(run_dir / "tensorboard")
+    for name in ("loss", "val_acc"):
+        curve = record["curves"][name]
+        history = client.get_metric_history(run.info.run_id, name)
+        assert [(m.step, m.value) for m in history] == list(zip(curve["steps"], curve["values"]))
+        assert [s for s, _ in scalars[name]] == curve["steps"]
+    assert record["curves"]["val_acc"]["steps"] == [15, 30]
+
+
+@pytest.mark.slow
+def test_suite_tables_reach_every_tracker(tmp_path):
+    suite_dir = tmp_path / "results/tiny"
+    suite_dir.mkdir(parents=True)
+    tables = {}
+    for name in ("comparison", "equivalence", "speedup"):
+        tables[name] = suite_dir / f"{name}.csv"
+        tables[name].write_text(f"hardware,{name}_value\ncpu1,1.0\ncpu2,0.5\n")
+    config = TrackingConfig(backends=["tensorboard", "mlflow", "wandb"], close_timeout=120)
+    config = TrackingConfig.from_dict(config.to_dict() | {"wandb": {"project": "hwsweep-test", "mode": "offline"}})
+    status = tracking.publish_tables("tiny", suite_dir, config, tables)
+    assert set(status["backends"].values()) == {"ok"}, status
+    client = _mlflow(tmp_path / "results")
+    (run,) = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
+    assert run.data.tags["kind"] == "aggregate"
+    assert sorted(a.path for a in client.list_artifacts(run.info.run_id)) == [f"{n}.csv" for n in sorted(tables)]
+    _, events = _scalars(suite_dir / "tensorboard")
+    texts = events.PluginTagToContent("text")
+    assert set(texts) == set(tables)
+    speedup = events.Tensors("speedup")[0].tensor_proto.string_val[0].decode()
+    assert "| cpu2 | 0.5 |" in speedup
+    assert list((suite_dir / "wandb").glob("offline-run-*"))
+
+
+def test_tracker_thread_is_the_only_one_touching_clients():
+    """The module imports no tracker client itself: the runner of a command stays light (torch-free, client-free)."""
+    code = "import sys, hwsweep.run.tracking, hwsweep.run.runner; print(sorted(m for m in ('mlflow','wandb','tensorboard','torch') if m in sys.modules))"  # noqa: E501
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    assert threading.current_thread() is threading.main_thread()
