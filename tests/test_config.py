@@ -388,7 +388,8 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path, top):
     t0 = time.perf_counter()
     with pytest.raises(ConfigError, match=r"^config: more than 100,000 values once its YAML aliases"):
         resolve(load_file(path))
-    assert time.perf_counter() - t0 < 0.5
+    # Expanding 9**9 values would take minutes and gigabytes; the bound is loose so a loaded CI machine passes.
+    assert time.perf_counter() - t0 < 10
 
 
 def test_both_entry_points_refuse_an_alias_bomb_in_one_line(tmp_path):
