@@ -6,11 +6,12 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 import torch
-from conftest import BIN
+from conftest import BIN, REPO
 
 from hwsweep.contracts import io
 from hwsweep.contracts.command import plan_values
@@ -190,3 +191,18 @@ def test_a_sharded_checkpoint_resumes_at_another_world_size_and_the_record_says_
     assert record["curves"]["loss"]["values"] == pytest.approx(whole["curves"]["loss"]["values"], rel=1e-4)
     before = torch.load(tmp_path / f"whole-{FINAL_CHECKPOINT}", weights_only=False)["model"]
     assert max((params[k] - before[k]).abs().max().item() for k in before) < 1e-3
+
+
+@pytest.mark.slow
+def test_the_sharded_memory_plan_is_within_15_percent_of_the_measured_peak_at_world_sizes_1_2_4(tmp_path):
+    """bench/fsdp.py's measurement (peak RSS growth over training a 4.8M-parameter transformer, torch's own
+    setup excluded) against footprint.device_bytes with shards = N, the ±15% goal of the DDP plan."""
+    out = tmp_path / "fsdp.json"
+    cmd = [sys.executable, str(REPO / "bench" / "fsdp.py"), "--width", "256", "--depth", "6", "--length", "16",
+           "--steps", "3", "--strategies", "fsdp", "--json", str(out)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=900, env=ENV)
+    rows = {r["world_size"]: r for r in json.loads(out.read_text())}
+    assert sorted(rows) == [1, 2, 4]
+    for n, r in rows.items():
+        assert r["peak_bytes"] == pytest.approx(r["planned_bytes"], rel=0.15), (n, r)
+    assert rows[4]["peak_bytes"] < 0.5 * rows[1]["peak_bytes"]  # sharding, not noise: 1/N of the state
