@@ -11,6 +11,7 @@ import time
 
 import pytest
 import torch
+import yaml
 from conftest import BIN, REPO
 
 from hwsweep.contracts import io
@@ -206,3 +207,27 @@ def test_the_sharded_memory_plan_is_within_15_percent_of_the_measured_peak_at_wo
     for n, r in rows.items():
         assert r["peak_bytes"] == pytest.approx(r["planned_bytes"], rel=0.15), (n, r)
     assert rows[4]["peak_bytes"] < 0.5 * rows[1]["peak_bytes"]  # sharding, not noise: 1/N of the state
+
+
+@pytest.mark.slow
+def test_hrm_trains_and_evaluates_during_training_under_fsdp_like_ddp(tmp_path):
+    """HRM calls its blocks several times per step and its evaluator calls model.predict, not forward: the
+    sharded root is gathered for it (run.evaluate) and every rank takes part (run.evaluates)."""
+    cfg = yaml.safe_load((REPO / "config" / "hrm_cpu.yaml").read_text())
+    cfg["recipe"] |= {"global_batch": 16, "micro_batch": 8, "eval_every": 5, "eval_subset": 16, "checkpoint_every": 5}
+    cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
+    cfg |= {"suites": {"s": {"sweep": {"parallel.strategy": ["ddp", "fsdp"]}}}, "seeds": [0], "baseline": "cpu2",
+            "hardware": {"cpu2": {"accelerator": "cpu", "devices_per_node": 2}}}  # fmt: skip
+    cfg.pop("compare", None)
+    matrix = resolve(cfg)
+    curves = {}
+    for variant in ("strategy-ddp", "strategy-fsdp"):
+        spec = matrix.spec("s", variant, "cpu2", 0).to_dict() | {"run_dir": str(tmp_path / variant)}
+        io.write_json(tmp_path / f"{variant}.json", spec)
+        _run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", "hwsweep.run.train",
+              str(tmp_path / f"{variant}.json")])  # fmt: skip
+        curves[variant] = _results(tmp_path, variant)[0]["curves"]
+    ddp, fsdp = curves["strategy-ddp"], curves["strategy-fsdp"]
+    assert fsdp["eval_token_accuracy"]["steps"] == [5, 10]
+    assert fsdp["eval_token_accuracy"]["values"] == pytest.approx(ddp["eval_token_accuracy"]["values"], abs=0.02)
+    assert fsdp["loss"]["values"] == pytest.approx(ddp["loss"]["values"], rel=1e-4)

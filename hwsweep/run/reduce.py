@@ -129,6 +129,16 @@ class ShardedReduction:
     def finish(self) -> None:
         pass
 
+    @contextlib.contextmanager
+    def gathered(self):
+        """The root's own weights gathered: FSDP2 hooks forward only, and an evaluator may call another method
+        (predict, logits) that uses them directly; the blocks it calls gather themselves."""
+        self.model.unshard()
+        try:
+            yield
+        finally:
+            self.model.reshard()
+
 
 def make_reduction(level: str, model, accumulation: int, device, parallel=None, precision: str = "fp32"):
     """`parallel`: recipe.parallel (None: DDP)."""
