@@ -20,6 +20,7 @@ from hwsweep.contracts.spec import FINAL_CHECKPOINT, TRAIN_RECORD
 from hwsweep.contracts.hardware import GB
 from hwsweep.models import footprint
 from hwsweep.plan.config import ConfigError, resolve
+from hwsweep.plan.table import plan_rows
 from hwsweep.run.train import EXIT_PREEMPTED
 
 
@@ -70,6 +71,8 @@ def test_strategy_is_a_sweepable_recipe_key_and_a_plan_value(small_config):
     assert spec.plan.strategy == "fsdp" and spec.recipe.parallel.reshard_after_forward is True
     assert plan_values(spec).items() >= {"strategy": "fsdp", "fsdp": True, "reshard_after_forward": True}.items()
     assert plan_values(matrix.spec("tiny", "strategy-ddp", "cpu2", 0))["fsdp"] is False
+    rows = {(r["variant"], r["hardware"]): r for r in plan_rows(matrix)}  # hwsweep plan's table
+    assert rows[("strategy-fsdp", "cpu2")]["strategy"] == "fsdp" and rows[("strategy-ddp", "cpu2")]["strategy"] == "ddp"
 
 
 @pytest.mark.parametrize("recipe, words", [
@@ -231,3 +234,16 @@ def test_hrm_trains_and_evaluates_during_training_under_fsdp_like_ddp(tmp_path):
     assert fsdp["eval_token_accuracy"]["steps"] == [5, 10]
     assert fsdp["eval_token_accuracy"]["values"] == pytest.approx(ddp["eval_token_accuracy"]["values"], abs=0.02)
     assert fsdp["loss"]["values"] == pytest.approx(ddp["loss"]["values"], rel=1e-4)
+
+
+def test_the_strategy_is_part_of_the_device_description_and_of_a_diagnosis():
+    import pandas as pd
+
+    from hwsweep.analysis.diagnose import differences
+    from hwsweep.analysis.words import devices
+
+    assert devices({"world_size": 2, "gpu_type": "H100-80GB", "strategy": "fsdp"}) == "2 × H100-80GB, FSDP"
+    assert devices({"world_size": 2, "gpu_type": "H100-80GB", "strategy": "ddp"}) == "2 × H100-80GB"
+    assert devices({"world_size": 1, "gpu_type": "cpu"}) == "1 × cpu"  # a runs.csv from before the column
+    runs, base = pd.DataFrame({"strategy": ["fsdp"]}), pd.DataFrame({"strategy": ["ddp"]})
+    assert "parallel strategy: strategy fsdp vs ddp" in differences(runs, base)
