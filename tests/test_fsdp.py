@@ -115,8 +115,9 @@ TOO_BIG = 0.0037
 
 def _config(small_config, strategy: str, devices: int = 2, steps: int = 30, memory_gb=TOO_BIG) -> dict:
     cfg = copy.deepcopy(small_config)
+    # log_every 2: the stop flag is read every 2 steps, so a SIGTERM stops the run well before its end
     cfg["recipe"] |= {"parallel": {"strategy": strategy}, "checkpoint_every": 10, "reproducibility": "deterministic",
-                      "model": {"width": 64, "depth": 4, "heads": 2}}  # fmt: skip
+                      "log_every": 2, "model": {"width": 64, "depth": 4, "heads": 2}}  # fmt: skip
     cfg["recipe"]["schedule"] = {"steps": steps, "warmup_steps": 5}
     cfg["hardware"] = {"gpus": {"accelerator": "cpu", "devices_per_node": devices}}
     if memory_gb is not None:
@@ -149,6 +150,14 @@ def _results(tmp_path, name):
     return record, torch.load(tmp_path / name / FINAL_CHECKPOINT, weights_only=False)["model"]
 
 
+def _stopped(proc, out: str) -> str:
+    """SIGTERM to a running torchrun: the run checkpoints at a step all ranks agree on and exits preempted."""
+    proc.send_signal(signal.SIGTERM)
+    out += proc.communicate(timeout=300)[0]
+    assert f"exiting {EXIT_PREEMPTED}" in out, out[-3000:]
+    return out
+
+
 @pytest.mark.slow
 def test_fsdp_trains_is_killed_resumes_bitwise_and_matches_ddp(tmp_path, small_config):
     with pytest.raises(ConfigError, match="set parallel.strategy: fsdp, which needs .* on this hardware's 2 devices"):
@@ -159,9 +168,7 @@ def test_fsdp_trains_is_killed_resumes_bitwise_and_matches_ddp(tmp_path, small_c
     deadline = time.monotonic() + 300
     while not list(ckpts.glob("step*")) and time.monotonic() < deadline:
         time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=300)
-    assert f"exiting {EXIT_PREEMPTED}" in out, out[-3000:]
+    _stopped(proc, "")
     cut_at = max(int(p.name[4:]) for p in ckpts.glob("step*"))
     assert 0 < cut_at < 30 and (ckpts / f"step{cut_at:09d}" / ".metadata").is_file()  # DCP's shards, complete
     _run(cmd)  # the rerun resumes from the sharded checkpoint
@@ -181,19 +188,33 @@ def test_fsdp_trains_is_killed_resumes_bitwise_and_matches_ddp(tmp_path, small_c
 
 @pytest.mark.slow
 def test_a_sharded_checkpoint_resumes_at_another_world_size_and_the_record_says_so(tmp_path, small_config):
-    _run(_spec(tmp_path, small_config, "fsdp", "two", steps=20))
-    ckpts = tmp_path / "two" / "checkpoints"
-    shutil.rmtree(ckpts / "step000000020")  # as if stopped after step 10 ...
-    for done in (TRAIN_RECORD, FINAL_CHECKPOINT):
-        (tmp_path / "two" / done).rename(tmp_path / f"whole-{done}")
-    _run(_spec(tmp_path, small_config, "fsdp", "two", devices=4, steps=20))  # ... and moved to 4 devices
-    record, params = _results(tmp_path, "two")
-    whole = json.loads((tmp_path / f"whole-{TRAIN_RECORD}").read_text())
-    assert record["plan"]["world_size"] == 4 and record["resumed_from_step"] == 10
-    assert record["segments"][-1]["resharded_from_world_size"] == 2
-    assert record["curves"]["loss"]["values"][:10] == whole["curves"]["loss"]["values"][:10]
+    _run(_spec(tmp_path, small_config, "fsdp", "whole", steps=30))  # the reference: uninterrupted at 2
+    ckpts = tmp_path / "moved" / "checkpoints"
+    proc = subprocess.Popen(_spec(tmp_path, small_config, "fsdp", "moved", steps=30), env=ENV, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not list(ckpts.glob("step*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    _stopped(proc, "")  # stopped at 2 processes ...
+    # ... moved to 4 (the same hardware entry with more devices), stopped again there once it has resumed ...
+    four = _spec(tmp_path, small_config, "fsdp", "moved", devices=4, steps=30)
+    proc = subprocess.Popen(four, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen = ""
+    for line in proc.stdout:
+        seen += line
+        if "resumed from" in line:
+            break
+    assert "hwsweep: resharded the checkpoint of step" in seen and "from world size 2 to 4" in seen, seen[-3000:]
+    _stopped(proc, seen)
+    _run(four)  # ... and finished at 4
+    (record, params), (whole, before) = _results(tmp_path, "moved"), _results(tmp_path, "whole")
+    first, second, third = record["segments"]
+    assert record["plan"]["world_size"] == 4 and record["restarts"] == 2
+    assert second["resharded_from_world_size"] == 2 and "resharded_from_world_size" not in third
+    assert 0 < second["start_step"] < third["start_step"] < 30
+    cut = second["start_step"]
+    assert record["curves"]["loss"]["values"][:cut] == whole["curves"]["loss"]["values"][:cut]  # bitwise until moved
     assert record["curves"]["loss"]["values"] == pytest.approx(whole["curves"]["loss"]["values"], rel=1e-4)
-    before = torch.load(tmp_path / f"whole-{FINAL_CHECKPOINT}", weights_only=False)["model"]
     assert max((params[k] - before[k]).abs().max().item() for k in before) < 1e-3
 
 
