@@ -31,6 +31,7 @@ EVAL_RECORD = "eval.json"
 REPAIRS_LOG = "repairs.log"  # in the run's log folder: what `all` set right in the run's files, one line each
 METRICS_FILE = "metrics.jsonl"  # what the runtime logs per step (the JSON-lines metric contract)
 CHECKPOINT_DIR = "checkpoints"  # not a workflow output, so a failed job's checkpoints survive
+CHECKPOINTS = "step*"  # in CHECKPOINT_DIR: a file step<N>.pt, or a folder step<N>/ of a sharded (FSDP) run
 
 # The names that become folders: suites and hardware (the config's own) and variants (made from sweep values).
 # One rule, read by the planner (hwsweep.plan.config) and by the workflow's wildcard constraints. The lengths

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 COLUMNS = [
-    "suite", "variant", "hardware", "gpu_type", "nodes", "devices_per_node", "micro_batch", "accumulation",
+    "suite", "variant", "hardware", "gpu_type", "nodes", "devices_per_node", "strategy", "micro_batch", "accumulation",
     "global_batch", "est_memory_gb", "memory_source", "memory_gb", "steps", "epochs", "lr", "precision", "tf32",
     "reproducibility", "comparable", "warnings",
 ]  # fmt: skip

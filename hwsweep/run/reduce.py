@@ -18,6 +18,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from hwsweep.run.device import AUTOCAST_DTYPE
+
 
 def ordered_sum(parts: torch.Tensor) -> torch.Tensor:
     """Sum along dim 0 strictly left to right, so the rounding does not depend on how the
@@ -100,10 +102,6 @@ def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
     return units
 
 
-# The compute type FSDP gathers the weights in, by precision; gradients are reduced in fp32 either way.
-GATHER_DTYPE = {"fp32": None, "bf16-mixed": torch.bfloat16}
-
-
 class ShardedReduction:
     """FSDP2 (torch.distributed.fsdp.fully_shard): each block, then the root, keeps 1/N of its parameters,
     gradients and optimizer state per rank; a block's weights are all-gathered just before it runs and its
@@ -114,7 +112,7 @@ class ShardedReduction:
     def __init__(self, model: torch.nn.Module, accumulation: int, precision: str, reshard_after_forward: bool):
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-        dtype = GATHER_DTYPE[precision]
+        dtype = AUTOCAST_DTYPE[precision]  # the weights are gathered in autocast's type; gradients reduced in fp32
         policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
         for unit in shard_units(model):
             fully_shard(unit, mp_policy=policy, reshard_after_forward=reshard_after_forward)
@@ -130,6 +128,16 @@ class ShardedReduction:
 
     def finish(self) -> None:
         pass
+
+    @contextlib.contextmanager
+    def gathered(self):
+        """The root's own weights gathered: FSDP2 hooks forward only, and an evaluator may call another method
+        (predict, logits) that uses them directly; the blocks it calls gather themselves."""
+        self.model.unshard()
+        try:
+            yield
+        finally:
+            self.model.reshard()
 
 
 def make_reduction(level: str, model, accumulation: int, device, parallel=None, precision: str = "fp32"):

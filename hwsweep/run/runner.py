@@ -31,7 +31,7 @@ from hwsweep.contracts.command import (
 )
 from hwsweep.contracts.metrics import TextParser, parse_jsonl_line, problems, summarise
 from hwsweep.contracts.records import EvalRecord, RunRecord, read
-from hwsweep.contracts.spec import CHECKPOINT_DIR, EVAL_RECORD, TRAIN_RECORD, RunSpec
+from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, EVAL_RECORD, TRAIN_RECORD, RunSpec
 from hwsweep.run import observe, tether, tracking
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal; rerun to resume
@@ -281,7 +281,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     attempts_path, history_path = run_dir / ATTEMPTS_FILE, run_dir / PARSED_FILE
     resuming = bool(trainer.resume_when) and any(run_dir.glob(trainer.resume_when))
     # A runtime-API script resumes from its own checkpoints: then this attempt's step count is its own too.
-    fresh = not resuming and not any(Path(run_dir, CHECKPOINT_DIR).glob("step*.pt"))
+    fresh = not resuming and not any(Path(run_dir, CHECKPOINT_DIR).glob(CHECKPOINTS))
     if not resuming:  # a fresh start forgets earlier attempts of this run
         for path in (attempts_path, history_path):
             path.unlink(missing_ok=True)
@@ -331,7 +331,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         print(f"hwsweep: {spec.suite}/{spec.variant}/{spec.hardware_name}/seed{spec.seed}: {e}", file=sys.stderr)
         feed.close(failed=stage.signalled is None)
         # A runtime-API script resumes from its own checkpoints without trainer.resume.
-        resumable = trainer.resume_when or any(Path(spec.run_dir, CHECKPOINT_DIR).glob("step*.pt"))
+        resumable = trainer.resume_when or any(Path(spec.run_dir, CHECKPOINT_DIR).glob(CHECKPOINTS))
         return EXIT_PREEMPTED if stage.signalled is not None and resumable else 1
     startup = stage.first_step_seconds if stage.first_step_seconds is not None else 0.0
     train_seconds = max(seconds - startup, 1e-9)

@@ -23,6 +23,7 @@ collective every `log_every` steps (and at checkpoints).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -228,7 +229,8 @@ class Run:
         model.eval()
         cuda = [self.device] if self.device.type == "cuda" else []
         t0 = time.perf_counter()
-        with torch.no_grad(), torch.random.fork_rng(devices=cuda):
+        gathered = getattr(self._reduction, "gathered", contextlib.nullcontext)  # a sharded root: its weights whole
+        with torch.no_grad(), torch.random.fork_rng(devices=cuda), gathered():
             out = fn(model, *args, **kwargs)
         model.train(was_training)
         # Periodic evaluation runs inside a step's timing: kept apart so time-to-target can exclude it (issue 23).

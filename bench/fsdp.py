@@ -1,0 +1,167 @@
+"""FSDP vs DDP in one run: per-device peak memory against world size (1/2/4) beside what the plan estimates for
+the same layout, and the step time of FSDP over DDP's at each world size.
+
+    .venv/bin/python bench/fsdp.py [--width 512 --depth 8 --length 32 --micro-batch 4 --steps 8]
+                                   [--world-sizes 1 2 4] [--strategies ddp fsdp] [--precision fp32] [--json out.json]
+
+For each world size and strategy it starts `torchrun --nproc_per_node N bench/fsdp.py --worker ...`: the
+built-in transformer, wrapped by hwsweep's own reduction (what run.wrap applies: DDP, or FSDP2 sharding each
+block then the root), trains `steps` steps of one micro-batch per device with the recipe's AdamW (gloo on CPU,
+NCCL on CUDA). Per device, the maximum over ranks:
+
+- peak: on CUDA torch.cuda.max_memory_allocated; on CPU the growth of the process's peak resident set from
+  just before the model is built, after the same steps on a one-block model (the interpreter, torch's code
+  and one-time setup and the process group are not the plan's business), with glibc returning freed large
+  blocks at once (MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_, set here) so the peak is of live memory;
+- planned: footprint.device_bytes for the same layout (shards = N under FSDP), without the CUDA context the
+  plan reserves (max_memory_allocated does not see it); measured / planned is the plan's error (goal +-15%);
+- step: the median step time after two warm-up steps; fsdp/ddp is their ratio at the same world size.
+
+Runs unchanged on a GPU machine (world sizes above its GPU count are skipped, said so).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+# glibc keeps freed memory in its heap (resident) unless told to hand large blocks back: without this the peak
+# RSS measures the allocator's retention as much as the model's memory.
+MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536"}
+
+
+def _shapes(args):
+    task = SimpleNamespace(name="sort", length=args.length, vocab_size=64, train_size=max(64, args.micro_batch),
+                           eval_size=8)  # fmt: skip
+    model = SimpleNamespace(name="transformer", width=args.width, depth=args.depth, heads=max(1, args.width // 64),
+                            mlp_ratio=4)  # fmt: skip
+    return task, model
+
+
+def worker(args) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from hwsweep.contracts import host
+    from hwsweep.contracts.recipe import Optimizer, Parallel
+    from hwsweep.models import families, footprint
+    from hwsweep.run import device as devices
+    from hwsweep.run import repro
+    from hwsweep.run.reduce import make_reduction
+
+    accelerator = "cuda" if torch.cuda.is_available() else "cpu"
+    device = devices.select(accelerator, int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group(backend=device.backend)
+    n = dist.get_world_size()
+    probe = torch.ones(1, device=device.torch_device)
+    dist.all_reduce(probe)  # the process group's own buffers exist before the baseline is read
+    task, model_cfg = _shapes(args)
+    parallel = Parallel(strategy=args.strategy, reshard_after_forward=True)
+    opt = Optimizer(name="adamw", lr=1e-3, weight_decay=0.01, beta1=0.9, beta2=0.95, grad_clip=0.0, kernel="auto")
+    scaler = devices.grad_scaler(device, args.precision)
+
+    def train(model_cfg, steps: int) -> list[float]:
+        repro.seed_everything(0)
+        model, batch = families.model_and_batch(task, model_cfg, args.micro_batch, device.torch_device)
+        reduction = make_reduction("deterministic", model, 1, device, parallel, args.precision)
+        optimizer = devices.adamw(reduction.model.parameters(), opt, opt.lr, accelerator)
+        seconds = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            with devices.autocast(device, args.precision):
+                loss = reduction.model(*batch)
+            reduction.backward(loss, scaler)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            device.synchronize()
+            seconds.append(time.perf_counter() - t0)
+        return seconds
+
+    # The same steps on a model of one narrow block first: torch's code pages and one-time kernel setup are
+    # resident before the baseline is read (on CPU they are ~80 MB of RSS that no plan counts).
+    train(SimpleNamespace(**vars(model_cfg) | {"width": 64, "heads": 1, "depth": 1}), 2)
+    if accelerator == "cuda":
+        torch.cuda.reset_peak_memory_stats(device.torch_device)
+    before = host.peak_rss_bytes()
+    seconds = train(model_cfg, args.steps)
+    if accelerator == "cuda":
+        peak, source = torch.cuda.max_memory_allocated(device.torch_device), "cuda_max_memory_allocated"
+    else:
+        peak, source = host.peak_rss_bytes() - before, "host_rss_growth"
+    most = torch.tensor([float(peak)], device=device.torch_device)
+    dist.all_reduce(most, op=dist.ReduceOp.MAX)
+    planned = footprint.device_bytes(model_cfg, task, args.micro_batch, 1, False, "cpu", args.precision,
+                                     n if args.strategy == "fsdp" else 0)  # fmt: skip
+    if dist.get_rank() == 0:
+        print("RESULT " + json.dumps({
+            "strategy": args.strategy, "world_size": n, "accelerator": accelerator, "peak_bytes": most.item(),
+            "source": source, "planned_bytes": planned, "step_seconds": statistics.median(seconds[2:] or seconds),
+            "parameters": footprint.parameter_count(model_cfg, task), "device": device.name,
+        }), flush=True)  # fmt: skip
+    dist.destroy_process_group()
+
+
+def measure(args, strategy: str, n: int) -> dict:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), __file__,
+           "--worker", "--strategy", strategy, "--width", str(args.width), "--depth", str(args.depth),
+           "--length", str(args.length), "--micro-batch", str(args.micro_batch), "--steps", str(args.steps),
+           "--precision", args.precision]  # fmt: skip
+    env = os.environ | {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")} | MALLOC
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        sys.exit(f"bench/fsdp.py: {strategy} at world size {n} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--width", type=int, default=512)
+    parser.add_argument("--depth", type=int, default=8)
+    parser.add_argument("--length", type=int, default=32)
+    parser.add_argument("--micro-batch", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--precision", choices=["fp32", "bf16-mixed"], default="fp32")
+    parser.add_argument("--world-sizes", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--strategies", nargs="+", choices=["ddp", "fsdp"], default=["ddp", "fsdp"])
+    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--strategy", default="fsdp", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args)
+
+    import torch
+
+    gpus = torch.cuda.device_count()
+    sizes = [n for n in args.world_sizes if not gpus or n <= gpus]
+    for n in sorted(set(args.world_sizes) - set(sizes)):
+        print(f"world size {n}: skipped, this machine has {gpus} GPU(s)")
+    rows = [measure(args, s, n) for n in sizes for s in args.strategies]
+    first = rows[0]
+    print(f"model: transformer width {args.width}, depth {args.depth}, length {args.length}, "
+          f"{first['parameters'] / 1e6:.2f}M parameters; micro-batch {args.micro_batch}, {args.precision}, "
+          f"{args.steps} steps; {first['accelerator']} ({first['device']}); peak: {first['source']}")  # fmt: skip
+    print(f"{'strategy':>8} {'N':>3} {'peak MB':>9} {'planned MB':>11} {'peak/plan':>9} {'step ms':>9} {'fsdp/ddp':>9}")
+    step = {(r["strategy"], r["world_size"]): r["step_seconds"] for r in rows}
+    for r in rows:
+        both = r["strategy"] == "fsdp" and ("ddp", r["world_size"]) in step
+        ratio = step[("fsdp", r["world_size"])] / step[("ddp", r["world_size"])] if both else None
+        print(f"{r['strategy']:>8} {r['world_size']:>3} {r['peak_bytes'] / 2**20:>9.1f} {r['planned_bytes'] / 2**20:>11.1f} "
+              f"{r['peak_bytes'] / r['planned_bytes']:>9.2f} {r['step_seconds'] * 1e3:>9.1f} "
+              f"{'' if ratio is None else f'{ratio:.2f}':>9}")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
