@@ -65,7 +65,8 @@ class RunRecord(Typed):
     step_seconds: list = field(default_factory=list)
     # [step, seconds] of each periodic evaluation (runtime.evaluate), inside step_seconds: time-to-target leaves it out.
     periodic_eval_seconds: list = field(default_factory=list)
-    # The step a run stopped at once its periodic evaluation reached every target (schedule.stop_at: target);
+    # The step a run stopped at once its logged values (periodic evaluation, loss) reached every target
+    # (schedule.stop_at: target);
     # None: it ran its schedule. Its final metrics and time are then not those of the schedule's steps.
     stopped_at_step: int | None = None
     checks: list = field(default_factory=list)  # where the run did not follow its plan (flagged, not fatal)

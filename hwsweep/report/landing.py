@@ -65,7 +65,8 @@ def suite_section(matrix, suite: str, complete: bool, description: str = "",
     # Time to target first where the suite declares targets (issue 23); runs stopped there have no fixed-steps rows.
     ttt = results / suite / "target_comparison.csv"
     first = targets.sentences(pd.read_csv(ttt), confidence) if ttt.exists() else {}
-    stopped = targets.stopped_sentences(pd.read_csv(results / suite / "runs.csv"))
+    runs = results / suite / "runs.csv"
+    stopped = targets.stopped_sentences(pd.read_csv(runs)) if runs.exists() else {}
     fixed = headline.suite_headline(comparison, equivalence, confidence)
     shown = list(dict.fromkeys([*first, *fixed, *stopped]))
     for variant in shown:

@@ -340,19 +340,24 @@ class Run:
     def _flush(self, done: int) -> tuple[bool, bool]:
         """One collective for the steps since the last flush: every rank's micro-batch losses
         (the step loss is their sum in global order, so it is the same at any world size), every
-        rank's stop flag and whether its logged values reached every target (schedule.stop_at: target;
-        the evaluation may run on one rank), so all ranks stop at the same step. With tracking on, each
-        rank's step seconds since the last flush ride along (the step-time spread). Returns (stop, reached)."""
-        tail = [float(bool(self._signalled)), float(self._reached())]
-        if self.spec.tracking.on:  # the same on every rank
+        rank's stop flag and which targets its values logged since the last flush reached (schedule.stop_at:
+        target; the evaluation may run on one rank, the losses are known to all after it), so every rank holds
+        the same targets reached and all stop at the same step. With tracking on, each rank's step seconds
+        since the last flush ride along first (the step-time spread). Returns (stop, every target reached)."""
+        mine = self._hits(self._logged.values())
+        tail = [float(bool(self._signalled))] + [float(i in mine) for i in range(len(self._targets))]
+        timed = self.spec.tracking.on  # the same on every rank
+        if timed:
             tail.insert(0, sum(self.history["step_seconds"][self._timed :]))
             self._timed = len(self.history["step_seconds"])
         flags = torch.tensor(tail, device=self.device)
         local = torch.stack(self._pending).flatten() if self._pending else flags.new_empty(0)
         everything = gather_in_order(torch.cat([local, flags])).view(self.world_size, -1)
-        stop, reached = (bool(everything[:, i].max() > 0) for i in (-2, -1))
-        if len(tail) > 2 and self.world_size > 1:
-            seconds = everything[:, -3].tolist()
+        seen = everything[:, -len(tail) + int(timed) :].amax(dim=0).tolist()
+        stop = seen[0] > 0
+        self._hit |= {i for i, hit in enumerate(seen[1:]) if hit > 0}
+        if timed and self.world_size > 1:
+            seconds = everything[:, -len(tail)].tolist()
             median = statistics.median(seconds)
             self._spread = max(seconds) / median if median > 0 else None
         losses = {}
@@ -364,18 +369,14 @@ class Run:
         self._pending = []
         for step, value in losses.items():
             self._judge(self._guard.feed(step, value), fatal=not math.isfinite(value))
+        self._hit |= self._hits({"loss": value} for value in losses.values())  # the same on every rank
         self._write(losses)
-        return stop, reached
+        return stop, bool(self._targets) and len(self._hit) == len(self._targets)
 
-    def _reached(self, lines=None) -> bool:
-        """Whether the values logged on this rank reached every target (False without targets). Each flush reads
-        only the values logged since the last one (`lines`: the history's, after a resume)."""
-        for line in self._logged.values() if lines is None else lines:
-            for i, (target, keys, goal) in enumerate(self._targets):
-                values = [_number(line[k]) for k in keys if line.get(k) is not None]
-                if any(target.reached(v, goal) for v in values):
-                    self._hit.add(i)
-        return bool(self._targets) and len(self._hit) == len(self._targets)
+    def _hits(self, lines) -> set[int]:
+        """The targets (their indices) that a value in `lines` (dicts of logged values) reached."""
+        return {i for line in lines for i, (target, keys, goal) in enumerate(self._targets)
+                if any(line.get(k) is not None and target.reached(_number(line[k]), goal) for k in keys)}  # fmt: skip
 
     def _judge(self, verdict: str | None, fatal: bool = False) -> None:
         """The divergence guard's verdict: a non-finite loss always fails; otherwise guard.action decides
@@ -462,7 +463,7 @@ class Run:
         for line in self.history["lines"]:  # the guard sees the whole series, as if never interrupted
             if "loss" in line:
                 self._guard.feed(line["step"], line["loss"])
-        self._reached(self.history["lines"])
+        self._hit = self._hits(self.history["lines"])
 
     # -- the end ------------------------------------------------------------------------------
     def finish(self, **metrics) -> None:
