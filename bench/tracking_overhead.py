@@ -39,8 +39,9 @@ def spec_file(folder: Path, backend: str, steps: int) -> Path:
     return path
 
 
-def measure(spec: str, window: int) -> dict:
-    """One run (this process): the trainer's loop with the tracker attached in odd windows only."""
+def measure(spec: str, window: int, control: bool = False) -> dict:
+    """One run (this process): the trainer's loop with the tracker attached in odd windows only (control: in
+    none, so on/off differ by chance alone: the noise floor)."""
     import torch
     from torch.utils.data import TensorDataset
 
@@ -67,7 +68,7 @@ def measure(spec: str, window: int) -> dict:
             tracker.drain(timeout=600)
             opened = time.perf_counter() - t0
         on.append((step // window) % 2 == 1)
-        run.tracker = tracker if on[-1] else None
+        run.tracker = tracker if on[-1] and not control else None
         for batch in run.accumulate(loader):
             with run.autocast():
                 loss = net(*batch)
@@ -91,17 +92,19 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--window", type=int, default=20)
+    parser.add_argument("--control", action="store_true", help="first the same run with no tracker attached in any window")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: one run, in a fresh process
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.measure, args.window)))
+        print(json.dumps(measure(args.measure, args.window, args.control)))
         return
     print(f"local default recipe (width 64, cpu1), {args.steps} steps, log_every 10, windows of {args.window} steps")
     env = os.environ | {"OMP_NUM_THREADS": "1", "MLFLOW_ALLOW_FILE_STORE": "true"}
-    for backend in args.backends:
+    for backend in (["control"] if args.control else []) + args.backends:
+        control = ["--control"] if backend == "control" else []
         with tempfile.TemporaryDirectory() as tmp:
-            spec = spec_file(Path(tmp), backend, args.steps)
-            out = subprocess.run([sys.executable, __file__, "--measure", str(spec), "--window", str(args.window)],
+            spec = spec_file(Path(tmp), "tensorboard" if control else backend, args.steps)
+            out = subprocess.run([sys.executable, __file__, "--measure", str(spec), "--window", str(args.window), *control],
                                  env=env, check=True, capture_output=True, text=True).stdout  # fmt: skip
         r = json.loads(out.strip().splitlines()[-1])
         print(f"{backend}: step {r['on_ms']:.2f} ms on / {r['off_ms']:.2f} ms off = {r['on_ms'] / r['off_ms']:.4f} "

@@ -219,7 +219,9 @@ class Wandb:
         self.run = wandb.init(
             project=c.project, entity=c.entity, group=target.group, job_type=target.job_type, name=target.name,
             id=target.run_id, resume="allow", config=target.params, dir=str(target.folder), mode=mode,
-            settings=wandb.Settings(console="off", silent=True, init_timeout=60),
+            # hwsweep samples the system itself (tracker thread): W&B's own sampler would be a second one.
+            settings=wandb.Settings(console="off", silent=True, init_timeout=60, x_disable_stats=True,
+                                    disable_job_creation=True),
         )  # fmt: skip
 
     def log(self, rows: list[tuple[int, dict]]) -> None:
