@@ -4,7 +4,10 @@ at the default logging interval (recipe.log_every), for each backend in its loca
 event files, MLflow's file store, W&B offline). In one process per backend the tracker is attached and
 detached in alternating windows of --window steps, so on- and off-steps share the machine's state (its load,
 caches, clocks); the figure is the mean step time of on-windows over that of off-windows (issue 22's goal:
-at most 1.01). The tracker is opened (its client imported, its run created) before the first window: that
+at most 1.01). Beside it, the same ratio in this process's CPU time per step (every thread: training's, the
+tracker's, TensorBoard's writer): what the trackers take from training when the cores are saturated, and a
+figure that a loaded machine's noise, which moves the wall-clock ratio by several percent, barely moves (W&B
+does its writing in its own service process, outside this figure); and the tracker thread's CPU alone. The tracker is opened (its client imported, its run created) before the first window: that
 one-off start is printed apart, as seconds on the tracker's thread, not counted in step time.
 
     .venv/bin/python bench/tracking_overhead.py                  # all three, 400 steps, windows of 20
@@ -60,13 +63,15 @@ def measure(spec: str, window: int, control: bool = False) -> dict:
     optimizer = run.adamw(model.parameters())
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
     run.resume(model=model, optimizer=optimizer, scheduler=scheduler)
-    tracker, opened, on = None, 0.0, []
+    tracker, opened, on, cpu = None, 0.0, [], []
     for step in run.steps():
+        cpu.append(time.process_time())  # every thread of this process: training's and the trackers' CPU
         if tracker is None:  # run.steps() started it: wait until it is open before anything is timed
             tracker = run.tracker
             t0 = time.perf_counter()
             tracker.drain(timeout=600)
             opened = time.perf_counter() - t0
+            busy0 = tracker.busy_seconds
         on.append((step // window) % 2 == 1)
         run.tracker = tracker if on[-1] and not control else None
         for batch in run.accumulate(loader):
@@ -80,9 +85,17 @@ def measure(spec: str, window: int, control: bool = False) -> dict:
     skip = WARMUP_WINDOWS * window
     on_s = [s for s, f in zip(seconds[skip:], flags[skip:]) if f]
     off_s = [s for s, f in zip(seconds[skip:], flags[skip:]) if not f]
+    cpu.append(time.process_time())
+    cpu_step = [b - a for a, b in zip(cpu, cpu[1:])]  # step i: from its start to the next step's start
+    on_cpu = [c for c, f in zip(cpu_step[skip + 1 :], on[skip + 1 :]) if f]
+    off_cpu = [c for c, f in zip(cpu_step[skip + 1 :], on[skip + 1 :]) if not f]
+    tracker.drain(timeout=600)
+    busy = tracker.busy_seconds - busy0  # the tracker thread's CPU over every step it was attached to
     status = tracker.close()
     return {"on_ms": 1e3 * sum(on_s) / len(on_s), "off_ms": 1e3 * sum(off_s) / len(off_s), "open_s": opened,
-            "on_steps": len(on_s), "off_steps": len(off_s), "status": status}  # fmt: skip
+            "on_steps": len(on_s), "off_steps": len(off_s), "status": status,
+            "thread_ms_per_step": 1e3 * busy / max(1, sum(on)),
+            "cpu_on_ms": 1e3 * sum(on_cpu) / len(on_cpu), "cpu_off_ms": 1e3 * sum(off_cpu) / len(off_cpu)}  # fmt: skip
 
 
 def main() -> None:
@@ -107,7 +120,9 @@ def main() -> None:
             out = subprocess.run([sys.executable, __file__, "--measure", str(spec), "--window", str(args.window), *control],
                                  env=env, check=True, capture_output=True, text=True).stdout  # fmt: skip
         r = json.loads(out.strip().splitlines()[-1])
-        print(f"{backend}: step {r['on_ms']:.2f} ms on / {r['off_ms']:.2f} ms off = {r['on_ms'] / r['off_ms']:.4f} "
+        print(f"{backend}: step {r['on_ms']:.2f} ms on / {r['off_ms']:.2f} ms off = {r['on_ms'] / r['off_ms']:.4f}; "
+              f"process CPU per step {r['cpu_on_ms']:.2f} ms on / {r['cpu_off_ms']:.2f} ms off = "
+              f"{r['cpu_on_ms'] / r['cpu_off_ms']:.4f}; tracker thread CPU {r['thread_ms_per_step']:.3f} ms per tracked step "
               f"({r['on_steps']} / {r['off_steps']} steps; tracker opened in {r['open_s']:.1f} s; "
               f"{r['status']['backends']}, dropped {r['status']['dropped']})", flush=True)  # fmt: skip
 
