@@ -39,6 +39,39 @@ def snakemake(root, cfg, name: str, *args: str):
     return subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=900, env=env)
 
 
+def tracked(folder, suite: str, metrics: list[str]) -> None:
+    """Every run of the sweep is one MLflow run whose curves are the record's, and one TensorBoard run; the
+    suite's tables reached both (read back with MlflowClient and EventAccumulator)."""
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"  # MLflow 3 opens its file store only when told
+    client = MlflowClient(tracking_uri=(folder / "results/mlruns").as_uri())
+    runs = client.search_runs([client.get_experiment_by_name(suite).experiment_id])
+    records = sorted(folder.glob(f"results/{suite}/*/*/seed*/train.json"))
+    assert len(runs) == len(records) + 1  # one per run, and the suite's tables
+    by_name = {r.info.run_name: r for r in runs}
+    for path in records:
+        record = json.loads(path.read_text())
+        run = by_name[f"{record['variant']}/{record['hardware']}/seed{record['seed']}"]
+        assert record["tracking"]["backends"] == {"tensorboard": "ok", "mlflow": "ok"}
+        events = EventAccumulator(str(path.parent / "tensorboard"), size_guidance={"scalars": 0})
+        events.Reload()
+        for name in metrics:
+            history = client.get_metric_history(run.info.run_id, name)
+            assert [e.step for e in events.Scalars(name)] == [m.step for m in history], name
+            if name not in record["curves"]:  # logged for the trackers only (lr): once per log step
+                assert len({m.step for m in history}) == len(history) > 0, name
+                continue
+            curve = record["curves"][name]
+            assert [(m.step, m.value) for m in history] == list(zip(curve["steps"], curve["values"])), name
+    tables = by_name[f"{suite} tables"]
+    assert {a.path for a in client.list_artifacts(tables.info.run_id)} == {"comparison.csv", "equivalence.csv", "speedup.csv"}
+    texts = EventAccumulator(str(folder / f"results/{suite}/tensorboard"))
+    texts.Reload()
+    assert set(texts.PluginTagToContent("text")) == {"comparison", "equivalence", "speedup"}
+
+
 def check_sweep(folder, example_name: str, suite: str, metrics: list[str], per_step: set[str]):
     runs = pd.read_csv(folder / "results/runs.csv")
     assert len(runs) == 4 and set(runs.hardware) == {"cpu1", "cpu2"} and (runs.trainer == "command").all()
@@ -64,9 +97,11 @@ def test_plain_ddp_script_sweeps_unmodified(tmp_path):
     folder, cfg = example(tmp_path, name, schedule={"steps": 60, "warmup_steps": 5})
     cfg["recipe"]["args"]["eval_every"] = 30
     cfg["suites"]["mlp"]["sweep"] = {"args.hidden": [32]}
+    cfg["tracking"] = ["tensorboard", "mlflow"]  # the unmodified script, tracked from what the runner parses
     proc = snakemake(folder, cfg, name)
     assert proc.returncode == 0, proc.stderr[-4000:]
     runs = check_sweep(folder, name, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
+    tracked(folder, "mlp", ["loss", "val_acc"])
     assert (runs.val_acc > 0.5).all()  # it learned: chance is 0.25
     record = json.loads((folder / "results/mlp/hidden-32/cpu2/seed1/train.json").read_text())
     assert record["plan"]["world_size"] == 2 and record["checks"] == []  # it logged the planned global batch
@@ -93,9 +128,11 @@ def test_runtime_api_script_sweeps_with_its_own_record(tmp_path):
     name = "runtime_api"
     folder, cfg = example(tmp_path, name, schedule={"steps": 60, "warmup_steps": 5})
     cfg["recipe"]["args"]["eval_every"] = 30
+    cfg["tracking"] = ["tensorboard", "mlflow"]  # the script's runtime feeds the trackers; the runner forwards nothing
     proc = snakemake(folder, cfg, name)
     assert proc.returncode == 0, proc.stderr[-4000:]
     runs = check_sweep(folder, name, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
+    tracked(folder, "mlp", ["loss", "val_acc", "lr"])  # lr: only the runtime logs it
     assert (runs.val_acc > 0.5).all()  # it learned: chance is 0.25
     assert (runs.data_order == "global-order/size4096/workers0").all()  # the runtime wrote the record
     # no seed flag, yet seeded by the runtime: the same seed on two hardware is a pair

@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import BIN, REPO, SMALL
+from conftest import BIN, SMALL
 
 from hwsweep.contracts import io
 from hwsweep.contracts.tracking import TrackingConfig, run_id
@@ -210,7 +209,7 @@ def test_killed_and_resumed_run_is_one_tracked_run_in_every_tracker(tmp_path, un
     offline = sorted((run_dir / "wandb").glob(f"offline-run-*-{record['tracking']['id']}"))
     assert len(offline) == 2 and all(list(d.glob("*.wandb")) for d in offline)  # one per attempt, same id: one run once synced
 
-    for path in [p for p in (tmp_path / "on").rglob("*") if p.is_file() and "wandb" not in p.parts]:
+    for path in [p for p in (tmp_path / "on").rglob("*") if p.is_file()]:  # W&B's own folders included
         assert SECRET.encode() not in path.read_bytes(), path  # the key stays in the environment
 
 
@@ -232,36 +231,6 @@ def test_unreachable_tracking_server_is_one_warning_and_the_same_numbers(tmp_pat
     scalars, _ = _scalars(run_dir / "tensorboard")
     spread = [v for _, v in scalars["rank_step_time_spread"]]  # the slowest of the two ranks against the median
     assert len(spread) == 12 and all(v >= 1 for v in spread)
-
-
-@pytest.mark.slow
-def test_unmodified_command_is_tracked_from_its_parsed_output(tmp_path):
-    example = REPO / "examples/plain_ddp"
-    cfg = yaml.safe_load((example / "config.yaml").read_text())
-    cfg["trainer"]["workdir"] = str(example)
-    cfg["recipe"]["schedule"] = {"steps": 30, "warmup_steps": 3}
-    cfg["recipe"]["args"]["eval_every"] = 15
-    cfg["suites"]["mlp"]["sweep"] = {"args.hidden": [32]}
-    cfg["tracking"] = ["tensorboard", "mlflow"]
-    spec = resolve(cfg, config_dir=example).spec("mlp", "hidden-32", "cpu1", 0)
-    run_dir = tmp_path / "results" / "mlp/hidden-32/cpu1/seed0"
-    path = tmp_path / "spec.json"
-    io.write_json(path, spec.to_dict() | {"run_dir": str(run_dir)})
-    env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run([sys.executable, "-m", "hwsweep.run.launch", str(path), "--threads", "1"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((run_dir / "train.json").read_text())
-    assert record["trainer"] == "command" and record["tracking"]["backends"] == {"tensorboard": "ok", "mlflow": "ok"}
-    client = _mlflow(tmp_path / "results")
-    (run,) = client.search_runs([client.get_experiment_by_name("mlp").experiment_id])
-    scalars, _ = _scalars(run_dir / "tensorboard")
-    for name in ("loss", "val_acc"):
-        curve = record["curves"][name]
-        history = client.get_metric_history(run.info.run_id, name)
-        assert [(m.step, m.value) for m in history] == list(zip(curve["steps"], curve["values"]))
-        assert [s for s, _ in scalars[name]] == curve["steps"]
-    assert record["curves"]["val_acc"]["steps"] == [15, 30]
 
 
 @pytest.mark.slow

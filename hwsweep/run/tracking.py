@@ -219,7 +219,9 @@ class Wandb:
         self.run = wandb.init(
             project=c.project, entity=c.entity, group=target.group, job_type=target.job_type, name=target.name,
             id=target.run_id, resume="allow", config=target.params, dir=str(target.folder), mode=mode,
-            settings=wandb.Settings(console="off", silent=True, init_timeout=60),
+            # hwsweep samples the system itself (tracker thread): W&B's own sampler would be a second one.
+            settings=wandb.Settings(console="off", silent=True, init_timeout=60, x_disable_stats=True,
+                                    disable_job_creation=True),
         )  # fmt: skip
 
     def log(self, rows: list[tuple[int, dict]]) -> None:
@@ -327,6 +329,7 @@ class Tracker:
         self.failed: dict[str, str] = {}  # backend -> why it was dropped
         self.backends = [BACKENDS[name]() for name in config.backends]
         self.step = target.start_step  # the newest step logged: system samples are put at it
+        self.busy_seconds = 0.0  # CPU time the thread spent on the trackers after opening them (bench/)
         self._system = system
         self._thread = threading.Thread(target=self._work, name="hwsweep-tracking", daemon=True)
         self._thread.start()
@@ -420,6 +423,7 @@ class Tracker:
                     items.append(self.queue.get_nowait())
                 except queue.Empty:
                     break
+            busy = time.thread_time()
             if system and time.monotonic() >= next_sample:
                 next_sample = time.monotonic() + self.config.system_every
                 self._each("log", [(self.step, system.sample())])
@@ -434,11 +438,14 @@ class Tracker:
                 elif kind == "artifact":
                     self._each("artifact", item[1])
                 elif kind == "mark":
+                    self.busy_seconds += time.thread_time() - busy
+                    busy = time.thread_time()
                     item[-1].set()
                 elif kind == "stop":
                     self._each("close", item[1])
                     item[-1].set()
                     return
+            self.busy_seconds += time.thread_time() - busy
 
 
 def publish_tables(suite: str, suite_dir, config: TrackingConfig, tables: dict) -> dict | None:
