@@ -1,4 +1,4 @@
-"""Whether an "All suites" table is current (hwsweep.report.current), and the landing page's line for one that is not."""
+"""Whether an "All suites" table is current (hwsweep.report.current), and the landing line for one that is not."""
 
 import os
 

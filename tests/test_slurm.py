@@ -63,11 +63,12 @@ def run_slurm(workdir: Path, cfg: dict, env: dict, *args: str, timeout: int = 90
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def start_slurm(workdir: Path, cfg: dict, env: dict, *args: str) -> subprocess.Popen:
-    """run_slurm's command, started in the background (its output in workdir/snakemake.err)."""
+def start_slurm(workdir: Path, cfg: dict, env: dict, *args: str, targets=("all",)) -> subprocess.Popen:
+    """run_slurm's command, started in the background (its output in workdir/snakemake.err); `targets`
+    instead of all: the signal tests need the train jobs only, not the small jobs after them."""
     workdir.mkdir(parents=True, exist_ok=True)
     path = write_config(workdir, cfg)
-    cmd = ["snakemake", "--profile", "slurm", "all",
+    cmd = ["snakemake", "--profile", "slurm", *targets,
            "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(path),
            "--replace-workflow-config", "--slurm-init-seconds-before-status-checks", STATUS_SECONDS,
            "--seconds-between-status-checks", STATUS_SECONDS, "--slurm-keep-successful-logs", *args]  # fmt: skip
@@ -141,7 +142,8 @@ def test_scancel_signal_term_checkpoints_a_one_node_run_and_the_retry_resumes_bi
     cfg = small_config | {"seeds": [0], "baseline": "c1", "hardware": ONE_NODE}
     cfg["recipe"] |= {"reproducibility": "strict", "checkpoint_every": 20}
     cfg["recipe"]["schedule"] = {"steps": 600, "warmup_steps": 5}
-    proc = start_slurm(tmp_path, cfg, slurm, "--retries", "1")
+    proc = start_slurm(tmp_path, cfg, slurm, "--retries", "1",
+                       targets=[f"results/tiny/default/{hw}/seed0/train.json" for hw in ONE_NODE])  # fmt: skip
     try:
         run = tmp_path / "results/tiny/default/c1/seed0"
         wait_for("a checkpoint", lambda: list((run / "checkpoints").glob("step*.pt")), timeout=150)
@@ -160,19 +162,38 @@ def test_scancel_signal_term_checkpoints_a_one_node_run_and_the_retry_resumes_bi
 
 
 def test_a_one_node_run_gets_its_checkpoint_signal_before_the_time_limit(tmp_path, small_config, slurm):
-    """A 1-minute limit with the signal 50 s ahead (the profile's slurm_extra): the trainer checkpoints and
-    exits 75 before the limit, it is not killed at the limit (TIMEOUT)."""
-    cfg = small_config | {"seeds": [0], "baseline": "c1", "hardware": {"c1": HARDWARE["cpu1"] | {"runtime": 1}}}
+    """The signal 50 s before the time limit (the profile's slurm_extra): the trainer checkpoints and exits 75
+    before the limit, it is not killed at the limit (TIMEOUT). SLURM sends the signal once, to the job steps
+    there are then: the limit is cut short only once the trainer runs, as a job's start (the snakemake in
+    the job) takes seconds to a minute on a loaded machine."""
+    cfg = small_config | {"seeds": [0], "baseline": "c1", "hardware": {"c1": HARDWARE["cpu1"] | {"runtime": 10}}}
     cfg["recipe"] |= {"checkpoint_every": 1000000}
     cfg["recipe"]["schedule"] = {"steps": 1000000, "warmup_steps": 5}
-    proc = run_slurm(tmp_path, cfg, slurm, "--retries", "0", "--set-resources", "train:slurm_extra='--signal=TERM@50'",
-                     "--slurm-keep-successful-logs", timeout=300)  # fmt: skip
-    assert proc.returncode != 0
-    log = (tmp_path / "logs/tiny/default/c1/seed0/train.log").read_text()
-    assert "exiting 75" in log, log[-3000:]
-    (log,) = (tmp_path / ".snakemake/slurm_logs/rule_train").rglob("*.log")  # one attempt
-    assert scontrol_job(log.stem, slurm)["JobState"] != "TIMEOUT"  # it ended before the limit
+    proc = start_slurm(tmp_path, cfg, slurm, "--retries", "0", "--set-resources", "train:slurm_extra='--signal=TERM@50'",
+                       targets=["results/tiny/default/c1/seed0/train.json"])  # fmt: skip
+    try:
+        log = tmp_path / "logs/tiny/default/c1/seed0/train.log"
+        job = wait_for("the train job", lambda: running_train_job("c1", slurm), timeout=300)
+        wait_for("the trainer's first steps", lambda: log.is_file() and "train:" in log.read_text(), timeout=300)
+        # A limit in whole minutes (SLURM's unit) at least 80 s from now: the signal 30 s or more from now.
+        minutes = -(-(seconds(scontrol_job(job, slurm)["RunTime"]) + 80) // 60)
+        subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={minutes}"], env=slurm, check=True)
+        code, err = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code != 0, err[-3000:]  # the attempt stopped and no retry was allowed
+    assert "exiting 75" in log.read_text(), log.read_text()[-3000:]
+    state = scontrol_job(job, slurm)
+    assert state["JobState"] != "TIMEOUT" and seconds(state["RunTime"]) < minutes * 60, state  # before the limit
     assert list((tmp_path / "results/tiny/default/c1/seed0/checkpoints").glob("step*.pt"))
+
+
+def seconds(duration: str) -> int:
+    """SLURM's [days-]hours:minutes:seconds in seconds."""
+    days, _, clock = duration.rpartition("-")
+    h, m, s = (int(x) for x in clock.split(":"))
+    return int(days or 0) * 86400 + h * 3600 + m * 60 + s
 
 
 def test_gpus_are_asked_per_node_and_each_node_sees_its_ranks_gpus(tmp_path, small_config, slurm):

@@ -61,8 +61,9 @@ STALE = {}
 
 
 def stale_combined():
-    """While a report is built: rule -> (its table, why it is out of date) for each of plan,
-    combine and compare_suites whose table is (hwsweep.report.current); said on stderr."""
+    """While a report is built: rule -> (its table, why it is out of date) for each
+    of plan, combine and compare_suites whose table is (hwsweep.report.current),
+    said on stderr."""
     if "found" not in STALE:
         checks = {
             "plan": ("results/plan.tsv", dict(text=plan_table(None))),
