@@ -62,6 +62,9 @@ class HRM(nn.Module):
         self.h_cycles, self.l_cycles = h_cycles, l_cycles
         self.halt_max_steps = halt_max_steps
         self.halt_exploration_prob = halt_exploration_prob
+        # Set by a sharded wrapping (FSDP): (flag) -> whether any rank's flag is set, so that ACT's segment count,
+        # which differs per rank, is the same on all of them; None runs each rank's own count.
+        self.lockstep = None
         self.act_mode = act_mode
         self.input = PuzzleInput(vocab_size, length, width, heads, positions, puzzle_emb_ndim, num_puzzle_ids)
         self.H = ReasoningModule(h_layers, width, heads, mlp_ratio)
@@ -153,7 +156,8 @@ class HRM(nn.Module):
             halt = torch.full_like(rows, step == m, dtype=torch.bool)
             if self.training and step < m:  # at evaluation every sample runs all m segments
                 halt = (q[:, 0] > q[:, 1]) & (step >= min_steps[rows])
-            if self.training and halt.any():  # their continue target needs one more segment, without gradients
+            if self.training and self._any(bool(halt.any())):  # their continue target needs one more segment
+                # (no gradients); under lockstep a rank with none halted runs it on no rows
                 with torch.no_grad():
                     h = (z_h[halt].detach(), z_l[halt].detach())
                     after = self.outputs(self.segment(h, x[halt])[0])[1]
@@ -163,9 +167,14 @@ class HRM(nn.Module):
             waiting = q[going, 1]
             rows, x = rows[going], x[going]
             carry = (z_h[going].detach(), z_l[going].detach())
-            if not len(rows):
+            if not self._any(bool(len(rows))):
                 break
         return (total + 0.5 * q_total) / b
+
+    def _any(self, flag: bool) -> bool:
+        """This rank's flag, or under lockstep whether any rank's is set: sharded blocks (FSDP) all-gather
+        their weights at every call, so every rank must run the same number of segments."""
+        return flag if self.lockstep is None else self.lockstep(flag)
 
     @staticmethod
     def continue_loss(q_continue: torch.Tensor, next_q: torch.Tensor, last: bool) -> torch.Tensor:

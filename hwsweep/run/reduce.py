@@ -13,6 +13,7 @@ and an all-gather instead of an all-reduce: fine for the models this is meant to
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 import torch.distributed as dist
@@ -102,6 +103,13 @@ def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
     return units
 
 
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """Whether `flag` is set on any rank (a collective: every rank calls it)."""
+    t = torch.tensor([float(flag)], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
 class ShardedReduction:
     """FSDP2 (torch.distributed.fsdp.fully_shard): each block, then the root, keeps 1/N of its parameters,
     gradients and optimizer state per rank; a block's weights are all-gathered just before it runs and its
@@ -116,7 +124,10 @@ class ShardedReduction:
         policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
         for unit in shard_units(model):
             fully_shard(unit, mp_policy=policy, reshard_after_forward=reshard_after_forward)
+        device = next(model.parameters()).device
         fully_shard(model, mp_policy=policy, reshard_after_forward=False)
+        if hasattr(model, "lockstep"):  # a model whose number of block calls differs per rank (HRM's ACT)
+            model.lockstep = functools.partial(any_rank, device=device)
         self.module = self.model = model
         self.accumulation = accumulation
 
