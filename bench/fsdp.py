@@ -66,7 +66,8 @@ def worker(args) -> None:
     dist.all_reduce(probe)  # the process group's own buffers exist before the baseline is read
     task, model_cfg = _shapes(args)
     parallel = Parallel(strategy=args.strategy, reshard_after_forward=True)
-    opt = Optimizer(name="adamw", lr=1e-3, weight_decay=0.01, beta1=0.9, beta2=0.95, grad_clip=0.0, kernel="auto")
+    opt = Optimizer(name="adamw", lr=1e-3, weight_decay=0.01, beta1=0.9, beta2=0.95, grad_clip=0.0, kernel="auto",
+                    puzzle_emb_lr=0.01, puzzle_emb_weight_decay=0.1)
     scaler = devices.grad_scaler(device, args.precision)
 
     def train(model_cfg, steps: int) -> list[float]:
