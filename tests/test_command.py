@@ -174,6 +174,15 @@ def test_a_script_without_a_seed_or_precision_flag_is_usable_and_says_so(tmp_pat
     assert "every seed repeats the same run" in text and "the precision is not passed" in text
 
 
+def test_stop_at_target_with_a_command_says_only_the_runtime_stops(tmp_path):
+    script(tmp_path, "")
+    targets = [{"metric": "acc", "value": 0.9}]
+    m = matrix(tmp_path, targets=targets, recipe=COMMAND["recipe"] | {"schedule": {"steps": 20, "warmup_steps": 2, "stop_at": "target"}})
+    said = [w for w in m.warnings if w.startswith("recipe.schedule.stop_at: target (suite s)")]
+    assert len(said) == 1 and "an unmodified command trains every step" in said[0]
+    assert not any("stop_at" in w for w in matrix(tmp_path, targets=targets).warnings)
+
+
 # -- the runner: what counts as a finished run ---------------------------------------------
 
 

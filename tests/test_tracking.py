@@ -16,6 +16,7 @@ import pytest
 from conftest import BIN, SMALL
 
 from hwsweep.contracts import io
+from hwsweep.contracts.spec import TRACKING_FILE, canonical_json
 from hwsweep.contracts.tracking import TrackingConfig, run_id
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run import tracking
@@ -52,15 +53,13 @@ def test_bad_tracking_config_is_one_line(block, field):
     assert field in str(e.value) and "\n" not in str(e.value)
 
 
-def test_tracking_block_reaches_every_spec_and_not_the_checkpoint_fingerprint():
-    from hwsweep.run.checkpoint import fingerprint
-
-    off = resolve(_config(None)).spec("tiny", "default", "cpu2", 1)
-    on = resolve(_config(["tensorboard", "mlflow"])).spec("tiny", "default", "cpu2", 1)
+def test_tracking_block_stays_out_of_the_spec():
+    off, on = resolve(_config(None)), resolve(_config(["tensorboard", "mlflow"]))
     assert off.tracking == TrackingConfig() and not off.tracking.on
     assert on.tracking.backends == ["tensorboard", "mlflow"] and on.tracking.mlflow.uri is None
-    assert fingerprint(on) == fingerprint(off)  # turning tracking on does not stop a run from resuming
-    target = tracking.run_target(on, "results/tiny/default/cpu2/seed1")
+    # turning tracking on changes no spec: a finished run is not retrained, a checkpoint still resumes
+    assert canonical_json(on.spec("tiny", "default", "cpu2", 1)) == canonical_json(off.spec("tiny", "default", "cpu2", 1))
+    target = tracking.run_target(on.spec("tiny", "default", "cpu2", 1), "results/tiny/default/cpu2/seed1")
     assert target.run_id == run_id("tiny", "default", "cpu2", 1) != run_id("tiny", "default", "cpu2", 0)
     assert target.results == Path("results").resolve()
     assert target.params["plan.global_batch"] == 32 and target.tags["gpu_type"] == "cpu"
@@ -142,9 +141,11 @@ def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps:
     """The built-in trainer on one spec in `tmp_path/name`, laid out as results/ is; a kill (SIGTERM once the first
     checkpoint is written) and a rerun that resumes it when asked. Returns the run folder and the last output."""
     run_dir = tmp_path / name / f"results/tiny/default/{hardware}/seed0"
-    spec = resolve(_config(block, steps)).spec("tiny", "default", hardware, 0).to_dict() | {"run_dir": str(run_dir)}
+    matrix = resolve(_config(block, steps))
+    spec = matrix.spec("tiny", "default", hardware, 0).to_dict() | {"run_dir": str(run_dir)}
     path = tmp_path / f"{name}.json"
     io.write_json(path, spec)
+    io.write_json(run_dir / TRACKING_FILE, matrix.tracking.to_dict())  # what the workflow's tracking rule writes
     cmd = [sys.executable, "-m", "hwsweep.run.train", str(path)]
     if hardware == "cpu2":
         cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", *cmd[1:]]
@@ -208,6 +209,24 @@ def test_killed_and_resumed_run_is_one_tracked_run_in_every_tracker(tmp_path, un
 
     offline = sorted((run_dir / "wandb").glob(f"offline-run-*-{record['tracking']['id']}"))
     assert len(offline) == 2 and all(list(d.glob("*.wandb")) for d in offline)  # one per attempt, same id: one run once synced
+
+    # The evaluate job adds the held-out metrics to the same tracked run, at the last step.
+    env = os.environ | {"OMP_NUM_THREADS": "1", "WANDB_API_KEY": SECRET}
+    done = subprocess.run([sys.executable, "-m", "hwsweep.run.evaluate", str(tmp_path / "on.json")], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr[-3000:]
+    held_out = {k: v for k, v in json.loads((run_dir / "eval.json").read_text())["metrics"].items() if v is not None}
+    assert len(client.search_runs([experiment.experiment_id])) == 1
+    run = client.get_run(run.info.run_id)
+    assert run.info.status == "FINISHED" and "eval.json" in [a.path for a in client.list_artifacts(run.info.run_id)]
+    final = {k.removeprefix(tracking.FINAL_PREFIX): v for k, v in run.data.metrics.items() if k.startswith("final/")}
+    assert final == pytest.approx(held_out) and "token_accuracy" in final
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "final/token_accuracy")] == [60]
+    scalars, _ = _scalars(run_dir / "tensorboard")
+    assert scalars["final/token_accuracy"] == [(60, pytest.approx(held_out["token_accuracy"], rel=1e-6))]
+    assert [s for s, _ in scalars["loss"]] == loss["steps"]  # still one curve
+    offline = sorted((run_dir / "wandb").glob(f"offline-run-*-{record['tracking']['id']}"))
+    assert len(offline) == 3 and b"final/token_accuracy" in next(offline[-1].glob("*.wandb")).read_bytes()
 
     for path in [p for p in (tmp_path / "on").rglob("*") if p.is_file()]:  # W&B's own folders included
         assert SECRET.encode() not in path.read_bytes(), path  # the key stays in the environment

@@ -101,6 +101,17 @@ def test_changing_one_suite_reruns_only_that_suite(two_suites):
     assert trains and set(trains) == {"other"}, proc.stdout[-3000:]
 
 
+def test_naming_a_tracker_after_the_runs_finished_retrains_nothing(two_suites):
+    """Issue 22: which trackers watch is not part of what trains, so adding one rewrites each run's
+    tracking.json and schedules no train job."""
+    folder, cfg = two_suites
+    cfg["tracking"] = ["tensorboard"]
+    proc = snakemake(folder, cfg, "-n", "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rule tracking:" in proc.stdout and "rule train:" not in proc.stdout, proc.stdout[-3000:]
+    assert "rule aggregate_suite:" in proc.stdout  # the suites' tables still reach the new tracker
+
+
 def test_a_report_after_a_single_suite_run_leaves_out_the_older_all_suites_tables_and_says_so(two_suites):
     """Issue 25, item 4: `snakemake suite_third` updates only that suite; the combined tables ("All suites")
     still hold the two older suites, so the report built then leaves them out and its landing page says why,

@@ -18,13 +18,14 @@ from hwsweep.contracts.hardware import BatchPlan, Hardware
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.target import Target
-from hwsweep.contracts.tracking import TrackingConfig
 from hwsweep.contracts.typed import Typed
 
 # One place for the output layout; workflow/rules/common.smk builds its patterns from these.
 RUN_DIR = "results/{suite}/{variant}/{hardware}/seed{seed}"
 LOG_DIR = "logs/{suite}/{variant}/{hardware}/seed{seed}"
 SPEC_FILE = "spec.json"
+# Which trackers see the run live: beside spec.json, not in it, so naming another tracker retrains nothing.
+TRACKING_FILE = "tracking.json"
 TRAIN_RECORD = "train.json"
 FINAL_CHECKPOINT = "final.pt"  # written by hwsweep.runtime (the built-in trainer, runtime-API scripts)
 EVAL_RECORD = "eval.json"
@@ -79,7 +80,6 @@ class RunSpec(Typed):
     # The suite's targets where recipe.schedule.stop_at is target (the runtime stops once all are reached); else
     # empty, so declaring targets only to measure time to target changes no run.
     targets: list[Target] = field(default_factory=list)
-    tracking: TrackingConfig = TrackingConfig()  # which trackers see the run live (no secrets: those stay in the env)
 
     def metrics_of(self, stage: str) -> list[Metric]:
         return [m for m in self.metrics if m.stage == stage]

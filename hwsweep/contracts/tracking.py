@@ -1,14 +1,19 @@
 """The config's `tracking:` block: which trackers (TensorBoard, MLflow, Weights & Biases) see every run live,
-and the identity a run has there. Torch-free and client-free: the planner validates it, the spec carries it,
+and the identity a run has there. Torch-free and client-free: the planner validates it,
+each run's folder carries it in its own file (not in spec.json: what is watched does not change what trains),
 hwsweep.run.tracking feeds the trackers. Secrets are never part of it: a W&B key or an MLflow password is read
 by the trackers' clients from the environment (WANDB_API_KEY, MLFLOW_TRACKING_USERNAME/PASSWORD)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
 
+from hwsweep.contracts.spec import TRACKING_FILE
 from hwsweep.contracts.typed import Typed
 
 BACKENDS = ("tensorboard", "mlflow", "wandb")
@@ -43,6 +48,20 @@ class TrackingConfig(Typed):
     @property
     def on(self) -> bool:
         return bool(self.backends)
+
+    @classmethod
+    def of_run(cls, run_dir) -> "TrackingConfig":
+        """The trackers of the run in `run_dir` (its TRACKING_FILE); none when the file is missing (a spec
+        launched by hand) or unreadable: a tracker never fails a run, so that is one warning line."""
+        path = Path(run_dir, TRACKING_FILE)
+        if not path.is_file():
+            return cls()
+        try:
+            return cls.from_dict(json.loads(path.read_text()), str(path))
+        except (ValueError, TypeError, OSError) as e:
+            print(f"warning: tracking: {path} is unreadable ({e}); this run is not tracked. Rerun snakemake to "
+                  "rewrite it", file=sys.stderr)  # fmt: skip
+            return cls()
 
 
 def uri_problem(uri: str) -> str | None:

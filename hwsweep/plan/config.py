@@ -602,7 +602,8 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         if references[suite] not in seen:
             raise ConfigError(f"{where}.reference: {SHOWN.repr(references[suite])} is not a variant of suite {suite}; "
                               f"use one of {', '.join(list(seen)[:8])}")  # fmt: skip
-    warnings = _cross_hardware_warnings(cells, hardware, raw["baseline"]) + _unmapped_warnings(trainer)
+    warnings = (_cross_hardware_warnings(cells, hardware, raw["baseline"]) + _unmapped_warnings(trainer)
+                + _stop_at_warnings(cells, trainer))  # fmt: skip
     matrix = Matrix(
         cells=tuple(cells),
         seeds=tuple(raw["seeds"]),
@@ -720,6 +721,16 @@ LOCKED_BY = {
     "the step budget": ("steps",),
     "the precision": ("precision",),
 }
+
+
+def _stop_at_warnings(cells, trainer: Trainer) -> tuple[str, ...]:
+    """Only the runtime stops a run at its targets: a command that does not import it trains its whole schedule."""
+    stopping = sorted({c.suite for c in cells if c.recipe.schedule.stop_at == "target"})
+    if trainer.kind == "builtin" or not stopping:
+        return ()
+    return (f"recipe.schedule.stop_at: target (suite {', '.join(stopping)}): only a script on hwsweep.runtime stops at "
+            "its targets; an unmodified command trains every step (its time to target is still measured, nothing "
+            "is saved; use stop_at: steps to say so)",)  # fmt: skip
 
 
 def _unmapped_warnings(trainer: Trainer) -> tuple[str, ...]:

@@ -117,5 +117,4 @@ class Matrix:
             keep_checkpoints=self.keep_checkpoints,
             guard=self._guard(cell.recipe),
             targets=list(self.targets.get(suite, ())) if cell.recipe.schedule.stop_at == "target" else [],
-            tracking=self.tracking,
         )

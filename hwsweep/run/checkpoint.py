@@ -48,22 +48,16 @@ def _hash(data: dict) -> str:
 
 
 def fingerprint(spec) -> str:
-    """The resolved spec's hash: same recipe, plan, seed and run directory, same fingerprint. The trackers
-    are left out: turning tracking on or off does not change what trains, so a run still resumes."""
-    return _hash(_trained(spec))
+    """The resolved spec's hash: same recipe, plan, seed and run directory, same fingerprint."""
+    return _hash(spec.to_dict())
 
 
 def layout_fingerprint(spec) -> str:
     """The spec's hash without its hardware and device layout: the same run at another world size."""
-    data = _trained(spec)
+    data = spec.to_dict()
     data.pop("hardware", None)
     data["plan"] = {k: v for k, v in data["plan"].items() if k not in LAYOUT}
     return _hash(data)
-
-
-def _trained(spec) -> dict:
-    """The spec as far as it decides what trains (tracking does not)."""
-    return {k: v for k, v in spec.to_dict().items() if k != "tracking"}
 
 
 def step_file(folder: Path, step: int) -> Path:

@@ -19,7 +19,7 @@ from hwsweep.contracts import io
 from hwsweep.contracts.records import EvalRecord, RunRecord
 from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec
 from hwsweep.models import families
-from hwsweep.run import runner
+from hwsweep.run import runner, tracking
 
 
 def builtin(spec: RunSpec) -> int:
@@ -53,10 +53,14 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     spec = RunSpec.load(args.spec)
-    if spec.evaluation.kind == "command":
-        return runner.evaluate(spec, args.spec, args.threads)
     torch.set_num_threads(args.threads)
-    return builtin(spec)
+    code = runner.evaluate(spec, args.spec, args.threads) if spec.evaluation.kind == "command" else builtin(spec)
+    if code == 0:
+        trained = RunRecord.from_dict(io.read_json(spec.path(TRAIN_RECORD)))
+        evaluated = EvalRecord.from_dict(io.read_json(spec.path(EVAL_RECORD)))
+        tracking.publish_evaluation(spec, spec.run_dir, trained.stopped_at_step or spec.plan.steps, evaluated.metrics,
+                                    spec.path(EVAL_RECORD))  # fmt: skip
+    return code
 
 
 if __name__ == "__main__":

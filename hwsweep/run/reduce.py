@@ -45,14 +45,15 @@ def global_mean(local_values: list[torch.Tensor]) -> float:
 
 
 class StandardReduction:
-    """torch DDP: bucketed all-reduce overlapped with the final micro-step's backward. A single process
-    has nothing to reduce: the model goes unwrapped, which skips DDP's bucket copies and its all-reduce
-    of one rank (dividing by one and summing one rank change no bit, so the gradients are the same)."""
+    """torch DDP: bucketed all-reduce overlapped with the final micro-step's backward. The gradients are views
+    of DDP's buckets, not a second copy of them, so a replica holds one set of gradients as the memory plan
+    counts. A single process has nothing to reduce: the model goes unwrapped, which skips DDP's buckets and its
+    all-reduce of one rank (dividing by one and summing one rank change no bit, so the gradients are the same)."""
 
     def __init__(self, model: torch.nn.Module, accumulation: int, device_ids):
         self.module = model
         alone = dist.get_world_size() == 1
-        self.model = model if alone else DistributedDataParallel(model, device_ids=device_ids)
+        self.model = model if alone else DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
         self.accumulation = accumulation
 
     def micro_step(self, last: bool):

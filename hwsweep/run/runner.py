@@ -32,6 +32,7 @@ from hwsweep.contracts.command import (
 from hwsweep.contracts.metrics import TextParser, parse_jsonl_line, problems, summarise
 from hwsweep.contracts.records import EvalRecord, RunRecord, read
 from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, EVAL_RECORD, TRAIN_RECORD, RunSpec
+from hwsweep.contracts.tracking import TrackingConfig
 from hwsweep.run import observe, tether, tracking
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal; rerun to resume
@@ -308,7 +309,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     launcher = trainer.launcher(spec.plan.world_size)
     feed = TrackerFeed(spec, run_dir, first_step if resuming else 0, started)
     code, seconds = stage.run(getattr(signal, f"SIG{trainer.signal}"), on_line, launcher == "torchrun",
-                              live_guard(spec, history), feed if spec.tracking.on else None)  # fmt: skip
+                              live_guard(spec, history), feed if TrackingConfig.of_run(run_dir).on else None)  # fmt: skip
     contention["other_runs"] = max(contention["other_runs"], host.other_runs())
     for o in stage.observations:  # the parsed output is kept, so a resumed run keeps its earlier steps
         io.append_line(history_path, json.dumps(o))

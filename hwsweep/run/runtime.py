@@ -47,6 +47,7 @@ from hwsweep.contracts.metrics import observations, summarise
 from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD, RunSpec
 from hwsweep.contracts.target import curve_keys
+from hwsweep.contracts.tracking import TrackingConfig
 from hwsweep.run import data, repro, startup, tracking
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, Sharded, fingerprint, layout_fingerprint
@@ -139,6 +140,7 @@ class Run:
         self._logged: dict[int, dict] = {}  # step -> values logged by the script, not yet written
         self._final: dict = {}  # values without a step (run.finish(**metrics))
         self.tracker = None  # rank 0's feed to the trackers (config tracking), from run.steps() on
+        self.tracked = TrackingConfig.of_run(self.run_dir).on  # read by every rank: the step-time spread is collective
         self._lr = None  # the learning rate of the newest optimizer step, and its gradient norm before clipping
         self._grad_norm = None
         self._timed = 0  # step times already sent to the other ranks (tracking: the per-rank spread)
@@ -346,7 +348,7 @@ class Run:
         since the last flush ride along first (the step-time spread). Returns (stop, every target reached)."""
         mine = self._hits(self._logged.values())
         tail = [float(bool(self._signalled))] + [float(i in mine) for i in range(len(self._targets))]
-        timed = self.spec.tracking.on  # the same on every rank
+        timed = self.tracked  # the same on every rank
         if timed:
             tail.insert(0, sum(self.history["step_seconds"][self._timed :]))
             self._timed = len(self.history["step_seconds"])

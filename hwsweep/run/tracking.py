@@ -34,6 +34,7 @@ MLFLOW_FOLDER = "mlruns"  # the default MLflow store, in results/
 ID_TAG = "hwsweep_run_id"
 OWNER_FILE = "tracking.owner"  # written by hwsweep.runtime in the run folder: the runner of a command leaves it the tracking
 BATCH = 1000  # queued items a backend takes in one call
+FINAL_PREFIX = "final/"  # the held-out evaluation's metrics, apart from the periodic evaluations' curves
 TEXT_ROWS = 200  # rows of a table shown as text in TensorBoard
 
 
@@ -143,6 +144,9 @@ class TensorBoard:
         value = Summary.Value(tag=name, metadata=metadata.create_summary_metadata(name, ""), tensor=tensor)
         self._event(Event(step=0, summary=Summary(value=[value])))
 
+    def final(self, step: int, values: dict) -> None:
+        self.log([(step, values)])
+
     def artifact(self, path: Path) -> None:
         pass  # TensorBoard keeps no files; the record is beside the event files already
 
@@ -198,6 +202,9 @@ class Mlflow:
         for i in range(0, len(metrics), 1000):
             self.client.log_batch(self.run, metrics=metrics[i : i + 1000])
 
+    def final(self, step: int, values: dict) -> None:
+        self.log([(step, values)])
+
     def text(self, name: str, path: Path) -> None:
         self.artifact(path)
 
@@ -227,6 +234,10 @@ class Wandb:
     def log(self, rows: list[tuple[int, dict]]) -> None:
         for step, values in rows:
             self.run.log(values, step=step)
+
+    def final(self, step: int, values: dict) -> None:
+        # W&B's history only moves forward, and its run table compares runs by their summary: the summary.
+        self.run.summary.update(values)
 
     def text(self, name: str, path: Path) -> None:
         import wandb
@@ -336,10 +347,9 @@ class Tracker:
 
     @classmethod
     def start(cls, spec, run_dir, start_step: int = 0, gpu: int | None = None) -> "Tracker | None":
-        """The tracker of a run, or None when its spec names no tracker."""
-        if not spec.tracking.on:
-            return None
-        return cls(run_target(spec, run_dir, start_step, gpu), spec.tracking)
+        """The tracker of a run, or None when its run folder names no tracker."""
+        config = TrackingConfig.of_run(run_dir)
+        return cls(run_target(spec, run_dir, start_step, gpu), config) if config.on else None
 
     # -- the training thread's side: never waits ------------------------------------------------------
     def log(self, step: int, values: dict) -> None:
@@ -377,6 +387,11 @@ class Tracker:
     def status(self) -> dict:
         return {"id": self.target.run_id, "dropped": self.dropped,
                 "backends": {b.name: self.failed.get(b.name, "ok") for b in self.backends}}  # fmt: skip
+
+    def final(self, step: int, values: dict) -> None:
+        """A run's held-out evaluation (eval.json), at its last step: a scalar each in TensorBoard and MLflow,
+        W&B's run summary."""
+        self._put(("final", (int(step), {k: float(v) for k, v in values.items() if v is not None})))
 
     def close(self, artifacts=(), texts: dict | None = None, failed: bool = False, timeout: float | None = None) -> dict:
         """Hand over files (the record) and tables, close every tracked run, and wait at most close_timeout."""
@@ -435,6 +450,8 @@ class Tracker:
                 kind = item[0]
                 if kind == "text":
                     self._each("text", *item[1])
+                elif kind == "final":
+                    self._each("final", *item[1])
                 elif kind == "artifact":
                     self._each("artifact", item[1])
                 elif kind == "mark":
@@ -446,6 +463,18 @@ class Tracker:
                     item[-1].set()
                     return
             self.busy_seconds += time.thread_time() - busy
+
+
+def publish_evaluation(spec, run_dir, step: int, metrics: dict, record) -> dict | None:
+    """The evaluate job's metrics to the run's tracked run (the same id: after its training, at its last step,
+    under final/<metric>) with eval.json as an artifact. Waits at most close_timeout; failures are warnings.
+    None when the run is not tracked."""
+    config = TrackingConfig.of_run(run_dir)
+    if not config.on:
+        return None
+    tracker = Tracker(run_target(spec, run_dir, start_step=step), config, system=False)
+    tracker.final(step, {f"{FINAL_PREFIX}{k}": v for k, v in metrics.items()})
+    return tracker.close(artifacts=[record])
 
 
 def publish_tables(suite: str, suite_dir, config: TrackingConfig, tables: dict) -> dict | None:

@@ -1,4 +1,5 @@
 # Bookkeeping only: paths, wildcards, input functions and resources. Never imports torch.
+import json
 import os
 import shlex
 import sys
@@ -63,6 +64,11 @@ def run_spec_of(wildcards):
 def run_spec_json(wildcards):
     """The resolved RunSpec as canonical JSON: a params value, so a changed recipe reruns."""
     return layout.canonical_json(run_spec_of(wildcards))
+
+
+def tracking_json(wildcards):
+    """Which trackers see the runs (config tracking), as the run folder's TRACKING_FILE holds it."""
+    return json.dumps(MATRIX.tracking.to_dict(), sort_keys=True) + "\n"
 
 
 def run_spec_sha256(wildcards):
