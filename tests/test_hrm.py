@@ -218,6 +218,14 @@ def test_stablemax_cross_entropy_is_the_original_formula():
     assert r.model.loss == net.loss == "stablemax_cross_entropy"  # the default, as in the original
 
 
+def test_stablemax_has_a_finite_gradient_at_a_logit_of_exactly_one():
+    """1 / (1 - x) is infinite at x = 1; its branch is not taken there, but a plain torch.where's backward
+    gives 0 * inf = NaN (it made a deep transformer run's loss NaN at step 18)."""
+    logits = torch.tensor([[[1.0, -1.0, 0.0, 2.0]]], requires_grad=True)
+    sequence_loss(logits, torch.tensor([[2]]), "stablemax_cross_entropy").sum().backward()
+    assert torch.isfinite(logits.grad).all()
+
+
 # -- ACT: early halting and the compute it saves -------------------------------------------------------
 def test_act_halts_some_samples_early_and_counts_the_segments_it_ran():
     net, batch, _ = model_and_batch(model={"halt_max_steps": 4, "halt_exploration_prob": 0.5}, batch=64)

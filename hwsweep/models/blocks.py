@@ -180,7 +180,9 @@ def log_stablemax(logits: torch.Tensor) -> torch.Tensor:
     """log of stablemax (Prieto et al., "Grokking at the edge of numerical stability"), the original
     HRM's default output: s(x) = x + 1 for x >= 0, 1 / (1 - x) below, normalised; in float64 as there."""
     x = logits.double()
-    s = torch.where(x < 0, 1 / (1 - x), x + 1)
+    # Each branch sees only its own side: 1 / (1 - x) at a logit of exactly 1 is infinite, and torch.where's
+    # backward multiplies the unused branch's infinite gradient by 0, which is NaN.
+    s = torch.where(x < 0, 1 / (1 - x.clamp(max=0)), x.clamp(min=0) + 1)
     return s.log() - s.sum(-1, keepdim=True).log()
 
 
