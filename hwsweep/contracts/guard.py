@@ -48,7 +48,7 @@ class Guard:
         if not math.isfinite(loss):
             last = f"{self.last[1]:.6g} at step {self.last[0]}" if self.last else "none"
             return self._say(f"loss is {loss} at step {step} (last finite loss: {last}); "
-                             "lower recipe.optimizer.lr or use precision fp32")  # fmt: skip
+                             "lower recipe.optimizer.lr, or under a 16-bit precision use fp32")  # fmt: skip
         self.seen += 1
         if self.seen <= c.early_steps:
             self.early = min(self.early, loss)
