@@ -67,7 +67,7 @@ def main() -> None:
     landing = Path(args.landing)
     if landing.is_file():
         text = landing.read_text()
-        body = text.split("What the runs show", 1)[-1].split("\n.. ", 1)[0]
+        body = text.split("What the runs show", 1)[-1].split("{% endraw %}", 1)[0]  # the template follows
         out += ["", "### What the report's landing page says", "", *[ln for ln in body.splitlines()
                                                                       if ln.strip() and set(ln) != {"="}]]  # fmt: skip
 
@@ -92,10 +92,10 @@ def main() -> None:
         out += ["", "### Hardware (the baseline suite)", ""]
         keep = [c for c in ("suite", "variant", "hardware", "exact_accuracy_verdict", "token_accuracy_verdict")
                 if c in comparison]  # fmt: skip
-        out += _table(comparison[keep]) + [""]
+        out += _table(comparison[~comparison.baseline.astype(bool)][keep]) + [""]
         keep = [c for c in ("suite", "hardware", "n_pairs", "speedup", "speedup_ci_low", "speedup_ci_high",
                             "device_hours_ratio") if c in speedup]  # fmt: skip
-        out += _table(speedup[keep])
+        out += _table(speedup[speedup.speedup_ci_low != speedup.speedup_ci_high][keep])  # not the baselines' own 1
 
     for path in sorted(results.glob("*/target_comparison.csv")):
         out += ["", f"### Time to target ({path.parent.name})", ""]

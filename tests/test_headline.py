@@ -188,3 +188,18 @@ def test_device_hours_near_the_baseline_never_read_minus_0_percent():
     row = comp("cpu2", speedup=1.0, hours_ratio=0.997) | {"speedup_ci_low": 0.9, "speedup_ci_high": 1.2}
     text = headline.cost_sentence(row | {"baseline_cost_per_run": 0.1}, "cpu1")
     assert "at -0.3% device-hours" in text and "-0%" not in text
+
+
+def test_a_suite_on_one_hardware_says_so_once_and_gives_its_variants(tmp_path):
+    """The HRM CPU study's single-hardware suites: no "only the baseline ran" line per variant (issue 21), one
+    line for the suite, then its variants against each other."""
+    c = pd.DataFrame([comp("cpu1", True, variant="a"), comp("cpu1", True, variant="b")])
+    assert headline.suite_headline(c, pd.DataFrame()) == {"a": [], "b": []}
+    suite = tmp_path / "s"
+    suite.mkdir()
+    c.to_csv(suite / "comparison.csv", index=False)
+    pd.DataFrame(columns=list(eq("cpu2", "final_loss", "equivalent"))).to_csv(suite / "equivalence.csv", index=False)
+    matrix = type("M", (), {"statistics": {}})()
+    text = "\n".join(landing.suite_section(matrix, "s", True, results=tmp_path))
+    assert text.count("Every run on cpu1: no hardware comparison in this suite; its variants against each other") == 1
+    assert "nothing to compare" not in text and "*a*" not in text

@@ -216,6 +216,9 @@ def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
             out[variant] = ["The baseline has no finished run: nothing to compare."]
             continue
         baseline = base_rows.hardware.iloc[0]
+        if comp.baseline.astype(bool).all():  # one hardware: nothing to set against it (the landing says it once)
+            out[variant] = spread_sentences(comp)
+            continue
         equiv = equivalence[equivalence.variant == variant] if len(equivalence) else equivalence
         sentences = [s for s in [overall_sentence(comp, equiv, baseline)] if s]
         sentences += equivalence_sentences(equiv, baseline, confidence)

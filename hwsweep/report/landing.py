@@ -68,10 +68,15 @@ def suite_section(matrix, suite: str, complete: bool, description: str = "",
     runs = results / suite / "runs.csv"
     stopped = targets.stopped_sentences(pd.read_csv(runs)) if runs.exists() else {}
     fixed = headline.suite_headline(comparison, equivalence, confidence)
-    shown = list(dict.fromkeys([*first, *fixed, *stopped]))
+    several = comparison.variant.nunique() > 1
+    if len(comparison) and comparison.baseline.astype(bool).all():
+        lines += [f"- Every run on {_escape(str(comparison.hardware.iloc[0]))}: no hardware comparison in this suite"
+                  + ("; its variants against each other below." if several else "."), ""]  # fmt: skip
+    shown = [v for v in dict.fromkeys([*first, *fixed, *stopped])
+             if first.get(v) or stopped.get(v) or fixed.get(v)]  # fmt: skip
     for variant in shown:
         sentences = first.get(variant, []) + stopped.get(variant, []) + fixed.get(variant, [])
-        if len(shown) > 1:
+        if several or len(shown) > 1:
             lines += [f"*{_escape(str(variant))}*:", ""]
         lines += [f"- {_emphasis(s)}" for s in sentences] + [""]
     variants = results / suite / "variants.csv"
