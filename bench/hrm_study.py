@@ -81,7 +81,8 @@ def main() -> None:
 
     compare = _read(results / "compare.csv")
     if len(compare):
-        c = compare.assign(interval=[f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(compare.ci_low, compare.ci_high)])
+        c = compare[compare.primary.astype(bool)]
+        c = c.assign(interval=[f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(c.ci_low, c.ci_high)])
         out += ["", "### Across suites (`compare:`)", ""]
         out += _table(c[["comparison", "metric", "mean", "reference_mean", "difference", "interval", "verdict",
                          "training_flops", "reference_training_flops"]])  # fmt: skip
