@@ -31,14 +31,17 @@ WARMUP_WINDOWS = 1  # the first window (allocator, caches) is left out
 
 def spec_file(folder: Path, backend: str, steps: int) -> Path:
     from hwsweep.contracts import io
+    from hwsweep.contracts.spec import TRACKING_FILE
     from hwsweep.plan.config import resolve
 
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
     cfg["recipe"]["schedule"]["steps"] = steps
     cfg["tracking"] = {"backends": [backend], "wandb": {"project": "hwsweep-bench", "mode": "offline"}}
-    spec = resolve(cfg, config_dir=REPO / "config").spec("width", "width-64", "cpu1", 0)
+    matrix = resolve(cfg, config_dir=REPO / "config")
+    run_dir = folder / "results/width/width-64/cpu1/seed0"
     path = folder / f"{backend}.json"
-    io.write_json(path, spec.to_dict() | {"run_dir": str(folder / "results/width/width-64/cpu1/seed0")})
+    io.write_json(path, matrix.spec("width", "width-64", "cpu1", 0).to_dict() | {"run_dir": str(run_dir)})
+    io.write_json(run_dir / TRACKING_FILE, matrix.tracking.to_dict())  # what the workflow's tracking rule writes
     return path
 
 
