@@ -282,3 +282,13 @@ def test_tracker_thread_is_the_only_one_touching_clients():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     assert threading.current_thread() is threading.main_thread()
+
+
+def test_a_damaged_tracking_file_is_one_warning_and_an_untracked_run(tmp_path, capsys):
+    assert not TrackingConfig.of_run(tmp_path).on  # a spec launched by hand: no file, no trackers
+    io.write_json(tmp_path / TRACKING_FILE, {"backends": ["tensorboard"]})
+    assert TrackingConfig.of_run(tmp_path).backends == ["tensorboard"]
+    (tmp_path / TRACKING_FILE).write_text('{"backends": ["tensorb')
+    assert not TrackingConfig.of_run(tmp_path).on
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "hwsweep: warning: tracking:" in err and "delete it and rerun snakemake" in err

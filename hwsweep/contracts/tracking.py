@@ -59,8 +59,8 @@ class TrackingConfig(Typed):
         try:
             return cls.from_dict(json.loads(path.read_text()), str(path))
         except (ValueError, TypeError, OSError) as e:
-            print(f"hwsweep: warning: tracking: {path} is unreadable ({e}); this run is not tracked; rerun snakemake to "
-                  "rewrite it", file=sys.stderr)  # fmt: skip
+            print(f"hwsweep: warning: tracking: {path} is unreadable ({e}); this run is not tracked; delete it "
+                  "and rerun snakemake to rewrite it", file=sys.stderr)  # fmt: skip
             return cls()
 
 
