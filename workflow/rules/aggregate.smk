@@ -47,8 +47,7 @@ rule aggregate_suite:
         "logs/{suite}/aggregate.log",
     params:
         # What the tables depend on, hashed: a changed margin or price reruns the aggregate, and the
-        # report's job parameters stay one line. The script resolves the same config itself. The
-        # trackers too: one named later still gets the suite's tables (retraining nothing).
+        # report's job parameters stay one line. The script resolves the same config itself.
         settings_sha256=layout.sha256(
             json.dumps(
                 [
@@ -57,7 +56,6 @@ rule aggregate_suite:
                     [m.to_dict() for m in MATRIX.metrics],
                     prices_of(MATRIX.hardware),
                     MATRIX.references,
-                    MATRIX.tracking.to_dict(),
                 ],
                 sort_keys=True,
             )
