@@ -307,9 +307,10 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     observe.reset(run_dir)
     stage = Stage(spec, trainer.invocation, spec.metrics_of("train"), argv + resume, env, train_folder(spec))
     launcher = trainer.launcher(spec.plan.world_size)
-    feed = TrackerFeed(spec, run_dir, first_step if resuming else 0, started)
+    tracked = TrackingConfig.of_run(run_dir)
+    feed = TrackerFeed(spec, run_dir, tracked, first_step if resuming else 0, started)
     code, seconds = stage.run(getattr(signal, f"SIG{trainer.signal}"), on_line, launcher == "torchrun",
-                              live_guard(spec, history), feed if TrackingConfig.of_run(run_dir).on else None)  # fmt: skip
+                              live_guard(spec, history), feed if tracked.on else None)  # fmt: skip
     contention["other_runs"] = max(contention["other_runs"], host.other_runs())
     for o in stage.observations:  # the parsed output is kept, so a resumed run keeps its earlier steps
         io.append_line(history_path, json.dumps(o))
@@ -365,8 +366,8 @@ class TrackerFeed:
     Started at the first metric unless the command is a runtime-API script that feeds the trackers itself
     (it writes tracking.OWNER_FILE in the run folder when it starts)."""
 
-    def __init__(self, spec: RunSpec, run_dir: Path, start_step: int, since: float):
-        self.spec, self.run_dir, self.start_step, self.since = spec, run_dir, start_step, since
+    def __init__(self, spec: RunSpec, run_dir: Path, config: TrackingConfig, start_step: int, since: float):
+        self.spec, self.run_dir, self.config, self.start_step, self.since = spec, run_dir, config, start_step, since
         self.tracker = None
         self.theirs = False  # the script's own runtime tracks
 
@@ -377,7 +378,7 @@ class TrackerFeed:
             if self.theirs:
                 return
             gpu = 0 if self.spec.plan.accelerator == "cuda" else None
-            self.tracker = tracking.Tracker.start(self.spec, self.run_dir, self.start_step, gpu)
+            self.tracker = tracking.Tracker.start(self.spec, self.run_dir, self.config, self.start_step, gpu)
         if self.tracker is None:
             return
         by_step: dict[int, dict] = {}

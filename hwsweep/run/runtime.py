@@ -140,7 +140,7 @@ class Run:
         self._logged: dict[int, dict] = {}  # step -> values logged by the script, not yet written
         self._final: dict = {}  # values without a step (run.finish(**metrics))
         self.tracker = None  # rank 0's feed to the trackers (config tracking), from run.steps() on
-        self.tracked = TrackingConfig.of_run(self.run_dir).on  # read by every rank: the step-time spread is collective
+        self.tracking = TrackingConfig.of_run(self.run_dir)  # read by every rank: the step-time spread is collective
         self._lr = None  # the learning rate of the newest optimizer step, and its gradient norm before clipping
         self._grad_norm = None
         self._timed = 0  # step times already sent to the other ranks (tracking: the per-rank spread)
@@ -348,7 +348,7 @@ class Run:
         since the last flush ride along first (the step-time spread). Returns (stop, every target reached)."""
         mine = self._hits(self._logged.values())
         tail = [float(bool(self._signalled))] + [float(i in mine) for i in range(len(self._targets))]
-        timed = self.tracked  # the same on every rank
+        timed = self.tracking.on  # the same on every rank
         if timed:
             tail.insert(0, sum(self.history["step_seconds"][self._timed :]))
             self._timed = len(self.history["step_seconds"])
@@ -424,7 +424,7 @@ class Run:
         """Rank 0's tracker (config tracking), continuing the tracked run after a resume. The owner file tells
         the runner of a command that this script feeds the trackers itself."""
         gpu = self.device.index if self.device.type == "cuda" else None
-        self.tracker = tracking.Tracker.start(self.spec, self.run_dir, self.start, gpu)
+        self.tracker = tracking.Tracker.start(self.spec, self.run_dir, self.tracking, self.start, gpu)
         if self.tracker is not None:
             io.write_text(self.run_dir / tracking.OWNER_FILE, f"{os.getpid()}\n")
 

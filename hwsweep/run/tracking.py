@@ -1,6 +1,6 @@
 """Feed a run, live, to the trackers the config names (tracking: tensorboard, mlflow, wandb).
 
-    tracker = Tracker.start(spec, run_dir, start_step)   # None when tracking is off; rank 0 only
+    tracker = Tracker.start(spec, run_dir, config, start_step)   # None when tracking is off; rank 0 only
     tracker.log(step, {"loss": 2.3, "lr": 1e-3})          # never blocks: a full queue drops and counts
     status = tracker.drain()                              # what the record keeps: each backend ok or why not
     tracker.close(artifacts=[record_path])
@@ -346,10 +346,10 @@ class Tracker:
         self._thread.start()
 
     @classmethod
-    def start(cls, spec, run_dir, start_step: int = 0, gpu: int | None = None) -> "Tracker | None":
-        """The tracker of a run, or None when its run folder names no tracker."""
-        config = TrackingConfig.of_run(run_dir)
-        return cls(run_target(spec, run_dir, start_step, gpu), config) if config.on else None
+    def start(cls, spec, run_dir, config: TrackingConfig, start_step: int = 0, gpu: int | None = None,
+              system: bool = True) -> "Tracker | None":  # fmt: skip
+        """The tracker of a run (`config`: its folder's, TrackingConfig.of_run), or None when it names no tracker."""
+        return cls(run_target(spec, run_dir, start_step, gpu), config, system) if config.on else None
 
     # -- the training thread's side: never waits ------------------------------------------------------
     def log(self, step: int, values: dict) -> None:
@@ -469,10 +469,9 @@ def publish_evaluation(spec, run_dir, step: int, metrics: dict, record) -> dict 
     """The evaluate job's metrics to the run's tracked run (the same id: after its training, at its last step,
     under final/<metric>) with eval.json as an artifact. Waits at most close_timeout; failures are warnings.
     None when the run is not tracked."""
-    config = TrackingConfig.of_run(run_dir)
-    if not config.on:
+    tracker = Tracker.start(spec, run_dir, TrackingConfig.of_run(run_dir), start_step=step, system=False)
+    if tracker is None:
         return None
-    tracker = Tracker(run_target(spec, run_dir, start_step=step), config, system=False)
     tracker.final(step, {f"{FINAL_PREFIX}{k}": v for k, v in metrics.items()})
     return tracker.close(artifacts=[record])
 
