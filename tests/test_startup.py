@@ -74,6 +74,10 @@ def test_pin_cores_takes_the_rank_s_block_of_the_allowed_cpus(monkeypatch):
     assert chosen == [[7, 9]]
     assert not host.pin_cores("cpu", 0, 4, 2)["pinned"] and chosen == [[7, 9]]  # 6 < 4 x 2: left alone
     assert not host.pin_cores("cuda", 0, 1, 1)["pinned"]
+    # Another run on the machine sees the same CPUs: only a run that fills them pins (its allocation).
+    alongside = host.pin_cores("cpu", 0, 1, 2, others=1)
+    assert not alongside["pinned"] and "1 other hwsweep run(s)" in alongside["reason"] and chosen == [[7, 9]]
+    assert host.pin_cores("cpu", 2, 3, 2, others=1)["pinned"] and chosen == [[7, 9], [11, 12]]
 
 
 def test_startup_clock_parts_add_up_and_an_unmarked_part_is_zero():

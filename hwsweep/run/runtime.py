@@ -106,7 +106,8 @@ class Run:
         self._contention = host.contention() if self.master else None
         # Each rank's cores hold its threads and its data-loader workers (they inherit its affinity).
         cpus = self.threads + self.recipe.num_workers
-        self.affinity = host.pin_cores(self.plan.accelerator, self.local_rank, local_world_size, cpus)
+        others = host.other_runs() if self.plan.accelerator == "cpu" else 0
+        self.affinity = host.pin_cores(self.plan.accelerator, self.local_rank, local_world_size, cpus, others)
         torch.set_num_threads(self.threads)
 
         repro.prepare_environment(self.recipe.reproducibility)
@@ -415,8 +416,12 @@ class Run:
         if self.master and lines:
             io.append_line(self.run_dir / METRICS_FILE, "\n".join(json.dumps(line) for line in lines))
             if self.tracker is not None:
+                # The trackers get the loss of the flushed step only (every log_every steps, as the log does):
+                # a tracker's cost is per row sent (W&B's most, docs/benchmarks.md); the record keeps every step.
+                flushed = max(losses, default=None)
                 for line in lines:
-                    self.tracker.log(line["step"], {k: v for k, v in line.items() if k != "step"})
+                    self.tracker.log(line["step"], {k: v for k, v in line.items()
+                                                    if k != "step" and (k != "loss" or line["step"] == flushed)})  # fmt: skip
         return lines
 
     # -- the trackers (rank 0) ------------------------------------------------------------------
