@@ -4,7 +4,8 @@ at the default logging interval (recipe.log_every), for each backend in its loca
 event files, MLflow's file store, W&B offline). In one process per backend the tracker is attached and
 detached in alternating windows of --window steps, so on- and off-steps share the machine's state (its load,
 caches, clocks); the figure is the mean step time of on-windows over that of off-windows (issue 22's goal:
-at most 1.01). Beside it, the same ratio in this process's CPU time per step (every thread: training's, the
+at most 1.01), and the same paired by window (each off window with the on window after it: the geometric
+mean of their ratios with its 95% t interval, which says whether the run resolved 1%). Beside it, the same ratio in this process's CPU time per step (every thread: training's, the
 tracker's, TensorBoard's writer): what the trackers take from training when the cores are saturated, and a
 figure that a loaded machine's noise, which moves the wall-clock ratio by several percent, barely moves (W&B
 does its writing in its own service process, outside this figure); and the tracker thread's CPU alone. The tracker is opened (its client imported, its run created) before the first window: that
@@ -66,9 +67,10 @@ def measure(spec: str, window: int, control: bool = False) -> dict:
     optimizer = run.adamw(model.parameters())
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
     run.resume(model=model, optimizer=optimizer, scheduler=scheduler)
-    tracker, opened, on, cpu = None, 0.0, [], []
+    tracker, opened, on, cpu, windows = None, 0.0, [], [], []
     for step in run.steps():
         cpu.append(time.process_time())  # every thread of this process: training's and the trackers' CPU
+        windows.append(step // window)
         if tracker is None:  # run.steps() started it: wait until it is open before anything is timed
             tracker = run.tracker
             t0 = time.perf_counter()
@@ -95,10 +97,29 @@ def measure(spec: str, window: int, control: bool = False) -> dict:
     tracker.drain(timeout=600)
     busy = tracker.busy_seconds - busy0  # the tracker thread's CPU over every step it was attached to
     status = tracker.close()
+    wall, cpu_pairs = pairs(seconds[skip:], windows[1:][skip:]), pairs(cpu_step[skip + 1 :], windows[skip + 1 :])
     return {"on_ms": 1e3 * sum(on_s) / len(on_s), "off_ms": 1e3 * sum(off_s) / len(off_s), "open_s": opened,
+            "ratio": ratio_ci(wall), "cpu_ratio": ratio_ci(cpu_pairs), "pairs": len(wall),
             "on_steps": len(on_s), "off_steps": len(off_s), "status": status,
             "thread_ms_per_step": 1e3 * busy / max(1, sum(on)),
             "cpu_on_ms": 1e3 * sum(on_cpu) / len(on_cpu), "cpu_off_ms": 1e3 * sum(off_cpu) / len(off_cpu)}  # fmt: skip
+
+
+def pairs(seconds: list[float], windows: list[int]) -> list[tuple[float, float]]:
+    """Mean step seconds of each off window and the on window after it (windows 2k, 2k + 1): neighbours share
+    the machine's state, so their ratio cancels its slow drifts."""
+    by: dict[int, list[float]] = {}
+    for s, w in zip(seconds, windows):
+        by.setdefault(w, []).append(s)
+    return [(sum(by[w]) / len(by[w]), sum(by[w + 1]) / len(by[w + 1])) for w in sorted(by) if w % 2 == 0 and w + 1 in by]
+
+
+def ratio_ci(pairs: list[tuple[float, float]]) -> list[float]:
+    """On over off: the geometric mean of the pairs' ratios, with its 95% t interval (hwsweep's paired speedup)."""
+    from hwsweep.analysis.stats import speedup_ci
+
+    off, on = ([p[i] for p in pairs] for i in (0, 1))
+    return [float(x[0]) for x in speedup_ci([on], [off], 0.95)]
 
 
 def main() -> None:
@@ -123,9 +144,12 @@ def main() -> None:
             out = subprocess.run([sys.executable, __file__, "--measure", str(spec), "--window", str(args.window), *control],
                                  env=env, check=True, capture_output=True, text=True).stdout  # fmt: skip
         r = json.loads(out.strip().splitlines()[-1])
-        print(f"{backend}: step {r['on_ms']:.2f} ms on / {r['off_ms']:.2f} ms off = {r['on_ms'] / r['off_ms']:.4f}; "
+        (w, w_low, w_high), (c, c_low, c_high) = r["ratio"], r["cpu_ratio"]
+        print(f"{backend}: step {r['on_ms']:.2f} ms on / {r['off_ms']:.2f} ms off = {r['on_ms'] / r['off_ms']:.4f}, "
+              f"paired by window {w:.4f} (95% CI {w_low:.4f}-{w_high:.4f}, {r['pairs']} pairs); "
               f"process CPU per step {r['cpu_on_ms']:.2f} ms on / {r['cpu_off_ms']:.2f} ms off = "
-              f"{r['cpu_on_ms'] / r['cpu_off_ms']:.4f}; tracker thread CPU {r['thread_ms_per_step']:.3f} ms per tracked step "
+              f"{r['cpu_on_ms'] / r['cpu_off_ms']:.4f}, paired {c:.4f} (95% CI {c_low:.4f}-{c_high:.4f}); "
+              f"tracker thread CPU {r['thread_ms_per_step']:.3f} ms per tracked step "
               f"({r['on_steps']} / {r['off_steps']} steps; tracker opened in {r['open_s']:.1f} s; "
               f"{r['status']['backends']}, dropped {r['status']['dropped']})", flush=True)  # fmt: skip
 
