@@ -157,6 +157,16 @@ def test_with_the_skewness_test_from_8_seeds_the_level_still_holds():
     assert np.mean(flagged) <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / trials), np.mean(flagged)
 
 
+def test_a_seed_beside_tied_seeds_is_not_flagged():
+    """Accuracy on 256 samples moves in steps of 1/256: three seeds often give two equal values, where Grubbs'
+    statistic sits at its bound and p would read ~0 for a one-sample difference. No spread, no test."""
+    column, p = stats.grubbs(np.array([[45, 45, 46], [45, 45, 90], [1, 2, 10], [5, 5, 5]]) / 256)
+    assert p.tolist()[:2] == [1.0, 1.0] and p[3] == 1.0 and column[1] == 2
+    assert 0 < p[2] < 1  # untied: tested as before
+    spread = stats.grubbs(np.array([[0.1758, 0.1758, 0.1836, 0.18]]))[1]
+    assert spread[0] < 1  # three seeds, two of them tied: the others still have a spread
+
+
 def test_an_outlier_seed_is_named():
     rng = np.random.default_rng(501)
     values = rng.normal(0, 1, (2000, 10))

@@ -376,16 +376,21 @@ MORE_SEEDS = 5  # at most this many seeds offered to add
 
 def grubbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided Grubbs test of the most extreme value of each row (rows: cases, columns: seeds, n >= 3):
-    (its column, p-value). Exact for normal data: G's tail from the t distribution (n - 2 df)."""
+    (its column, p-value). Exact for normal data: G's tail from the t distribution (n - 2 df). Where the
+    other values are all equal there is no spread to hold the extreme one against: p = 1. Normal data tie
+    with probability 0, so the level holds; a metric counted in steps (accuracy on N samples) ties often,
+    and G then sits at its bound (n - 1) / sqrt(n), p ~ 0, however small the difference."""
     values = np.atleast_2d(np.asarray(values, float))
     n = values.shape[1]
     dev = np.abs(values - values.mean(axis=1, keepdims=True))
-    sd = values.std(axis=1, ddof=1)
+    column = dev.argmax(axis=1)
+    others = np.delete(values, column + n * np.arange(len(values)), axis=None).reshape(len(values), n - 1)
+    testable = (values.std(axis=1, ddof=1) > 0) & (others.max(axis=1) > others.min(axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
-        g = np.where(sd > 0, dev.max(axis=1) / sd, 0.0)
+        g = np.where(testable, dev.max(axis=1) / values.std(axis=1, ddof=1), 0.0)
         t2 = n * (n - 2) * g**2 / np.maximum((n - 1) ** 2 - n * g**2, 1e-300)
         p = np.minimum(1.0, 2 * n * sps.t.sf(np.sqrt(t2), n - 2))
-    return dev.argmax(axis=1), np.where(sd > 0, p, 1.0)
+    return column, np.where(testable, p, 1.0)
 
 
 def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.DataFrame:
