@@ -141,6 +141,7 @@ class Run:
         self._logged: dict[int, dict] = {}  # step -> values logged by the script, not yet written
         self._final: dict = {}  # values without a step (run.finish(**metrics))
         self.tracker = None  # rank 0's feed to the trackers (config tracking), from run.steps() on
+        self._tracked: dict[int, dict] = {}  # step -> values for the trackers, sent once per step (_send_tracked)
         self.tracking = TrackingConfig.of_run(self.run_dir)  # read by every rank: the step-time spread is collective
         self._lr = None  # the learning rate of the newest optimizer step, and its gradient norm before clipping
         self._grad_norm = None
@@ -330,6 +331,8 @@ class Run:
             self._bar.set_postfix({k: f"{v:.4g}" for k, v in shown.items() if v is not None}, refresh=False)
             if self.tracker is not None:
                 self._track_step(done, recent)
+        if self.tracker is not None:
+            self._send_tracked()
         if done % self.recipe.checkpoint_every == 0 or done == self.plan.steps or stop or reached:
             self.checkpoint.save(done)
         if stop and done < self.plan.steps and not reached:
@@ -420,8 +423,9 @@ class Run:
                 # a tracker's cost is per row sent (W&B's most, docs/benchmarks.md); the record keeps every step.
                 flushed = max(losses, default=None)
                 for line in lines:
-                    self.tracker.log(line["step"], {k: v for k, v in line.items()
-                                                    if k != "step" and (k != "loss" or line["step"] == flushed)})  # fmt: skip
+                    values = {k: v for k, v in line.items() if k != "step" and (k != "loss" or line["step"] == flushed)}
+                    if values:
+                        self._tracked.setdefault(line["step"], {}).update(values)
         return lines
 
     # -- the trackers (rank 0) ------------------------------------------------------------------
@@ -442,9 +446,14 @@ class Run:
             peak = host.peak_rss_bytes()
         norm = self._grad_norm.item() if isinstance(self._grad_norm, torch.Tensor) else self._grad_norm
         keys = ("samples_per_second_per_device", "tflops_per_device", "mfu")
-        self.tracker.log(done, {k: recent[k] for k in keys} | {"lr": self._lr, "grad_norm": norm,
-                                                              "peak_memory_gb": peak / 2**30,
-                                                              "rank_step_time_spread": self._spread})  # fmt: skip
+        self._tracked.setdefault(done, {}).update({k: recent[k] for k in keys} | {
+            "lr": self._lr, "grad_norm": norm, "peak_memory_gb": peak / 2**30, "rank_step_time_spread": self._spread})
+
+    def _send_tracked(self) -> None:
+        """One row per step to the trackers: a log step's loss and its throughput, lr and norm ride together."""
+        for step in sorted(self._tracked):
+            self.tracker.log(step, self._tracked[step])
+        self._tracked = {}
 
     def _banner(self) -> str:
         s, p = self.spec, self.plan
@@ -492,8 +501,10 @@ class Run:
         names = [name for name, _ in gathered]
         problem = [None]
         if self.master:
-            if self.tracker is not None and final:
-                self.tracker.log(self.step or self.start, final)
+            if self.tracker is not None:
+                if final:
+                    self._tracked.setdefault(self.step or self.start, {}).update(final)
+                self._send_tracked()
             status = self.tracker.drain() if self.tracker is not None else None
             try:
                 record = self._record(final, names, [cpus for _, cpus in gathered], status)
