@@ -1,15 +1,16 @@
 """What feeding a tracker costs a training step, tracker on against off in one run: the built-in trainer's loop
-(hwsweep.run.train's, on hwsweep.runtime) on the local default recipe (config/config.yaml, width 64, cpu1),
-at the default logging interval (recipe.log_every), for each backend in its local/offline mode (TensorBoard
-event files, MLflow's file store, W&B offline). In one process per backend the tracker is attached and
-detached in alternating windows of --window steps, so on- and off-steps share the machine's state (its load,
-caches, clocks); the figure is the mean step time of on-windows over that of off-windows (issue 22's goal:
-at most 1.01), and the same paired by window (each off window with the on window after it: the geometric
-mean of their ratios with its 95% t interval, which says whether the run resolved 1%). Beside it, the same ratio in this process's CPU time per step (every thread: training's, the
-tracker's, TensorBoard's writer): what the trackers take from training when the cores are saturated, and a
-figure that a loaded machine's noise, which moves the wall-clock ratio by several percent, barely moves (W&B
-does its writing in its own service process, outside this figure); and the tracker thread's CPU alone. The tracker is opened (its client imported, its run created) before the first window: that
-one-off start is printed apart, as seconds on the tracker's thread, not counted in step time.
+(hwsweep.run.train's, on hwsweep.runtime) on the local default recipe (config/config.yaml, width 64, cpu1), at
+the default logging interval (recipe.log_every), for each backend in its local/offline mode (TensorBoard event
+files, MLflow's file store, W&B offline). In one process per backend the tracker is attached and detached in
+alternating windows of --window steps, so on- and off-steps share the machine's state (its load, caches,
+clocks); the figure is the mean step time of on-windows over that of off-windows (issue 22's goal: at most
+1.01), and the same paired by window (each off window with the on window after it: the geometric mean of their
+ratios with its 95% t interval, which says whether the run resolved 1%). Beside it, the same ratio in this
+process's CPU time per step (every thread: training's, the tracker's, TensorBoard's writer): what the trackers
+take from training when the cores are saturated (W&B does its writing in its own service process, outside this
+figure); and the tracker thread's CPU alone. The tracker is opened (its client imported, its run created)
+before the first window: that one-off start is printed apart, as seconds on the tracker's thread, not counted
+in step time.
 
     .venv/bin/python bench/tracking_overhead.py                  # all three, 400 steps, windows of 20
     .venv/bin/python bench/tracking_overhead.py --backends mlflow --steps 800
