@@ -69,15 +69,18 @@ def test_pin_cores_takes_the_rank_s_block_of_the_allowed_cpus(monkeypatch):
     chosen = []
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {2, 5, 7, 9, 11, 12})
     monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: chosen.append(list(cpus)))
+    monkeypatch.setattr(host, "other_runs", lambda: 1)  # another run on the machine, seeing the same CPUs
     assert host.pin_cores("cpu", 1, 3, 2) == {"pinned": True, "cpus": [7, 9], "reason": chosen and
                                               "6 of 6 allowed CPU(s), 2 per process"}  # fmt: skip
     assert chosen == [[7, 9]]
     assert not host.pin_cores("cpu", 0, 4, 2)["pinned"] and chosen == [[7, 9]]  # 6 < 4 x 2: left alone
     assert not host.pin_cores("cuda", 0, 1, 1)["pinned"]
-    # Another run on the machine sees the same CPUs: only a run that fills them pins (its allocation).
-    alongside = host.pin_cores("cpu", 0, 1, 2, others=1)
+    # Beside another run only a run that fills the allowed CPUs pins (its allocation); alone, any run does.
+    alongside = host.pin_cores("cpu", 0, 1, 2)
     assert not alongside["pinned"] and "1 other hwsweep run(s)" in alongside["reason"] and chosen == [[7, 9]]
-    assert host.pin_cores("cpu", 2, 3, 2, others=1)["pinned"] and chosen == [[7, 9], [11, 12]]
+    assert host.pin_cores("cpu", 2, 3, 2)["pinned"] and chosen == [[7, 9], [11, 12]]
+    monkeypatch.setattr(host, "other_runs", lambda: 0)
+    assert host.pin_cores("cpu", 0, 1, 2)["pinned"] and chosen[-1] == [2, 5]
 
 
 def test_startup_clock_parts_add_up_and_an_unmarked_part_is_zero():

@@ -385,7 +385,7 @@ def grubbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     dev = np.abs(values - values.mean(axis=1, keepdims=True))
     column = dev.argmax(axis=1)
     others = np.delete(values, column + n * np.arange(len(values)), axis=None).reshape(len(values), n - 1)
-    testable = (values.std(axis=1, ddof=1) > 0) & (others.max(axis=1) > others.min(axis=1))
+    testable = others.max(axis=1) > others.min(axis=1)  # then the row's sd > 0 too
     with np.errstate(invalid="ignore", divide="ignore"):
         g = np.where(testable, dev.max(axis=1) / values.std(axis=1, ddof=1), 0.0)
         t2 = n * (n - 2) * g**2 / np.maximum((n - 1) ** 2 - n * g**2, 1e-300)

@@ -132,12 +132,12 @@ def contention() -> dict:
     return {"other_runs": other_runs(), "load_1m": load, "cpus_allowed": cpus}
 
 
-def pin_cores(accelerator: str, local_rank: int, local_world_size: int, threads: int, others: int = 0) -> dict:
+def pin_cores(accelerator: str, local_rank: int, local_world_size: int, threads: int) -> dict:
     """Pin this CPU process to its own cores when every process of the node can get `threads` of the
     allowed CPUs without sharing (its compute threads and its data-loader workers, which inherit the
     affinity): rank r takes the r-th block of the allowed CPUs in order, so ranks never compete for a
     core. Only where those cores are the run's: its processes fill the allowed CPUs (a SLURM allocation),
-    or no other hwsweep run (`others`) is on the node. Runs side by side on one machine (snakemake's
+    or no other hwsweep run is on the node (asked only then). Runs side by side on one machine (snakemake's
     parallel local jobs) see the same allowed CPUs, and each would take the first block: one core for
     all. Otherwise leave the affinity as it is and say why. Returns what the record keeps."""
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -150,7 +150,7 @@ def pin_cores(accelerator: str, local_rank: int, local_world_size: int, threads:
     if len(allowed) < needed:
         return out | {"reason": f"{len(allowed)} CPU(s) allowed < {local_world_size} process(es) x {threads} "
                                 f"CPU(s) each: cores would be shared"}  # fmt: skip
-    if others and needed < len(allowed):
+    if needed < len(allowed) and (others := other_runs()):
         return out | {"reason": f"{others} other hwsweep run(s) on this node see the same {len(allowed)} allowed "
                                 "CPU(s): pinned runs would share the first cores; placement left to the OS"}  # fmt: skip
     mine = allowed[local_rank * threads : (local_rank + 1) * threads]

@@ -106,8 +106,7 @@ class Run:
         self._contention = host.contention() if self.master else None
         # Each rank's cores hold its threads and its data-loader workers (they inherit its affinity).
         cpus = self.threads + self.recipe.num_workers
-        others = host.other_runs() if self.plan.accelerator == "cpu" else 0
-        self.affinity = host.pin_cores(self.plan.accelerator, self.local_rank, local_world_size, cpus, others)
+        self.affinity = host.pin_cores(self.plan.accelerator, self.local_rank, local_world_size, cpus)
         torch.set_num_threads(self.threads)
 
         repro.prepare_environment(self.recipe.reproducibility)
@@ -141,7 +140,7 @@ class Run:
         self._logged: dict[int, dict] = {}  # step -> values logged by the script, not yet written
         self._final: dict = {}  # values without a step (run.finish(**metrics))
         self.tracker = None  # rank 0's feed to the trackers (config tracking), from run.steps() on
-        self._tracked: dict[int, dict] = {}  # step -> values for the trackers, sent once per step (_send_tracked)
+        self._to_track: dict[int, dict] = {}  # step -> values for the trackers, sent once per step (_send_tracked)
         self.tracking = TrackingConfig.of_run(self.run_dir)  # read by every rank: the step-time spread is collective
         self._lr = None  # the learning rate of the newest optimizer step, and its gradient norm before clipping
         self._grad_norm = None
@@ -425,7 +424,7 @@ class Run:
                 for line in lines:
                     values = {k: v for k, v in line.items() if k != "step" and (k != "loss" or line["step"] == flushed)}
                     if values:
-                        self._tracked.setdefault(line["step"], {}).update(values)
+                        self._to_track.setdefault(line["step"], {}).update(values)
         return lines
 
     # -- the trackers (rank 0) ------------------------------------------------------------------
@@ -446,14 +445,14 @@ class Run:
             peak = host.peak_rss_bytes()
         norm = self._grad_norm.item() if isinstance(self._grad_norm, torch.Tensor) else self._grad_norm
         keys = ("samples_per_second_per_device", "tflops_per_device", "mfu")
-        self._tracked.setdefault(done, {}).update({k: recent[k] for k in keys} | {
+        self._to_track.setdefault(done, {}).update({k: recent[k] for k in keys} | {
             "lr": self._lr, "grad_norm": norm, "peak_memory_gb": peak / 2**30, "rank_step_time_spread": self._spread})
 
     def _send_tracked(self) -> None:
         """One row per step to the trackers: a log step's loss and its throughput, lr and norm ride together."""
-        for step in sorted(self._tracked):
-            self.tracker.log(step, self._tracked[step])
-        self._tracked = {}
+        for step in sorted(self._to_track):
+            self.tracker.log(step, self._to_track[step])
+        self._to_track = {}
 
     def _banner(self) -> str:
         s, p = self.spec, self.plan
@@ -503,7 +502,7 @@ class Run:
         if self.master:
             if self.tracker is not None:
                 if final:
-                    self._tracked.setdefault(self.step or self.start, {}).update(final)
+                    self._to_track.setdefault(self.step or self.start, {}).update(final)
                 self._send_tracked()
             status = self.tracker.drain() if self.tracker is not None else None
             try:
