@@ -16,6 +16,7 @@ user's command uses it too; the trackers' clients are imported on the thread, on
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import queue
@@ -154,6 +155,27 @@ class TensorBoard:
         self.writer.close()
 
 
+@contextlib.contextmanager
+def _store_lock(uri: str):
+    """Held while a run finds or creates its experiment in a file store (the local default): the store does
+    not refuse a second experiment of the same name, so runs starting together each made one. A lock file
+    beside the store (store.lock); a server or database store enforces the name itself."""
+    if not uri.startswith("file:"):
+        yield
+        return
+    import fcntl
+    from urllib.parse import unquote, urlparse
+
+    store = Path(unquote(urlparse(uri).path))
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with open(store.with_name(store.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 class Mlflow:
     name = "mlflow"
 
@@ -169,17 +191,18 @@ class Mlflow:
 
         uri = config.mlflow.uri or (target.results / MLFLOW_FOLDER).as_uri()
         self.client = client = MlflowClient(tracking_uri=uri)
-        experiment = client.get_experiment_by_name(target.experiment)
-        if experiment is None:
-            try:
-                experiment_id = client.create_experiment(target.experiment)
-            except Exception:  # another run of the suite created it meanwhile
-                experiment = client.get_experiment_by_name(target.experiment)
-                if experiment is None:
-                    raise
+        with _store_lock(uri):
+            experiment = client.get_experiment_by_name(target.experiment)
+            if experiment is None:
+                try:
+                    experiment_id = client.create_experiment(target.experiment)
+                except Exception:  # a server's other client created it meanwhile (it refuses a second)
+                    experiment = client.get_experiment_by_name(target.experiment)
+                    if experiment is None:
+                        raise
+                    experiment_id = experiment.experiment_id
+            else:
                 experiment_id = experiment.experiment_id
-        else:
-            experiment_id = experiment.experiment_id
         found = client.search_runs([experiment_id], filter_string=f"tags.{ID_TAG} = '{target.run_id}'")
         if found and not target.start_step:  # a fresh start replaces what an earlier attempt logged
             for run in found:
