@@ -153,13 +153,24 @@ class Browser:
     def frame_evaluate(self, expression: str, child: int = 0):
         """The value of an expression in the page's `child`-th iframe (a data: URL, so not
         reachable from the page's own JavaScript)."""
-        tree = self.page("Page.getFrameTree")["frameTree"]
-        frames = tree.get("childFrames", [])
-        if len(frames) <= child:
-            raise BrowserError(f"the page has {len(frames)} iframes")
-        frame = frames[child]["frame"]["id"]
-        context = self.page("Page.createIsolatedWorld", frameId=frame, worldName="hwsweep-test")["executionContextId"]
-        result = self.page("Runtime.evaluate", expression=expression, contextId=context, returnByValue=True)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            tree = self.page("Page.getFrameTree")["frameTree"]
+            frames = tree.get("childFrames", [])
+            if len(frames) <= child:
+                raise BrowserError(f"the page has {len(frames)} iframes")
+            frame = frames[child]["frame"]["id"]
+            try:
+                world = self.page("Page.createIsolatedWorld", frameId=frame, worldName="hwsweep-test")
+                result = self.page("Runtime.evaluate", expression=expression, contextId=world["executionContextId"],
+                                   returnByValue=True)  # fmt: skip
+                break
+            except BrowserError as e:
+                # The iframe loaded its document between the two calls (about:blank, then its data: URL), which
+                # destroys the world just made: make one in the new document.
+                if ("context" not in str(e) and "frame" not in str(e)) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         if "exceptionDetails" in result:
             raise BrowserError(f"{expression[:80]}: {result['exceptionDetails'].get('text')}")
         return result["result"].get("value")
