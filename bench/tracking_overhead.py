@@ -48,7 +48,7 @@ def spec_file(folder: Path, backend: str, steps: int) -> Path:
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
     cfg["recipe"]["schedule"]["steps"] = steps
     # A checkpoint at the end only: every 200 steps they all fell in off windows (200 / 10 is even), which made
-    # tracking look 0.7% cheaper than nothing at windows of 10 (35,000 steps, 2026-11-25).
+    # tracking look cheaper than nothing (0.993 at windows of 10 over 35,000 steps, docs/benchmarks.md).
     cfg["recipe"]["checkpoint_every"] = steps
     if backend:  # None: no tracking at all (the accounting's baseline)
         cfg["tracking"] = {"backends": [backend], "wandb": {"project": "hwsweep-bench", "mode": "offline"}}

@@ -2,6 +2,7 @@
 each tracker's own reader (TensorBoard's EventAccumulator, MLflow's MlflowClient, W&B's offline run folders)."""
 
 import copy
+import dataclasses
 import json
 import os
 import signal
@@ -154,6 +155,35 @@ def test_runs_starting_together_share_one_mlflow_experiment(tmp_path):
         assert len(client.search_runs([named[0].experiment_id])) == 6
 
 
+def test_a_resumed_run_sends_mlflow_only_the_steps_it_lacks(monkeypatch, tmp_path):
+    """A hard kill after the checkpoint at 20 but after the loss at 25 and 30 reached the store: the resumed
+    attempt repeats 25 and 30 (bitwise the same values), and the store keeps each step once."""
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    config = TrackingConfig(backends=["mlflow"])
+    target = tracking.Target(run_id="resumed", experiment="resume", name="v/cpu1/seed0", group="resume/v",
+                             job_type="cpu1", folder=tmp_path, results=tmp_path)  # fmt: skip
+    killed = tracking.Mlflow()
+    killed.open(target, config)
+    killed.log([(s, {"loss": 1 / s}) for s in range(5, 31, 5)])  # never closed: killed
+    resumed = tracking.Mlflow()
+    resumed.open(dataclasses.replace(target, start_step=20), config)
+    resumed.log([(s, {"loss": 1 / s, "lr": 0.1}) for s in range(25, 41, 5)])
+    resumed.final(40, {"final/exact_accuracy": 0.5})
+    resumed.close()
+    time.sleep(0.01)  # a later millisecond: MLflow's latest value is the newest entry at the same step
+    evaluated_again = tracking.Mlflow()  # the evaluate job, run again, continues the run at its last step
+    evaluated_again.open(dataclasses.replace(target, start_step=40), config)
+    evaluated_again.final(40, {"final/exact_accuracy": 0.25})
+    evaluated_again.close()
+    client = _mlflow(tmp_path)
+    (run,) = client.search_runs([client.get_experiment_by_name("resume").experiment_id])
+    history = client.get_metric_history(run.info.run_id, "loss")
+    assert sorted(m.step for m in history) == list(range(5, 41, 5))  # each step once
+    assert {m.step: m.value for m in history} == {s: 1 / s for s in range(5, 41, 5)}
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "lr")] == [25, 30, 35, 40]  # new: all sent
+    assert run.data.metrics["final/exact_accuracy"] == 0.25  # an evaluation done again is sent again
+
+
 def _mlflow(results: Path):
     from mlflow.tracking import MlflowClient
 
@@ -231,12 +261,10 @@ def test_killed_and_resumed_run_is_one_tracked_run_in_every_tracker(tmp_path, un
         "suite": "tiny", "variant": "default", "hardware": "cpu1", "seed": "0", "gpu_type": "cpu"}  # fmt: skip
     assert run.data.tags[tracking.ID_TAG] == record["tracking"]["id"]
     assert run.data.params["plan.global_batch"] == "32" and run.data.params["recipe.model.width"] == "32"
-    history = client.get_metric_history(run.info.run_id, "loss")
-    by_step = {}
-    for m in history:  # steps between the checkpoint and the kill were logged twice, with the same value
-        by_step.setdefault(m.step, set()).add(m.value)
-    assert sorted(by_step) == logged
-    assert [by_step[s] for s in logged] == [{loss[s]} for s in logged]
+    for key in ("loss", "lr"):  # the steps between the checkpoint and the kill are not sent again
+        assert sorted(m.step for m in client.get_metric_history(run.info.run_id, key)) == logged, key
+    history = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "loss")}
+    assert history == {s: loss[s] for s in logged}
     assert "train.json" in [a.path for a in client.list_artifacts(run.info.run_id)]
 
     offline = sorted((run_dir / "wandb").glob(f"offline-run-*-{record['tracking']['id']}"))

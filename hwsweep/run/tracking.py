@@ -208,25 +208,31 @@ class Mlflow:
             for run in found:
                 client.delete_run(run.info.run_id)
             found = []
+        self.logged: dict[str, int] = {}  # curve -> the last step the store has of it
         if found:
             self.run = found[0].info.run_id
             client.update_run(self.run, "RUNNING")
+            # A resumed attempt repeats the steps between its checkpoint and the kill (bitwise the same values):
+            # the store keeps every entry, so those already there are not sent again.
+            for key in client.get_run(self.run).data.metrics:
+                self.logged[key] = max((m.step for m in client.get_metric_history(self.run, key)), default=-1)
             return
         self.run = client.create_run(experiment_id, run_name=target.name, tags=target.tags | {ID_TAG: target.run_id}).info.run_id
         params = [Param(k, str(v)[:6000]) for k, v in target.params.items()]
         for i in range(0, len(params), 100):  # MLflow takes at most 100 params a batch
             client.log_batch(self.run, params=params[i : i + 100])
 
-    def log(self, rows: list[tuple[int, dict]]) -> None:
+    def log(self, rows: list[tuple[int, dict]], again: bool = False) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, step) for step, values in rows for k, v in values.items()]
+        metrics = [Metric(k, v, now, step) for step, values in rows for k, v in values.items()
+                   if again or step > self.logged.get(k, -1)]  # fmt: skip
         for i in range(0, len(metrics), 1000):
             self.client.log_batch(self.run, metrics=metrics[i : i + 1000])
 
     def final(self, step: int, values: dict) -> None:
-        self.log([(step, values)])
+        self.log([(step, values)], again=True)  # an evaluation done again replaces the last one's values
 
     def text(self, name: str, path: Path) -> None:
         self.artifact(path)
