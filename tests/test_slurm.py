@@ -162,21 +162,24 @@ def test_scancel_signal_term_checkpoints_a_one_node_run_and_the_retry_resumes_bi
 
 
 def test_a_one_node_run_gets_its_checkpoint_signal_before_the_time_limit(tmp_path, small_config, slurm):
-    """The signal 50 s before the time limit (the profile's slurm_extra): the trainer checkpoints and exits 75
-    before the limit, it is not killed at the limit (TIMEOUT). SLURM sends the signal once, to the job steps
-    there are then: the limit is cut short only once the trainer runs, as a job's start (the snakemake in
-    the job) takes seconds to a minute on a loaded machine."""
+    """The signal 110 s before the time limit (the profile's slurm_extra, which gives 180): the trainer checkpoints
+    and exits 75 before the limit, it is not killed at the limit (TIMEOUT). SLURM sends the signal once, to the
+    job steps there are then: the limit is cut short only once the trainer runs, as a job's start (the snakemake
+    in the job) takes seconds to a minute on a loaded machine. The lead covers torchrun's own stop: its agent
+    waits up to 30 s for a worker after SIGTERM and 30 s more after SIGKILL (CI once took the whole 60 s with
+    a 50 s lead, and the job ran into its limit)."""
     cfg = small_config | {"seeds": [0], "baseline": "c1", "hardware": {"c1": HARDWARE["cpu1"] | {"runtime": 10}}}
     cfg["recipe"] |= {"checkpoint_every": 1000000}
     cfg["recipe"]["schedule"] = {"steps": 1000000, "warmup_steps": 5}
-    proc = start_slurm(tmp_path, cfg, slurm, "--retries", "0", "--set-resources", "train:slurm_extra='--signal=TERM@50'",
+    proc = start_slurm(tmp_path, cfg, slurm, "--retries", "0", "--set-resources", "train:slurm_extra='--signal=TERM@110'",
                        targets=["results/tiny/default/c1/seed0/train.json"])  # fmt: skip
     try:
         log = tmp_path / "logs/tiny/default/c1/seed0/train.log"
         job = wait_for("the train job", lambda: running_train_job("c1", slurm), timeout=300)
         wait_for("the trainer's first steps", lambda: log.is_file() and "train:" in log.read_text(), timeout=300)
-        # A limit in whole minutes (SLURM's unit) at least 80 s from now: the signal 30 s or more from now.
-        minutes = -(-(seconds(scontrol_job(job, slurm)["RunTime"]) + 80) // 60)
+        # A limit in whole minutes (SLURM's unit) at least 140 s from now: the signal (110 s before it, or up to
+        # 60 s earlier at SLURM's resolution) comes while the trainer runs.
+        minutes = -(-(seconds(scontrol_job(job, slurm)["RunTime"]) + 140) // 60)
         subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={minutes}"], env=slurm, check=True)
         code, err = finish(proc)
     finally:
