@@ -218,6 +218,8 @@ def main() -> None:
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: one run, in a fresh process
     parser.add_argument("--account", action="store_true", help=argparse.SUPPRESS)  # internal: the accounting run
     args = parser.parse_args()
+    if 0 < args.account_steps < 100:  # its first 21 steps (start, first rows) are left out
+        parser.error("--account-steps: 0 (none) or at least 100")
     if args.measure:
         result = account(args.measure) if args.account else measure(args.measure, args.window, args.control)
         print(json.dumps(result))
@@ -225,20 +227,20 @@ def main() -> None:
     print(f"local default recipe (width 64, cpu1), {args.steps} steps, log_every 10, windows of {args.window} steps")
     env = os.environ | {"OMP_NUM_THREADS": "1", "MLFLOW_ALLOW_FILE_STORE": "true"}
 
-    def one(backend: str | None, *flags: str) -> dict:
+    def one(backend: str | None, steps: int, *flags: str) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
-            spec = spec_file(Path(tmp), backend, args.account_steps if "--account" in flags else args.steps)
+            spec = spec_file(Path(tmp), backend, steps)
             out = subprocess.run([sys.executable, __file__, "--measure", str(spec), "--window", str(args.window), *flags],
                                  env=env, check=True, capture_output=True, text=True).stdout  # fmt: skip
         return json.loads(out.strip().splitlines()[-1])
 
     # The accounting: CPU spent on tracking per step, each tracker attached throughout, against no tracking.
-    base = one(None, "--account") if args.account_steps else None
+    base = one(None, args.account_steps, "--account") if args.account_steps else None
     if base:
         print(f"accounting baseline (no tracking): step {base['step_ms']:.2f} ms, other Python threads "
               f"{base['threads_ms']:.3f} ms per step, CPU in no listed thread {base['unlisted_ms']:.3f} ms", flush=True)  # fmt: skip
     for backend in args.backends if base else []:
-        a = one(backend, "--account")
+        a = one(backend, args.account_steps, "--account")
         threads = a["threads_ms"] - base["threads_ms"]
         cost = a["training_ms"] + threads + a["service_ms"]
         print(f"{backend}: tracking CPU {cost:.3f} ms per step = {100 * cost / a['step_ms']:.2f}% of a "
@@ -250,7 +252,7 @@ def main() -> None:
     # The wall clock: on against off in alternating windows of one run.
     for backend in ((["control"] if args.control else []) + args.backends) if args.steps else []:
         control = backend == "control"
-        r = one("tensorboard" if control else backend, *(["--control"] if control else []))
+        r = one("tensorboard" if control else backend, args.steps, *(["--control"] if control else []))
         (w, w_low, w_high), (c, c_low, c_high) = r["ratio"], r["cpu_ratio"]
         print(f"{backend}: step {r['on_ms']:.2f} ms on / {r['off_ms']:.2f} ms off = {r['on_ms'] / r['off_ms']:.4f}, "
               f"paired by window {w:.4f} (95% CI {w_low:.4f}-{w_high:.4f}, {r['pairs']} pairs); "

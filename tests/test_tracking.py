@@ -133,12 +133,12 @@ def _open_mlflow_run(results: str, index: int, barrier) -> None:
     tracking.Mlflow().open(target, TrackingConfig(backends=["mlflow"]))
 
 
-def test_runs_starting_together_share_one_mlflow_experiment(tmp_path):
+def test_runs_starting_together_share_one_mlflow_experiment(monkeypatch, tmp_path):
     """The file store does not refuse a second experiment of one name: runs of a suite starting at the same
     moment each made their own (seen in a test sweep: one run missing from the suite's experiment)."""
     import multiprocessing
 
-    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # the spawned processes inherit it
     ctx = multiprocessing.get_context("spawn")
     for attempt in range(2):
         results = tmp_path / f"results{attempt}"
@@ -261,7 +261,9 @@ def test_killed_and_resumed_run_is_one_tracked_run_in_every_tracker(tmp_path, un
         "suite": "tiny", "variant": "default", "hardware": "cpu1", "seed": "0", "gpu_type": "cpu"}  # fmt: skip
     assert run.data.tags[tracking.ID_TAG] == record["tracking"]["id"]
     assert run.data.params["plan.global_batch"] == "32" and run.data.params["recipe.model.width"] == "32"
-    for key in ("loss", "lr"):  # the steps between the checkpoint and the kill are not sent again
+    # One entry per step. SIGTERM checkpoints at the step it stops, so nothing repeats here; a hard kill's
+    # repeated steps: test_a_resumed_run_sends_mlflow_only_the_steps_it_lacks.
+    for key in ("loss", "lr"):
         assert sorted(m.step for m in client.get_metric_history(run.info.run_id, key)) == logged, key
     history = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "loss")}
     assert history == {s: loss[s] for s in logged}
