@@ -5,11 +5,11 @@ file store, W&B offline); issue 22's goal: at most 1% of step time. Two measurem
 
 - The accounting (--account-steps): a run as a sweep runs it, the tracker attached at every step, and the CPU
   time that tracking spends per step counted where it is spent: the training thread's wall time in the
-  runtime's tracker calls, every other thread of the process (the tracker's own, TensorBoard's writer, the
-  clients' threads; less what they spend in a run with no tracking) and W&B's service process; the tracker's
-  start and first rows are one-offs, left out. It resolves a hundredth of a percent in a minute, but it is a
-  lower estimate: the training thread can lose more than that CPU (a shared cache or physical core; on the
-  2-core VM of docs/benchmarks.md, MLflow's wall-clock cost was about twice its accounted CPU).
+  runtime's tracker calls, every other thread of the run's process (the feed to the tracker's process; less
+  what they spend in a run with no tracking) and the processes under it (the tracker's, where the clients
+  run, and W&B's service); the tracker's start and first rows are one-offs, left out. It resolves a
+  hundredth of a percent in a minute. What the run's process spends is taken from training; the tracker's
+  process runs on a CPU the run left spare, where there is one (the local default's cpu1 on 2 CPUs).
 - The wall clock (--steps): the tracker attached and detached in alternating windows of --window steps of
   one run, so on- and off-steps share the machine's state; on over off, overall and paired by window (the
   geometric mean of each off window's ratio to the next on window, with its 95% t interval: whether the run
@@ -19,7 +19,7 @@ file store, W&B offline); issue 22's goal: at most 1% of step time. Two measurem
 
     .venv/bin/python bench/tracking_overhead.py --control --window 10       # both, all three trackers
     .venv/bin/python bench/tracking_overhead.py --steps 0                   # the accounting alone (4 minutes)
-    .venv/bin/python bench/tracking_overhead.py --backends mlflow --account-steps 0 --steps 35000
+    .venv/bin/python bench/tracking_overhead.py --account-steps 0 --steps 12000 --window 10   # 28 minutes
 """
 
 import argparse
@@ -119,24 +119,24 @@ def measure(spec: str, window: int, control: bool = False) -> dict:
     on_cpu = [c for c, f in zip(cpu_step[skip + 1 :], on[skip + 1 :]) if f]
     off_cpu = [c for c, f in zip(cpu_step[skip + 1 :], on[skip + 1 :]) if not f]
     tracker.drain(timeout=600)
-    busy = tracker.busy_seconds - busy0  # the tracker thread's CPU over every step it was attached to
+    busy = tracker.busy_seconds - busy0  # the clients' CPU (tracker's process) over every step it was attached to
     status = tracker.close()
     wall, cpu_pairs = pairs(seconds[skip:], windows[1:][skip:]), pairs(cpu_step[skip + 1 :], windows[skip + 1 :])
     return {"on_ms": 1e3 * sum(on_s) / len(on_s), "off_ms": 1e3 * sum(off_s) / len(off_s), "open_s": opened,
             "ratio": ratio_ci(wall), "cpu_ratio": ratio_ci(cpu_pairs), "pairs": len(wall),
             "on_steps": len(on_s), "off_steps": len(off_s), "status": status,
-            "thread_ms_per_step": 1e3 * busy / max(1, sum(on)),
+            "clients_ms_per_step": 1e3 * busy / max(1, sum(on)),
             "cpu_on_ms": 1e3 * sum(on_cpu) / len(on_cpu), "cpu_off_ms": 1e3 * sum(off_cpu) / len(off_cpu)}  # fmt: skip
 
 
 def account(spec: str) -> dict:
     """One run (this process) as a sweep runs it, the tracker attached at every step: the CPU that tracking
     costs per step, counted where it is spent. The training thread's share is the wall time of the runtime's
-    tracker calls (a log step's row built and queued); the other Python threads' CPU (the tracker's own, which
-    also samples system metrics, TensorBoard's writer, MLflow's and W&B's clients; the progress bar's monitor
-    runs in the baseline too, a run with no tracking, whose figure is subtracted); W&B's service is a child
-    process. The process's CPU in no listed thread (torch's own threads, threads that ended) is returned apart:
-    what tracking adds there shows as a difference from the baseline's."""
+    tracker calls (a log step's row built and queued); the other Python threads' CPU (the feed to the tracker's
+    process and the reader of its answers; the progress bar's monitor runs in the baseline too, a run with no
+    tracking, whose figure is subtracted); the processes under this one (the tracker's, where the clients run
+    and the system is sampled, and W&B's service). The process's CPU in no listed thread (torch's own threads,
+    threads that ended) is returned apart: what tracking adds there shows as a difference from the baseline's."""
     import psutil
 
     def timed(method):
@@ -185,7 +185,7 @@ def account(spec: str) -> dict:
     status = run.tracker.close() if run.tracker is not None else None
     listed = sum(by_thread.values())
     return {"step_ms": 1e3 * sum(seconds) / n, "steps": n, "training_ms": 1e3 * in_calls / n, "threads_ms": listed,
-            "unlisted_ms": 1e3 * (process - thread) / n - listed, "service_ms": 1e3 * child / n, "status": status,
+            "unlisted_ms": 1e3 * (process - thread) / n - listed, "children_ms": 1e3 * child / n, "status": status,
             "by_thread": dict(sorted(by_thread.items(), key=lambda kv: -kv[1])[:4])}  # fmt: skip
 
 
@@ -242,10 +242,10 @@ def main() -> None:
     for backend in args.backends if base else []:
         a = one(backend, args.account_steps, "--account")
         threads = a["threads_ms"] - base["threads_ms"]
-        cost = a["training_ms"] + threads + a["service_ms"]
+        cost = a["training_ms"] + threads + a["children_ms"]
         print(f"{backend}: tracking CPU {cost:.3f} ms per step = {100 * cost / a['step_ms']:.2f}% of a "
               f"{a['step_ms']:.2f} ms step (training thread {a['training_ms']:.3f} ms, tracker threads "
-              f"{threads:.3f} ms, service process {a['service_ms']:.3f} ms; CPU in no listed thread "
+              f"{threads:.3f} ms, tracker's processes {a['children_ms']:.3f} ms; CPU in no listed thread "
               f"{a['unlisted_ms']:.3f} ms; {a['steps']} steps; "
               f"busiest threads {', '.join(f'{k} {v:.3f} ms' for k, v in a['by_thread'].items())}; "
               f"{a['status']['backends']}, dropped {a['status']['dropped']})", flush=True)  # fmt: skip
@@ -258,7 +258,7 @@ def main() -> None:
               f"paired by window {w:.4f} (95% CI {w_low:.4f}-{w_high:.4f}, {r['pairs']} pairs); "
               f"process CPU per step {r['cpu_on_ms']:.2f} ms on / {r['cpu_off_ms']:.2f} ms off = "
               f"{r['cpu_on_ms'] / r['cpu_off_ms']:.4f}, paired {c:.4f} (95% CI {c_low:.4f}-{c_high:.4f}); "
-              f"tracker thread CPU {r['thread_ms_per_step']:.3f} ms per tracked step "
+              f"the clients' CPU {r['clients_ms_per_step']:.3f} ms per tracked step "
               f"({r['on_steps']} / {r['off_steps']} steps; tracker opened in {r['open_s']:.1f} s; "
               f"{r['status']['backends']}, dropped {r['status']['dropped']})", flush=True)  # fmt: skip
 

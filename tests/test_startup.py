@@ -70,7 +70,7 @@ def test_pin_cores_takes_the_rank_s_block_of_the_allowed_cpus(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {2, 5, 7, 9, 11, 12})
     monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: chosen.append(list(cpus)))
     monkeypatch.setattr(host, "other_runs", lambda: 1)  # another run on the machine, seeing the same CPUs
-    assert host.pin_cores("cpu", 1, 3, 2) == {"pinned": True, "cpus": [7, 9], "reason": chosen and
+    assert host.pin_cores("cpu", 1, 3, 2) == {"pinned": True, "cpus": [7, 9], "spare": [], "reason": chosen and
                                               "6 of 6 allowed CPU(s), 2 per process"}  # fmt: skip
     assert chosen == [[7, 9]]
     assert not host.pin_cores("cpu", 0, 4, 2)["pinned"] and chosen == [[7, 9]]  # 6 < 4 x 2: left alone
@@ -80,7 +80,8 @@ def test_pin_cores_takes_the_rank_s_block_of_the_allowed_cpus(monkeypatch):
     assert not alongside["pinned"] and "1 other hwsweep run(s)" in alongside["reason"] and chosen == [[7, 9]]
     assert host.pin_cores("cpu", 2, 3, 2)["pinned"] and chosen == [[7, 9], [11, 12]]
     monkeypatch.setattr(host, "other_runs", lambda: 0)
-    assert host.pin_cores("cpu", 0, 1, 2)["pinned"] and chosen[-1] == [2, 5]
+    alone = host.pin_cores("cpu", 0, 1, 2)
+    assert alone["pinned"] and chosen[-1] == [2, 5] and alone["spare"] == [7, 9, 11, 12]  # the tracker's CPUs
 
 
 def test_startup_clock_parts_add_up_and_an_unmarked_part_is_zero():

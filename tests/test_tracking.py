@@ -98,7 +98,7 @@ class Broken(Slow):
 def _tracker(monkeypatch, tmp_path, names, **config):
     monkeypatch.setattr(tracking, "BACKENDS", {"slow": Slow, "broken": Broken})
     target = tracking.Target(run_id="x", experiment="s", name="n", group="g", job_type="j", folder=tmp_path, results=tmp_path)
-    return tracking.Tracker(target, TrackingConfig(backends=names, **config), system=False)
+    return tracking.Tracker(target, TrackingConfig(backends=names, **config), system=False, process=False)
 
 
 def test_slow_tracker_never_holds_the_training_thread(monkeypatch, tmp_path):
@@ -120,8 +120,31 @@ def test_failing_tracker_is_one_warning_and_the_others_go_on(monkeypatch, tmp_pa
     err = capsys.readouterr().err
     assert err.count("warning: tracking: broken failed (ConnectionError: tracker down)") == 1, err
     assert status["backends"] == {"broken": "ConnectionError: tracker down", "slow": "ok"}
-    rows = tracker.backends[1].rows
+    rows = tracker.worker.backends[1].rows
     assert [step for step, _ in rows] == [1, 2, 3] and rows[0][1] == {"loss": 1.0}
+
+
+def test_the_clients_run_in_their_own_process_whose_end_is_one_warning(tmp_path, capfd):
+    """The clients run in the tracker's process, on the CPUs it is given (those the run's processes left spare),
+    so their Python never holds the run's interpreter lock. If that process dies, the run's close returns at
+    once, with one warning line, and the status says why."""
+    target = tracking.Target(run_id="p", experiment="s", name="n", group="g", job_type="j", folder=tmp_path, results=tmp_path)
+    cpu = max(os.sched_getaffinity(0))
+    tracker = tracking.Tracker(target, TrackingConfig(backends=["tensorboard"]), system=False, cpus=[cpu])
+    tracker.log(1, {"loss": 2.0})
+    assert tracker.drain(timeout=60)["backends"] == {"tensorboard": "ok"}
+    child = tracker._process
+    assert child.pid != os.getpid() and os.sched_getaffinity(child.pid) == {cpu}
+    assert "serve()" in Path(f"/proc/{child.pid}/cmdline").read_text()
+    assert list((tmp_path / tracking.FOLDER).glob("events.out.tfevents.*"))  # the child's writer
+    child.kill()
+    t0 = time.perf_counter()
+    tracker.log(2, {"loss": 1.0})
+    status = tracker.close(timeout=60)
+    assert time.perf_counter() - t0 < 10
+    assert status["backends"]["tensorboard"] == "the tracker's process ended with exit code -9"
+    err = capfd.readouterr().err
+    assert err.count("hwsweep: warning: tracking:") == 1, err
 
 
 def _open_mlflow_run(results: str, index: int, barrier) -> None:
@@ -338,8 +361,9 @@ def test_suite_tables_reach_every_tracker(tmp_path):
     assert list((suite_dir / "wandb").glob("offline-run-*"))
 
 
-def test_tracker_thread_is_the_only_one_touching_clients():
-    """The module imports no tracker client itself: the runner of a command stays light (torch-free, client-free)."""
+def test_the_run_s_process_imports_no_tracker_client():
+    """The module imports no tracker client itself (the tracker's process does): the runner of a command stays
+    light (torch-free, client-free)."""
     code = "import sys, hwsweep.run.tracking, hwsweep.run.runner; print(sorted(m for m in ('mlflow','wandb','tensorboard','torch') if m in sys.modules))"  # noqa: E501
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -155,7 +155,9 @@ def pin_cores(accelerator: str, local_rank: int, local_world_size: int, threads:
                                 "CPU(s): pinned runs would share the first cores; placement left to the OS"}  # fmt: skip
     mine = allowed[local_rank * threads : (local_rank + 1) * threads]
     os.sched_setaffinity(0, mine)
-    return {"pinned": True, "cpus": mine, "reason": f"{needed} of {len(allowed)} allowed CPU(s), {threads} per process"}
+    # spare: the allowed CPUs no process of the node took (where rank 0's tracker runs, off the run's cores)
+    return {"pinned": True, "cpus": mine, "spare": allowed[needed:],
+            "reason": f"{needed} of {len(allowed)} allowed CPU(s), {threads} per process"}  # fmt: skip
 
 
 # A 1-minute load above this multiple of the CPUs a run may use means other work shared its cores. The

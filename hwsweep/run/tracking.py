@@ -5,22 +5,28 @@
     status = tracker.drain()                              # what the record keeps: each backend ok or why not
     tracker.close(artifacts=[record_path])
 
-One background thread owns every client: opening the tracked run (which may reach a server), writing the
-curves, sampling system metrics (CPU; GPU through NVML where present) every `system_every` seconds. The
-training thread only puts plain floats into a bounded queue, so a slow, unreachable or misconfigured
-tracker can neither fail, hold nor slow a run, and the trained numbers are the same with tracking on or off.
-A backend that raises is dropped after one warning line on stderr (the run's log). Each run has one tracked
-run, its id derived from (suite, variant, hardware, seed): a resumed run continues it (TensorBoard purges
-the steps after the checkpoint, MLflow finds it by tag, W&B resumes the id). Torch-free: the runner of a
-user's command uses it too; the trackers' clients are imported on the thread, only when named."""
+The clients run in the tracker's own process, fed through a pipe, on the CPUs the run's processes left spare
+(where there are any): the training thread only puts plain floats into a bounded queue, so a slow,
+unreachable or misconfigured tracker can neither fail, hold nor slow a run, the clients' Python never holds
+the run's interpreter lock, and the trained numbers are the same with tracking on or off. That process opens
+the tracked run (which may reach a server), writes the curves and samples system metrics (CPU; GPU through
+NVML where present) every `system_every` seconds. A backend that raises is dropped after one warning line
+on stderr (the run's log). Each run has one tracked run, its id derived from (suite, variant, hardware,
+seed): a resumed run continues it (TensorBoard purges the steps after the checkpoint, MLflow finds it by
+tag, W&B resumes the id). Torch-free: the runner of a user's command uses it too; the trackers' clients are
+imported in the tracker's process only, only when named."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import functools
+import json
 import os
 import queue
 import shutil
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -311,12 +317,13 @@ def markdown_table(path: Path) -> str:
     return "\n".join(lines)
 
 
-# -- system metrics, sampled on the tracker's thread ------------------------------------------------------
+# -- system metrics, sampled where the clients run ----------------------------------------------------
 class System:
-    """CPU utilisation of the machine and of this process (and its children waited for), and the run's GPU
-    (utilisation, memory, power) through NVML when nvidia-ml-py is installed and a GPU is given."""
+    """CPU utilisation of the machine and of the run's process `pid` (and its children waited for), and the
+    run's GPU (utilisation, memory, power) through NVML when nvidia-ml-py is installed and a GPU is given."""
 
-    def __init__(self, gpu: int | None):
+    def __init__(self, gpu: int | None, pid: int):
+        self.pid = pid
         self.last = (self._machine(), self._process(), time.monotonic())
         self.nvml = None
         if gpu is not None:
@@ -336,16 +343,22 @@ class System:
             return None
         return sum(fields), fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # total, idle + iowait
 
-    @staticmethod
-    def _process() -> float:
-        t = os.times()
-        return t.user + t.system + t.children_user + t.children_system
+    def _process(self) -> float | None:
+        """CPU seconds of the run's process and its waited-for children (utime, stime, cutime, cstime)."""
+        if self.pid == os.getpid():
+            t = os.times()
+            return t.user + t.system + t.children_user + t.children_system
+        try:  # the command's name, field 2, may hold spaces: the fields counted after its ')'
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return sum(float(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
 
     def sample(self) -> dict:
         machine, process, now = self._machine(), self._process(), time.monotonic()
         (m0, p0, t0), self.last = self.last, (machine, process, now)
         out = {}
-        if now > t0:
+        if now > t0 and process is not None and p0 is not None:
             out["system/process_cpu_percent"] = 100 * (process - p0) / (now - t0)
         if machine and m0 and machine[0] > m0[0]:
             out["system/cpu_percent"] = 100 * (1 - (machine[1] - m0[1]) / (machine[0] - m0[0]))
@@ -360,25 +373,235 @@ class System:
         return out
 
 
-# -- the tracker -----------------------------------------------------------------------------------------------
+# -- the clients' side --------------------------------------------------------------------------------------
+class Worker:
+    """Owns every client: opens each backend's tracked run, hands it rows, evaluations, tables and files, and
+    samples system metrics every system_every seconds. Items are JSON-able (kind, payload) pairs: they cross a
+    pipe to the tracker's process. A backend that raises is dropped after one warning line."""
+
+    def __init__(self, target: Target, config: TrackingConfig, system: bool, pid: int, done):
+        self.target, self.config = target, config
+        self.backends = [BACKENDS[name]() for name in config.backends]
+        self.failed: dict[str, str] = {}  # backend -> why it was dropped
+        self.step = target.start_step  # the newest step logged: system samples are put at it
+        self.busy_seconds = 0.0  # CPU time spent on the trackers after opening them (bench/)
+        self._system, self._pid = system, pid
+        self._done = done  # done(token, stopped): a mark or the stop was reached
+
+    def _fail(self, backend, error: BaseException) -> None:
+        reason = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        self.failed[backend.name] = reason
+        warn(f"tracking: {backend.name} failed ({reason}); the run goes on without it")
+
+    def _each(self, method: str, *args) -> None:
+        for backend in self.backends:
+            if backend.name in self.failed:
+                continue
+            try:
+                getattr(backend, method)(*args)
+            except Exception as e:  # any failure of a tracker is the tracker's, never the run's
+                self._fail(backend, e)
+
+    def run(self, get) -> None:
+        """Take items from get(timeout) (which raises queue.Empty) until the stop, or the run's end ("eof": the
+        run's process is gone without a stop; its tracked runs are closed as failed)."""
+        self._each("open", self.target, self.config)
+        system = System(self.target.gpu, self._pid) if self._system else None
+        next_sample = time.monotonic() + self.config.system_every
+        while True:
+            wait = max(0.0, next_sample - time.monotonic()) if system else None
+            try:
+                items = [get(wait)]
+            except queue.Empty:
+                items = []
+            while items and items[-1][0] == "log" and len(items) < BATCH:
+                try:
+                    items.append(get(0))
+                except queue.Empty:
+                    break
+            busy = time.thread_time()
+            if system and time.monotonic() >= next_sample:
+                next_sample = time.monotonic() + self.config.system_every
+                self._each("log", [(self.step, system.sample())])
+            rows = [tuple(payload) for kind, payload in items if kind == "log"]
+            if rows:
+                self.step = max(self.step, max(step for step, _ in rows))
+                self._each("log", rows)
+            for kind, payload in items:
+                if kind == "text":
+                    self._each("text", payload[0], Path(payload[1]))
+                elif kind == "final":
+                    self._each("final", *payload)
+                elif kind == "artifact":
+                    self._each("artifact", Path(payload))
+                elif kind == "mark":
+                    self.busy_seconds += time.thread_time() - busy
+                    busy = time.thread_time()
+                    self._done(payload, False)
+                elif kind in ("stop", "eof"):
+                    failed, token = payload if kind == "stop" else (True, None)
+                    self._each("close", failed)
+                    self.busy_seconds += time.thread_time() - busy
+                    self._done(token, True)
+                    return
+            self.busy_seconds += time.thread_time() - busy
+
+
+def serve() -> None:
+    """The tracker's process (Tracker, process=True): its first line on stdin says what to track, each next line
+    is an item; each mark and the stop are answered on stdout. Apart from the run's process so that the clients'
+    Python never holds the run's interpreter lock, and on the CPUs the run left spare. It ends at the stop, or
+    close_timeout after its stdin ends (the run is gone: what is left is sent as far as it goes)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C or a scheduler's TERM is the run's to handle: it
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # checkpoints, then stops its tracker or ends (stdin closes)
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # a client library's prints go to the run's log, not into the answers
+    first = sys.stdin.readline()
+    if not first:  # the run ended before it said what to track
+        return
+    start = json.loads(first)
+    if start["cpus"] and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, start["cpus"])
+    t = start["target"]
+    target = Target(**t | {"folder": Path(t["folder"]), "results": Path(t["results"])})
+    config = TrackingConfig.from_dict(start["config"], "tracking")
+    items: queue.Queue = queue.Queue()
+    dropped = [0]
+
+    def exit_later() -> None:
+        timer = threading.Timer(config.close_timeout, os._exit, (0,))
+        timer.daemon = True
+        timer.start()
+
+    def read() -> None:  # takes stdin as it comes, so the run's writes never wait on a slow tracker
+        for line in sys.stdin:
+            item = json.loads(line)
+            if item[0] == "log" and items.qsize() >= config.queue_size:
+                dropped[0] += 1
+            else:
+                items.put(item)
+        items.put(("eof", None))
+        exit_later()
+
+    def done(token, stopped: bool) -> None:
+        answer = {"done": token, "stopped": stopped, "failed": worker.failed, "busy": worker.busy_seconds,
+                  "dropped": dropped[0]}  # fmt: skip
+        with contextlib.suppress(OSError):
+            answers.write(json.dumps(answer) + "\n")
+            answers.flush()
+
+    worker = Worker(target, config, start["system"], start["pid"], done)
+    threading.Thread(target=read, name="hwsweep-tracking-stdin", daemon=True).start()
+    worker.run(lambda timeout: items.get(timeout=timeout))
+    exit_later()  # a client's leftover thread does not keep the process
+
+
+# -- the run's side --------------------------------------------------------------------------------------------
 class Tracker:
-    def __init__(self, target: Target, config: TrackingConfig, system: bool = True):
+    """Rank 0's feed to the trackers. The training thread only puts plain floats into a bounded queue; the
+    clients run in the tracker's process (process=False: on a thread of this one, as tests inject backends)."""
+
+    def __init__(self, target: Target, config: TrackingConfig, system: bool = True, cpus=None, process: bool = True):
         self.target, self.config = target, config
         self.queue: queue.Queue = queue.Queue(maxsize=config.queue_size)
-        self.dropped = 0
+        self.dropped = 0  # steps the queue had no room for (and the tracker's process's queue)
         self.failed: dict[str, str] = {}  # backend -> why it was dropped
-        self.backends = [BACKENDS[name]() for name in config.backends]
-        self.step = target.start_step  # the newest step logged: system samples are put at it
-        self.busy_seconds = 0.0  # CPU time the thread spent on the trackers after opening them (bench/)
-        self._system = system
-        self._thread = threading.Thread(target=self._work, name="hwsweep-tracking", daemon=True)
+        self.busy_seconds = 0.0  # CPU time the clients spent after opening (bench/)
+        self._dropped_there = 0
+        self._waiting: dict[int, threading.Event] = {}
+        self._tokens = iter(range(1, 1 << 62))
+        self._stopped = False
+        self._gone = False  # the tracker's process ended: nothing waits for it any more
+        if process:
+            self.worker = None
+            self._start_process(system, cpus)
+            feed = self._feed
+        else:
+            self.worker = Worker(target, config, system, os.getpid(), self._answer_worker)
+            feed = functools.partial(self.worker.run, lambda timeout: self.queue.get(timeout=timeout))
+        self._thread = threading.Thread(target=feed, name="hwsweep-tracking", daemon=True)
         self._thread.start()
 
     @classmethod
     def start(cls, spec, run_dir, config: TrackingConfig, start_step: int = 0, gpu: int | None = None,
-              system: bool = True) -> "Tracker | None":  # fmt: skip
-        """The tracker of a run (`config`: its folder's, TrackingConfig.of_run), or None when it names no tracker."""
-        return cls(run_target(spec, run_dir, start_step, gpu), config, system) if config.on else None
+              system: bool = True, cpus=None) -> "Tracker | None":  # fmt: skip
+        """The tracker of a run (`config`: its folder's, TrackingConfig.of_run), or None when it names no tracker.
+        `cpus`: where its process runs (the CPUs the run's processes left spare); None: where the run does."""
+        return cls(run_target(spec, run_dir, start_step, gpu), config, system, cpus) if config.on else None
+
+    # -- the tracker's process ------------------------------------------------------------------------------
+    def _start_process(self, system: bool, cpus) -> None:
+        root = str(Path(__file__).resolve().parents[2])  # hwsweep's folder on the child's path, as on ours
+        env = os.environ | {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        # Without the working folder on its path: a user's mlflow.py or wandb.py there is not the client.
+        code = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; " \
+               "from hwsweep.run.tracking import serve; serve()"  # fmt: skip
+        try:
+            self._process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, env=env, text=True)  # fmt: skip
+        except OSError as e:
+            self._process, self._gone = None, True
+            why = f"the tracker's process did not start ({e})"
+            self.failed = {name: why for name in self.config.backends}
+            warn(f"tracking: {why}; the run goes on without the trackers")
+            return
+        target = {k: str(v) if isinstance(v, Path) else v for k, v in self.target.__dict__.items()}
+        start = {"target": target, "config": self.config.to_dict(), "system": system, "pid": os.getpid(),
+                 "cpus": sorted(cpus) if cpus else None}  # fmt: skip
+        self._write([start])
+        threading.Thread(target=self._read, name="hwsweep-tracking-answers", daemon=True).start()
+
+    def _write(self, lines: list) -> bool:
+        if self._process is None:
+            return False
+        try:
+            self._process.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+            self._process.stdin.flush()
+            return True
+        except (OSError, ValueError):  # the tracker's process is gone: _read says so
+            return False
+
+    def _feed(self) -> None:
+        """Queued items to the tracker's process, a batch of rows a write."""
+        while True:
+            items = [self.queue.get()]
+            while items[-1][0] == "log" and len(items) < BATCH:
+                try:
+                    items.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            self._write(items)
+            if items[-1][0] == "stop":
+                if self._process is not None:
+                    with contextlib.suppress(OSError):
+                        self._process.stdin.close()
+                return
+
+    def _read(self) -> None:
+        """The tracker's process's answers; its end without a stop fails the backends that were still fine."""
+        for line in self._process.stdout:
+            answer = json.loads(line)
+            self._stopped = self._stopped or answer["stopped"]
+            self._answer(answer["done"], answer["failed"], answer["busy"], answer["dropped"])
+        code = self._process.wait()
+        self._gone = True
+        if not self._stopped:
+            why = f"the tracker's process ended with exit code {code}"
+            self.failed |= {name: why for name in self.config.backends if name not in self.failed}
+            warn(f"tracking: {why}; the run goes on without the trackers")
+        for token in list(self._waiting):
+            self._waiting.pop(token).set()
+
+    def _answer_worker(self, token, stopped: bool) -> None:
+        self._answer(token, self.worker.failed, self.worker.busy_seconds, 0)
+
+    def _answer(self, token, failed: dict, busy: float, dropped: int) -> None:
+        self.failed |= failed
+        self.busy_seconds, self._dropped_there = busy, dropped
+        event = self._waiting.pop(token, None)
+        if event is not None:
+            event.set()
 
     # -- the training thread's side: never waits ------------------------------------------------------
     def log(self, step: int, values: dict) -> None:
@@ -395,12 +618,15 @@ class Tracker:
             self.dropped += 1
             return False
 
-    def _wait(self, item, timeout: float) -> bool:
-        """Queue `item` and wait for the thread to take everything before it, at most `timeout` seconds."""
-        done = threading.Event()
+    def _wait(self, kind: str, timeout: float, failed: bool = False) -> bool:
+        """Queue a mark (or the stop) and wait for the tracker to take everything before it, at most `timeout` s."""
+        token, done = next(self._tokens), threading.Event()
+        self._waiting[token] = done
         deadline = time.monotonic() + timeout
+        if self._gone:  # checked after the token is in _waiting: _read sets _gone, then wakes every token
+            return True
         try:
-            self.queue.put(item + (done,), timeout=max(0.0, timeout))
+            self.queue.put((kind, (failed, token) if kind == "stop" else token), timeout=max(0.0, timeout))
         except queue.Full:
             return False
         return done.wait(max(0.0, deadline - time.monotonic()))
@@ -409,13 +635,13 @@ class Tracker:
         """Wait (at most close_timeout seconds) for what is queued to reach the trackers; the status the record
         keeps: each backend "ok" or why it failed, the steps dropped, the run's id."""
         timeout = self.config.close_timeout if timeout is None else timeout
-        if not self._wait(("mark", None), timeout):
-            self._late("drain", timeout)
+        if not self._wait("mark", timeout):
+            self._late(timeout)
         return self.status()
 
     def status(self) -> dict:
-        return {"id": self.target.run_id, "dropped": self.dropped,
-                "backends": {b.name: self.failed.get(b.name, "ok") for b in self.backends}}  # fmt: skip
+        return {"id": self.target.run_id, "dropped": self.dropped + self._dropped_there,
+                "backends": {name: self.failed.get(name, "ok") for name in self.config.backends}}  # fmt: skip
 
     def final(self, step: int, values: dict) -> None:
         """A run's held-out evaluation (eval.json), at its last step: a scalar each in TensorBoard and MLflow,
@@ -426,73 +652,16 @@ class Tracker:
         """Hand over files (the record) and tables, close every tracked run, and wait at most close_timeout."""
         timeout = self.config.close_timeout if timeout is None else timeout
         for name, path in (texts or {}).items():
-            self._put(("text", (name, Path(path))))
+            self._put(("text", (name, str(path))))
         for path in artifacts:
-            self._put(("artifact", Path(path)))
-        if not self._wait(("stop", failed), timeout):
-            self._late("close", timeout)
+            self._put(("artifact", str(path)))
+        if not self._wait("stop", timeout, failed):
+            self._late(timeout)
         return self.status()
 
-    def _late(self, what: str, timeout: float) -> None:
+    def _late(self, timeout: float) -> None:
         warn(f"tracking: the trackers did not take what was queued within {timeout:g} s (tracking.close_timeout); "
              "the run goes on without waiting")  # fmt: skip
-
-    # -- the thread's side ---------------------------------------------------------------------------------
-    def _fail(self, backend, error: BaseException) -> None:
-        reason = " ".join(f"{type(error).__name__}: {error}".split())[:300]
-        self.failed[backend.name] = reason
-        warn(f"tracking: {backend.name} failed ({reason}); the run goes on without it")
-
-    def _each(self, method: str, *args) -> None:
-        for backend in self.backends:
-            if backend.name in self.failed:
-                continue
-            try:
-                getattr(backend, method)(*args)
-            except Exception as e:  # any failure of a tracker is the tracker's, never the run's
-                self._fail(backend, e)
-
-    def _work(self) -> None:
-        self._each("open", self.target, self.config)
-        system = System(self.target.gpu) if self._system else None
-        next_sample = time.monotonic() + self.config.system_every
-        while True:
-            wait = max(0.0, next_sample - time.monotonic()) if system else None
-            try:
-                items = [self.queue.get(timeout=wait)]
-            except queue.Empty:
-                items = []
-            while items and items[-1][0] == "log" and len(items) < BATCH:
-                try:
-                    items.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
-            busy = time.thread_time()
-            if system and time.monotonic() >= next_sample:
-                next_sample = time.monotonic() + self.config.system_every
-                self._each("log", [(self.step, system.sample())])
-            rows = [item[1] for item in items if item[0] == "log"]
-            if rows:
-                self.step = max(self.step, max(step for step, _ in rows))
-                self._each("log", rows)
-            for item in items:
-                kind = item[0]
-                if kind == "text":
-                    self._each("text", *item[1])
-                elif kind == "final":
-                    self._each("final", *item[1])
-                elif kind == "artifact":
-                    self._each("artifact", item[1])
-                elif kind == "mark":
-                    self.busy_seconds += time.thread_time() - busy
-                    busy = time.thread_time()
-                    item[-1].set()
-                elif kind == "stop":
-                    self._each("close", item[1])
-                    item[-1].set()
-                    return
-            self.busy_seconds += time.thread_time() - busy
-
 
 def publish_evaluation(spec, run_dir, step: int, metrics: dict, record) -> dict | None:
     """The evaluate job's metrics to the run's tracked run (the same id: after its training, at its last step,
