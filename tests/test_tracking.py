@@ -378,3 +378,57 @@ def test_a_damaged_tracking_file_is_one_warning_and_an_untracked_run(tmp_path, c
     assert not TrackingConfig.of_run(tmp_path).on
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "hwsweep: warning: tracking:" in err and "delete it and rerun snakemake" in err
+
+
+# The text a person sees, shadow roots included: TensorBoard's views are web components.
+SEEN_TEXT = """(() => { const out = []; const walk = (n) => { if (n.shadowRoot) walk(n.shadowRoot);
+    for (const c of n.childNodes) { if (c.nodeType === 3) out.push(c.textContent); else walk(c); } };
+    walk(document.body); return out.join(' ').replace(/\\s+/g, ' '); })()"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_tensorboard_shows_each_run_and_its_plan_in_a_browser(tmp_path):
+    """Looked at as a user would: `tensorboard --logdir results/` opened in headless Chromium. The time series
+    lists every run's folder and curve; the HParams view compares the runs by hardware and seed."""
+    from browser import Browser, ensure_installed
+
+    try:
+        binary = ensure_installed()
+    except RuntimeError as e:
+        pytest.skip(f"no browser: {e}")
+    matrix, results = resolve(_config(["tensorboard"])), tmp_path / "results"
+    runs = {("cpu1", 0): 2.0, ("cpu2", 1): 3.0}  # a run's loss at its last step, told apart in the table
+    for (hardware, seed), loss in runs.items():
+        folder = results / "tiny/default" / hardware / f"seed{seed}"
+        tracker = tracking.Tracker.start(matrix.spec("tiny", "default", hardware, seed), folder, matrix.tracking, system=False)
+        for step in (5, 10):
+            tracker.log(step, {"loss": loss * 10 / step})
+        assert tracker.close()["backends"] == {"tensorboard": "ok"}
+    port, shots = _free_port(), tmp_path / "screenshots"
+    shots.mkdir()
+    with open(tmp_path / "tensorboard.log", "w") as log:
+        server = subprocess.Popen([str(BIN / "tensorboard"), "--logdir", str(results), "--host", "127.0.0.1",
+                                   "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        with Browser(binary, timeout=60) as b:
+            for _ in range(120):  # the server starts (a few seconds)
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                time.sleep(0.5)
+            b.open(f"http://127.0.0.1:{port}/#timeseries")
+            names = [f"tiny/default/{hardware}/seed{seed}/tensorboard" for hardware, seed in runs]
+            seen = f"{SEEN_TEXT}.includes('loss') && " + " && ".join(f"{SEEN_TEXT}.includes({n!r})" for n in names)
+            shown = b.until(seen, timeout=90)
+            b.screenshot(shots / "timeseries.png")
+            assert shown, b.evaluate(SEEN_TEXT)[:3000]
+            b.evaluate("location.hash = '#hparams'")  # the HPARAMS tab: the same page, so no load event
+            # The table's columns are the plan's values; its rows, one per run, say which hardware and seed.
+            columns = ("hardware", "seed", "plan.global_batch", "cpu1", "cpu2")
+            shown = b.until(" && ".join(f"{SEEN_TEXT}.includes({c!r})" for c in columns), timeout=90)
+            b.screenshot(shots / "hparams.png")
+            assert shown, b.evaluate(SEEN_TEXT)[:3000]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
