@@ -432,3 +432,16 @@ def test_tensorboard_shows_each_run_and_its_plan_in_a_browser(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_gpu_metrics_come_from_the_run_s_gpu_under_cuda_visible_devices(monkeypatch):
+    """NVML counts the machine's GPUs, CUDA those CUDA_VISIBLE_DEVICES leaves (SLURM binds a job's GPUs so):
+    the tracker samples the GPU the run trains on."""
+    import torch
+
+    from hwsweep.run import device
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert device.nvml_index(torch.device("cuda", 1)) == 5
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert device.nvml_index(torch.device("cuda", 1)) == 1

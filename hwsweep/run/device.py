@@ -40,6 +40,15 @@ def select(accelerator: str, local_rank: int) -> Device:
     return Device("cpu", torch.device("cpu"), BACKEND["cpu"], platform.processor() or platform.machine() or "cpu")
 
 
+def nvml_index(device: torch.device) -> int:
+    """The machine's (NVML's) index of a CUDA device: CUDA counts only the GPUs CUDA_VISIBLE_DEVICES leaves
+    (SLURM's GPU binding), by index or UUID; torch's own mapping, the CUDA index where it cannot tell."""
+    try:
+        return torch.cuda._get_nvml_device_index(device)
+    except Exception:  # a private helper of torch's: its absence or failure costs the mapping, not the run
+        return device.index
+
+
 def lock_precision(tf32: bool) -> None:
     """Set TF32 both ways, explicitly, so a GPU's default never decides it."""
     torch.backends.cuda.matmul.allow_tf32 = tf32

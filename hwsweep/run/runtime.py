@@ -431,7 +431,7 @@ class Run:
     def _start_tracking(self) -> None:
         """Rank 0's tracker (config tracking), continuing the tracked run after a resume. The owner file tells
         the runner of a command that this script feeds the trackers itself."""
-        gpu = self.device.index if self.device.type == "cuda" else None
+        gpu = devices.nvml_index(self.device) if self.device.type == "cuda" else None  # NVML's index, for GPU metrics
         spare = self.affinity.get("spare") or None  # pinned with CPUs to spare: the tracker's process there
         self.tracker = tracking.Tracker.start(self.spec, self.run_dir, self.tracking, self.start, gpu, cpus=spare)
         if self.tracker is not None:
