@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import select
 import shutil
 import subprocess
 import tempfile
@@ -76,7 +77,10 @@ class Browser:
     def _read(self) -> dict:
         deadline = time.monotonic() + self.timeout
         while b"\0" not in self._buffer:
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            # Waited for with a bound: a blocking read outlived every deadline when no message came (an event
+            # that never fires, as a load event after a same-document navigation).
+            if left <= 0 or not select.select([self._from_chrome], [], [], left)[0]:
                 raise BrowserError("chromium did not answer in time")
             chunk = os.read(self._from_chrome, 1 << 16)
             if not chunk:
