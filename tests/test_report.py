@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from browser import Browser, ensure_installed
+from browser import Browser, chromium
 from conftest import REPO, snakemake
 
 from hwsweep.analysis import words
@@ -60,13 +60,6 @@ def test_report_builds_after_a_failed_suite_and_says_why(built):
     assert re.search(r"rule train:.*?suite=broken", again.stdout, flags=re.S), again.stdout[-2000:]
 
 
-def _chromium() -> str:
-    try:
-        return ensure_installed()
-    except RuntimeError as e:
-        pytest.skip(f"no browser: {e}")
-
-
 def _click(b: Browser, text: str) -> None:
     """Click the report menu's link whose text is `text` (as a reader would); on once the menu changed."""
     before = b.evaluate("document.querySelector('#app nav').innerText")
@@ -95,7 +88,7 @@ def _shown(b: Browser) -> dict:
 def test_report_in_a_browser(built, tmp_path):
     folder, proc = built
     assert proc.returncode == 0, proc.stderr[-3000:]
-    binary = _chromium()
+    binary = chromium()
     shots = Path(os.environ.get("HWSWEEP_SCREENSHOTS", tmp_path / "screenshots"))  # to look at them
     shots.mkdir(parents=True, exist_ok=True)
     comparison = pd.read_csv(folder / "results/mlp/comparison.csv")

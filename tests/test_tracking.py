@@ -140,9 +140,12 @@ def test_the_clients_run_in_their_own_process_whose_end_is_one_warning(tmp_path,
     child.kill()
     t0 = time.perf_counter()
     tracker.log(2, {"loss": 1.0})
-    status = tracker.close(timeout=60)
+    status = tracker.drain(timeout=60)  # waiting as the process dies: its end wakes the wait
     assert time.perf_counter() - t0 < 10
     assert status["backends"]["tensorboard"] == "the tracker's process ended with exit code -9"
+    t0 = time.perf_counter()
+    assert tracker.close(timeout=60) == status  # after its end: nothing to wait for
+    assert time.perf_counter() - t0 < 10
     err = capfd.readouterr().err
     assert err.count("hwsweep: warning: tracking:") == 1, err
 
@@ -391,14 +394,11 @@ SEEN_TEXT = """(() => { const out = []; const walk = (n) => { if (n.shadowRoot) 
 def test_tensorboard_shows_each_run_and_its_plan_in_a_browser(tmp_path):
     """Looked at as a user would: `tensorboard --logdir results/` opened in headless Chromium. The time series
     lists every run's folder and curve; the HParams view compares the runs by hardware and seed."""
-    from browser import Browser, ensure_installed
+    from browser import Browser, chromium
 
-    try:
-        binary = ensure_installed()
-    except RuntimeError as e:
-        pytest.skip(f"no browser: {e}")
+    binary = chromium()
     matrix, results = resolve(_config(["tensorboard"])), tmp_path / "results"
-    runs = {("cpu1", 0): 2.0, ("cpu2", 1): 3.0}  # a run's loss at its last step, told apart in the table
+    runs = {("cpu1", 0): 2.0, ("cpu2", 1): 3.0}  # (hardware, seed): the run's loss at its last step
     for (hardware, seed), loss in runs.items():
         folder = results / "tiny/default" / hardware / f"seed{seed}"
         tracker = tracking.Tracker.start(matrix.spec("tiny", "default", hardware, seed), folder, matrix.tracking, system=False)
@@ -419,14 +419,13 @@ def test_tensorboard_shows_each_run_and_its_plan_in_a_browser(tmp_path):
                 time.sleep(0.5)
             b.open(f"http://127.0.0.1:{port}/#timeseries")
             names = [f"tiny/default/{hardware}/seed{seed}/tensorboard" for hardware, seed in runs]
-            seen = f"{SEEN_TEXT}.includes('loss') && " + " && ".join(f"{SEEN_TEXT}.includes({n!r})" for n in names)
-            shown = b.until(seen, timeout=90)
+            shown = b.until(f"(t => {' && '.join(f't.includes({n!r})' for n in ['loss', *names])})({SEEN_TEXT})", timeout=90)
             b.screenshot(shots / "timeseries.png")
             assert shown, b.evaluate(SEEN_TEXT)[:3000]
             b.evaluate("location.hash = '#hparams'")  # the HPARAMS tab: the same page, so no load event
             # The table's columns are the plan's values; its rows, one per run, say which hardware and seed.
             columns = ("hardware", "seed", "plan.global_batch", "cpu1", "cpu2")
-            shown = b.until(" && ".join(f"{SEEN_TEXT}.includes({c!r})" for c in columns), timeout=90)
+            shown = b.until(f"(t => {' && '.join(f't.includes({c!r})' for c in columns)})({SEEN_TEXT})", timeout=90)
             b.screenshot(shots / "hparams.png")
             assert shown, b.evaluate(SEEN_TEXT)[:3000]
     finally:

@@ -345,9 +345,6 @@ class System:
 
     def _process(self) -> float | None:
         """CPU seconds of the run's process and its waited-for children (utime, stime, cutime, cstime)."""
-        if self.pid == os.getpid():
-            t = os.times()
-            return t.user + t.system + t.children_user + t.children_system
         try:  # the command's name, field 2, may hold spaces: the fields counted after its ')'
             fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
             return sum(float(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
@@ -374,6 +371,21 @@ class System:
 
 
 # -- the clients' side --------------------------------------------------------------------------------------
+def take(get, timeout: float | None) -> list:
+    """What is queued, in order: the first item (waited for at most `timeout` s; None: until one comes; none
+    in time: []), then the rows right behind it, up to BATCH, so that they go in one call (or one write)."""
+    try:
+        items = [get(timeout)]
+    except queue.Empty:
+        return []
+    while items[-1][0] == "log" and len(items) < BATCH:
+        try:
+            items.append(get(0))
+        except queue.Empty:
+            break
+    return items
+
+
 class Worker:
     """Owns every client: opens each backend's tracked run, hands it rows, evaluations, tables and files, and
     samples system metrics every system_every seconds. Items are JSON-able (kind, payload) pairs: they cross a
@@ -409,16 +421,7 @@ class Worker:
         system = System(self.target.gpu, self._pid) if self._system else None
         next_sample = time.monotonic() + self.config.system_every
         while True:
-            wait = max(0.0, next_sample - time.monotonic()) if system else None
-            try:
-                items = [get(wait)]
-            except queue.Empty:
-                items = []
-            while items and items[-1][0] == "log" and len(items) < BATCH:
-                try:
-                    items.append(get(0))
-                except queue.Empty:
-                    break
+            items = take(get, max(0.0, next_sample - time.monotonic()) if system else None)
             busy = time.thread_time()
             if system and time.monotonic() >= next_sample:
                 next_sample = time.monotonic() + self.config.system_every
@@ -519,7 +522,7 @@ class Tracker:
             feed = self._feed
         else:
             self.worker = Worker(target, config, system, os.getpid(), self._answer_worker)
-            feed = functools.partial(self.worker.run, lambda timeout: self.queue.get(timeout=timeout))
+            feed = functools.partial(self.worker.run, self._get)
         self._thread = threading.Thread(target=feed, name="hwsweep-tracking", daemon=True)
         self._thread.start()
 
@@ -529,6 +532,9 @@ class Tracker:
         """The tracker of a run (`config`: its folder's, TrackingConfig.of_run), or None when it names no tracker.
         `cpus`: where its process runs (the CPUs the run's processes left spare); None: where the run does."""
         return cls(run_target(spec, run_dir, start_step, gpu), config, system, cpus) if config.on else None
+
+    def _get(self, timeout: float | None):
+        return self.queue.get(timeout=timeout)
 
     # -- the tracker's process ------------------------------------------------------------------------------
     def _start_process(self, system: bool, cpus) -> None:
@@ -565,12 +571,7 @@ class Tracker:
     def _feed(self) -> None:
         """Queued items to the tracker's process, a batch of rows a write."""
         while True:
-            items = [self.queue.get()]
-            while items[-1][0] == "log" and len(items) < BATCH:
-                try:
-                    items.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
+            items = take(self._get, None)
             self._write(items)
             if items[-1][0] == "stop":
                 if self._process is not None:
