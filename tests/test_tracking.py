@@ -161,7 +161,8 @@ def _open_mlflow_run(results: str, index: int, barrier) -> None:
 
 def test_runs_starting_together_share_one_mlflow_experiment(monkeypatch, tmp_path):
     """The file store does not refuse a second experiment of one name: runs of a suite starting at the same
-    moment each made their own (seen in a test sweep: one run missing from the suite's experiment)."""
+    moment each made their own (seen in a test sweep: one run missing from the suite's experiment), and the
+    first clients of a new store each wrote its default experiment (seen in a fresh clone: 'meta.yaml exists')."""
     import multiprocessing
 
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # the spawned processes inherit it

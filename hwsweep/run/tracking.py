@@ -163,8 +163,9 @@ class TensorBoard:
 
 @contextlib.contextmanager
 def _store_lock(uri: str):
-    """Held while a run finds or creates its experiment in a file store (the local default): the store does
-    not refuse a second experiment of the same name, so runs starting together each made one. A lock file
+    """Held while a run opens a file store (the local default) and finds or creates its experiment there: the
+    store does not refuse a second experiment of the same name, so runs starting together each made one, and
+    the first clients of a new store each write its default experiment (one failed: 'meta.yaml exists'). A lock file
     beside the store (store.lock); a server or database store enforces the name itself."""
     if not uri.startswith("file:"):
         yield
@@ -196,8 +197,9 @@ class Mlflow:
         from mlflow.tracking import MlflowClient
 
         uri = config.mlflow.uri or (target.results / MLFLOW_FOLDER).as_uri()
-        self.client = client = MlflowClient(tracking_uri=uri)
         with _store_lock(uri):
+            # A new file store makes its default experiment when the first client opens it: that races too.
+            self.client = client = MlflowClient(tracking_uri=uri)
             experiment = client.get_experiment_by_name(target.experiment)
             if experiment is None:
                 try:
