@@ -1,4 +1,6 @@
+import contextlib
 import copy
+import fcntl
 import os
 import shutil
 import subprocess
@@ -14,6 +16,32 @@ BIN = Path(sys.executable).parent
 # Plans must not depend on peaks a memory probe cached on this machine (hwsweep detect on a GPU):
 # every test, and every snakemake it starts, sees an empty cache of its own.
 os.environ["HWSWEEP_MEMORY_CACHE"] = str(Path(tempfile.mkdtemp(prefix="hwsweep-test-")) / "memory.json")
+
+# -- sharing the machine between pytest-xdist workers --------------------------------------------
+# Tests marked `alone` measure the machine itself (timings, CPU pinning, "other hwsweep runs on this node"):
+# under xdist such a test waits for the other workers' tests to end and holds new ones off until it ends.
+# Every other test holds the machine shared, from its setup (the shared sweeps it builds first) to its
+# teardown. The gate in front of the lock gives a waiting `alone` test priority over tests that come after it.
+@contextlib.contextmanager
+def holding_the_machine(config, alone: bool = False):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # one process: no other test runs beside this one
+        yield
+        return
+    root = config._tmp_path_factory.getbasetemp().parent  # shared by the workers (each has a folder below)
+    with open(root / "machine.gate", "a") as gate, open(root / "machine.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield  # both released as the files close
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test from its setup (the module and session fixtures it builds first) to its teardown."""
+    with holding_the_machine(item.config, item.get_closest_marker("alone") is not None):
+        return (yield)
+
 
 # A small matrix: 1 suite x 1 variant x 2 seeds x (cpu1 + cpu2), a few seconds per run.
 SMALL = {

@@ -128,6 +128,7 @@ MEASURED_TOLERANCE = 0.5
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # one run's measured seconds predict the next: neither may share the machine
 def test_estimate_from_a_measured_run_predicts_the_next_real_run(tmp_path, small_config):
     small_config["recipe"]["model"] = {"width": 64, "depth": 2, "heads": 4}
     small_config["recipe"]["schedule"] = {"steps": 120, "warmup_steps": 5}

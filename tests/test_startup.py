@@ -34,6 +34,7 @@ def _train(tmp_path, small_config, prefix: list[str] = ()) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # pinned only where no other hwsweep run is on the node
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning two ranks needs 2 allowed CPUs")
 def test_startup_parts_add_up_and_two_cpu_ranks_get_disjoint_cores(tmp_path, small_config):
     record = _train(tmp_path, small_config)
@@ -56,6 +57,7 @@ def test_startup_parts_add_up_and_two_cpu_ranks_get_disjoint_cores(tmp_path, sma
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_ranks_are_not_pinned_when_they_would_share_a_core(tmp_path, small_config):
     cpu = min(os.sched_getaffinity(0))
     record = _train(tmp_path, small_config, ["taskset", "-c", str(cpu)])

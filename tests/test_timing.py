@@ -39,6 +39,7 @@ def intervals(folder):
     return sorted(out, key=lambda i: i[0])
 
 
+@pytest.mark.alone  # counts the other runs on the node: only its own
 @pytest.mark.parametrize("timing", ["exclusive", "shared"])
 def test_exclusive_timing_runs_one_training_at_a_time(tmp_path, timing):
     (tmp_path / "train.py").write_text(SCRIPT)
@@ -54,6 +55,7 @@ def test_exclusive_timing_runs_one_training_at_a_time(tmp_path, timing):
         assert s1 < e0 and c0["other_runs"] + c1["other_runs"] >= 1
 
 
+@pytest.mark.alone
 def test_the_local_profile_runs_timed_trainings_one_at_a_time_by_default(tmp_path):
     """No `timing` in the config and no --resources: the local profile's timing_slot=1 alone serialises them."""
     (tmp_path / "train.py").write_text(SCRIPT)
