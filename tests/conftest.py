@@ -43,6 +43,32 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under `--dist loadgroup`, the tests that share a module or session fixture of this suite (a finished
+    sweep, the SLURM cluster) go to one worker, which builds it once: one xdist group per set of tests linked
+    by such fixtures."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    shared = {}
+    for item in items:
+        keys = []
+        for name in getattr(item, "fixturenames", ()):
+            fixture = (item._fixtureinfo.name2fixturedefs.get(name) or [None])[-1]  # the one the test gets
+            if fixture and fixture.scope != "function" and fixture.baseid.startswith("tests"):  # ours, not a plugin's
+                keys.append(f"{fixture.baseid}::{name}")
+        for key in keys[1:]:
+            parent[root(key)] = root(keys[0])
+        shared[item] = keys
+    for item, keys in shared.items():
+        if keys:
+            item.add_marker(pytest.mark.xdist_group(root(keys[0])))
+
+
 # A small matrix: 1 suite x 1 variant x 2 seeds x (cpu1 + cpu2), a few seconds per run.
 SMALL = {
     "recipe": {
