@@ -1,0 +1,82 @@
+"""How long the test suite takes (issue 35: the whole suite <= 15 minutes of pytest on 2 cores, the inner loop
+`pytest -m "not slow"` <= 3 minutes): the README's test command, as written there, in a fresh clone of this
+commit with a new virtualenv; the install timed apart from pytest; then the inner loop in the same clone.
+
+    .venv/bin/python bench/test_suite.py [--runs 3] [--json out.json]
+
+Prints pytest's own summary line of each run, its wall time, and the slowest 30 tests of the first full run
+(pytest's --durations, which the project's addopts ask for) as a markdown table for docs/benchmarks.md. Runs
+after the first reuse the clone and its virtualenv: the same command, three times in a row, is the check that
+the parallel suite is as deterministic as the serial one was.
+"""
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def readme_test_command() -> str:
+    """The README's second command on its first screen: the one that sets up and runs the tests."""
+    blocks = re.findall(r"```bash\n(.*?)\n```", (REPO / "README.md").read_text(), flags=re.S)
+    (command,) = [b for b in blocks[:2] if "pytest" in b]
+    return command.strip()
+
+
+def timed(command: str, cwd: Path) -> tuple[float, int, str]:
+    start = time.monotonic()
+    proc = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True)
+    return time.monotonic() - start, proc.returncode, proc.stdout + proc.stderr
+
+
+def summary(out: str) -> str:
+    """pytest's closing line ('== 700 passed in 800.00s (0:13:20) ==')."""
+    lines = [line.strip("= ") for line in out.splitlines() if re.match(r"=+ .*\bin [\d.]+s", line)]
+    return lines[-1] if lines else "(no pytest summary)"
+
+
+def slowest(out: str, n: int = 30) -> list[tuple[float, str, str]]:
+    rows = re.findall(r"^([\d.]+)s (call|setup|teardown)\s+(\S+)$", out, flags=re.M)
+    return [(float(s), phase, test) for s, phase, test in rows][:n]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1, help="full-suite runs in a row (the flakiness check: 3)")
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args()
+    command = readme_test_command()
+    install, _, pytest_part = command.rpartition("&&")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        clone = Path(tmp) / "clone"
+        subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+        seconds, code, out = timed(install.strip(" &"), clone)
+        if code:
+            sys.exit(f"the README's install failed:\n{out[-3000:]}")
+        result = {"commit": commit.strip(), "command": command, "install_seconds": round(seconds, 1), "runs": []}
+        print(f"commit {result['commit']}: install {seconds:.0f} s ({install.strip(' &')})")
+        for i in range(args.runs):
+            seconds, code, out = timed(pytest_part.strip(), clone)
+            result["runs"].append({"seconds": round(seconds, 1), "exit": code, "summary": summary(out)})
+            print(f"full suite, run {i + 1}: {seconds:.0f} s, exit {code}: {summary(out)}")
+            if i == 0:
+                result["slowest"] = slowest(out)
+        seconds, code, out = timed(f'{pytest_part.strip()} -m "not slow"', clone)
+        result["inner_loop"] = {"seconds": round(seconds, 1), "exit": code, "summary": summary(out)}
+        print(f'inner loop (-m "not slow"): {seconds:.0f} s, exit {code}: {summary(out)}')
+    print("\n| seconds | phase | test |\n|---:|---|---|")
+    for s, phase, test in result.get("slowest", []):
+        print(f"| {s:.1f} | {phase} | `{test}` |")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
