@@ -157,22 +157,116 @@ def welch_stats(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
 def decide(d, se, df, margin: float, alpha: float) -> dict:
     """Tests of one difference (arrays of cases): TOST at +-margin, the t-test of 0 and the
     verdict. equivalent: TOST rejects (the 1 - 2 alpha CI lies inside the margin); different:
-    the 1 - alpha CI lies wholly beyond the margin; inconclusive otherwise."""
+    the 1 - alpha CI lies wholly beyond the margin; inconclusive otherwise. se 0: no p-value (NaN)."""
     d, se, df = (np.asarray(x, float) for x in (d, se, df))
     with np.errstate(invalid="ignore", divide="ignore"):
         safe = np.where(se > 0, se, 1.0)
         p_lower = sps.t.sf((d + margin) / safe, df)  # H0: d <= -margin
         p_upper = sps.t.cdf((d - margin) / safe, df)  # H0: d >= +margin
-        p_tost = np.where(se > 0, np.maximum(p_lower, p_upper), np.where(np.abs(d) < margin, 0.0, 1.0))
-        p_diff = np.where(se > 0, 2 * sps.t.sf(np.abs(d) / safe, df), np.where(d != 0, 0.0, 1.0))
+        # No spread (se 0) gives no p-value: a test would say p = 0 from nothing. Bitwise equal pairs (every
+        # difference exactly 0) are equivalent without one; any other zero spread is inconclusive.
+        p_tost = np.where(se > 0, np.maximum(p_lower, p_upper), np.nan)
+        p_diff = np.where(se > 0, 2 * sps.t.sf(np.abs(d) / safe, df), np.nan)
         t1 = np.where(se > 0, sps.t.ppf(1 - alpha, df), 0.0)
         t2 = np.where(se > 0, sps.t.ppf(1 - alpha / 2, df), 0.0)
     ci_low, ci_high = d - t2 * se, d + t2 * se
-    verdict = np.where(p_tost < alpha, "equivalent",
-                       np.where((ci_low > margin) | (ci_high < -margin), "different", "inconclusive"))  # fmt: skip
+    tested = se > 0
+    verdict = np.where(tested & (p_tost < alpha) | ~tested & (d == 0) & (margin > 0), "equivalent",
+                       np.where(tested & ((ci_low > margin) | (ci_high < -margin)), "different", "inconclusive"))  # fmt: skip
     return {"difference": d, "se": se, "df": df, "ci_low": ci_low, "ci_high": ci_high, "tost_ci_low": d - t1 * se,
             "tost_ci_high": d + t1 * se, "p_difference": p_diff, "p_tost": p_tost, "verdict": verdict,
             "shifted": (verdict == "equivalent") & (p_diff < alpha)}  # fmt: skip
+
+
+# -- interval data: each value known only to lie in [low, high] (time to target between two evaluations) ----
+
+CORNERS_UP_TO = 12  # box dimensions whose 2^n corners are enumerated; a looser bound (still valid) above
+
+
+def _corners(n: int) -> np.ndarray:
+    """Every corner of an n-dimensional unit box (rows of 0/1)."""
+    return ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(float)
+
+
+def _corner_moments(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sample variance (ddof 1) of x at every corner of the box [lo, hi] (rows: cases):
+    (cases, 2^n) each, from sums so that no (cases, 2^n, n) array is formed."""
+    centre = ((lo + hi) / 2).mean(axis=1, keepdims=True)  # centred first: no cancellation in the sums
+    lo, width = lo - centre, hi - lo
+    k, n = _corners(lo.shape[1]), lo.shape[1]
+    total = lo.sum(axis=1, keepdims=True) + width @ k.T
+    squares = (lo**2).sum(axis=1, keepdims=True) + (2 * lo * width) @ k.T + (width**2) @ k.T
+    mean = total / n
+    return mean + centre, np.maximum(squares - n * mean**2, 0.0) / (n - 1)
+
+
+def _variance_bound(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """An upper bound of the sample variance of x over the box: sum (x - c)^2 >= sum (x - mean)^2 for any c."""
+    c = ((lo + hi) / 2).mean(axis=1, keepdims=True)
+    return np.maximum((lo - c) ** 2, (hi - c) ** 2).sum(axis=1) / (lo.shape[1] - 1)
+
+
+def interval_moments(a_lo, a_hi, b_lo, b_hi, paired: bool) -> tuple:
+    """The mean difference a - b and its standard error over the box the true values lie in (rows: cases,
+    columns: seeds; paired: a[:, i] and b[:, i] are one seed): (upper means, their se, lower means, their se,
+    df), the first pair to bound the difference from above, the second from below. mean + t se is convex
+    in the true values, so its largest value over the box lies at a corner: the corners are enumerated up
+    to CORNERS_UP_TO dimensions (exact), above that a bound of the spread is used (conservative). Unpaired:
+    Welch's standard error with its smallest df (min(n_a, n_b) - 1), so that t is one number for the box."""
+    a_lo, a_hi, b_lo, b_hi = (np.atleast_2d(np.asarray(x, float)) for x in (a_lo, a_hi, b_lo, b_hi))
+    if paired:
+        lo, hi = a_lo - b_hi, a_hi - b_lo
+        n = lo.shape[1]
+        if n <= CORNERS_UP_TO:
+            mean, var = _corner_moments(lo, hi)
+            se = np.sqrt(var / n)
+            return mean, se, mean, se, n - 1.0
+        se = np.sqrt(_variance_bound(lo, hi) / n)[:, None]
+        return hi.mean(axis=1, keepdims=True), se, lo.mean(axis=1, keepdims=True), se, n - 1.0
+    na, nb = a_lo.shape[1], b_lo.shape[1]
+    df = min(na, nb) - 1.0
+    if na + nb <= CORNERS_UP_TO:
+        ma, va = _corner_moments(a_lo, a_hi)
+        mb, vb = _corner_moments(b_lo, b_hi)
+        mean = (ma[:, :, None] - mb[:, None, :]).reshape(len(ma), -1)
+        se = np.sqrt(va[:, :, None] / na + vb[:, None, :] / nb).reshape(len(ma), -1)
+        return mean, se, mean, se, df
+    se = np.sqrt(_variance_bound(a_lo, a_hi) / na + _variance_bound(b_lo, b_hi) / nb)[:, None]
+    upper = a_hi.mean(axis=1, keepdims=True) - b_lo.mean(axis=1, keepdims=True)
+    return upper, se, a_lo.mean(axis=1, keepdims=True) - b_hi.mean(axis=1, keepdims=True), se, df
+
+
+def _largest_t(room: np.ndarray, se: np.ndarray) -> np.ndarray:
+    """Per case, the largest t with room - t se > 0 at every corner (room: how far each corner lies inside)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(se > 0, room / np.where(se > 0, se, 1.0), np.where(room > 0, np.inf, -np.inf))
+    return t.min(axis=1)
+
+
+def interval_decide(a_lo, a_hi, b_lo, b_hi, margin: float, alpha: float, paired: bool) -> dict:
+    """decide() for values known only to their intervals: every statement holds for every placement of the
+    true values inside them, so its error rate is at most that of the test on the true values. The intervals
+    are the union over the box of the t intervals; a p-value is the largest over the box. Where the standard
+    error is 0 at every corner (no spread and exact values) nothing is tested: p NaN, inconclusive."""
+    um, us, lm, ls, df = interval_moments(a_lo, a_hi, b_lo, b_hi, paired)
+    with np.errstate(invalid="ignore"):
+        t1, t2 = sps.t.ppf(1 - alpha, df), sps.t.ppf(1 - alpha / 2, df)
+    spread = (us.max(axis=1) > 0) | (ls.max(axis=1) > 0)
+    mids = [(np.atleast_2d(np.asarray(lo, float)) + np.atleast_2d(np.asarray(hi, float))) / 2
+            for lo, hi in ((a_lo, a_hi), (b_lo, b_hi))]  # fmt: skip
+    d = mids[0].mean(axis=1) - mids[1].mean(axis=1) if not paired else (mids[0] - mids[1]).mean(axis=1)
+    tost = np.minimum(_largest_t(margin - um, us), _largest_t(lm + margin, ls))  # TOST rejects for t below it
+    apart = np.maximum(_largest_t(lm, ls), _largest_t(-um, us))  # the CI excludes 0 for t below it
+    nan = np.full(len(d), np.nan)
+    p_tost = np.where(spread, sps.t.sf(tost, df), nan)
+    p_diff = np.where(spread, np.minimum(1.0, 2 * sps.t.sf(apart, df)), nan)
+    ci_low, ci_high = np.where(spread, (lm - t2 * ls).min(axis=1), nan), np.where(spread, (um + t2 * us).max(axis=1), nan)
+    verdict = np.where(spread & (p_tost < alpha), "equivalent",
+                       np.where(spread & ((ci_low > margin) | (ci_high < -margin)), "different", "inconclusive"))  # fmt: skip
+    return {"difference": d, "df": np.full(len(d), df), "ci_low": ci_low, "ci_high": ci_high,
+            "tost_ci_low": np.where(spread, (lm - t1 * ls).min(axis=1), nan),
+            "tost_ci_high": np.where(spread, (um + t1 * us).max(axis=1), nan),
+            "p_difference": p_diff, "p_tost": p_tost, "verdict": verdict, "spread": spread}  # fmt: skip
 
 
 # -- power and seeds needed -----------------------------------------------------------------
@@ -255,6 +349,8 @@ def seeds_words(needed: float) -> str:
 # -- equivalence ---------------------------------------------------------------------------
 
 NEEDS_SEEDS = "needs >= 2 seeds on both"
+BITWISE = "bitwise equal on every seed: equal without a test"
+NO_SPREAD = "the per-seed differences do not vary: no spread to test from"
 
 
 def compare(a: np.ndarray, b: np.ndarray, margin: float | None, confidence: float, paired: bool = False) -> dict:
@@ -275,10 +371,11 @@ def compare(a: np.ndarray, b: np.ndarray, margin: float | None, confidence: floa
     sd = float(np.std(a - b, ddof=1)) if paired else math.sqrt((np.var(a, ddof=1) + np.var(b, ddof=1)) / 2)
     n = len(a) if paired else min(len(a), len(b))
     df = len(a) - 1 if paired else len(a) + len(b) - 2  # the spread's degrees of freedom
+    note = (BITWISE if out["verdict"] == "equivalent" else NO_SPREAD) if sd == 0 else ""
     return {
         "test": test, "n": len(a), "n_baseline": len(b), **out, "verdict": str(out["verdict"]),
         "shifted": bool(out["shifted"]), "margin": margin, "power": float(power(n, sd, margin, alpha, paired)[0]),
-        "seeds_needed": seeds_needed(sd, margin, alpha, paired, df), "note": "",
+        "seeds_needed": math.nan if sd == 0 else seeds_needed(sd, margin, alpha, paired, df), "note": note,
     }  # fmt: skip
 
 
@@ -297,6 +394,8 @@ def finding(row, scale: float = 1.0, metric: str = "difference", goal: str = "ma
         return "equivalent"
     if v == "different":
         return f"different, beyond {beyond}: {said()}"
+    if NO_SPREAD in str(row.get("note", "")):
+        return f"inconclusive — {NO_SPREAD}"
     return f"inconclusive — {seeds_words(row.get('seeds_needed', math.nan))}"
 
 
@@ -312,9 +411,10 @@ EQUIVALENCE_COLUMNS = [
 REPEATS = "no seed variation: equivalence cannot be tested from repeats; pass a seed flag the script uses"
 
 
-def repeats(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether both sides are >= 2 runs that all gave one value each (identical repeats, not seeds)."""
-    return len(a) >= 2 and len(b) >= 2 and bool(np.ptp(a) == 0 and np.ptp(b) == 0)
+def repeats(a, b) -> bool:
+    """Whether both sides are >= 2 runs that all gave one value each (identical repeats, not seeds): values, or
+    whole curves' fingerprints (time to target)."""
+    return len(a) >= 2 and len(b) >= 2 and len(set(list(a))) == 1 and len(set(list(b))) == 1
 
 
 def pairing(sub: pd.DataFrame, base: pd.DataFrame) -> tuple[bool, list, str]:
