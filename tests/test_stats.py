@@ -292,3 +292,37 @@ def test_identical_repeats_are_not_evidence_of_equivalence_but_identical_pairs_a
     assert stats.REPEATS in said and "p = 0" not in said
     strict = _runs(times=((25, 14, 0.90, 0.90), (26, 13, 0.92, 0.92), (24, 15, 0.91, 0.91)))
     assert stats.equivalence(strict, "g1", SETTINGS).set_index("metric").loc["token_accuracy", "verdict"] == "equivalent"
+
+
+def test_a_metric_at_its_floor_on_every_seed_is_named_so_and_diagnosed_by_it_not_by_seed_noise():
+    """The built-in trainer (seeded) with exact accuracy 0 on every seed of both hardware: a floor reached, not a
+    script that ignores its seed; identical repeats of a script are diagnosed as repeats. Neither gets 'seed or
+    reduction-order noise; try more seeds' beside its verdict."""
+    from hwsweep.report import headline
+
+    settings = stats.Settings(**{**SETTINGS.__dict__, "bounds": {"exact_accuracy": (0.0, 1.0)}})
+    runs = _runs().assign(exact_accuracy=0.0, seeded=True)
+    eq = stats.equivalence(runs, "g1", settings).set_index("metric")
+    floor = eq.loc["exact_accuracy"]
+    assert floor.verdict == "inconclusive" and floor.finding.startswith("exact accuracy is 0 points on every seed (its floor)")
+    assert stats.REPEATS not in floor.finding and "seed flag" not in floor.finding
+    said = " ".join(headline.equivalence_sentences(eq.reset_index(), "g1"))
+    assert "its floor" in said and "seed flag" not in said and "seeds per hardware would" not in said.split("floor")[1]
+    diagnosis = diagnose.diagnose(runs, eq.reset_index(), "g1").set_index("hardware").diagnosis["g2"]
+    assert "its floor" in diagnosis and "try" not in diagnosis.split("its floor")[1]
+    repeats = _runs(times=((25, 14, 0.90, 0.91), (26, 13, 0.90, 0.91), (24, 15, 0.90, 0.91)))
+    eq = stats.equivalence(repeats, "g1", SETTINGS)
+    diagnosis = diagnose.diagnose(repeats, eq, "g1").diagnosis.tolist()
+    assert diagnosis == [stats.REPEATS] and diagnose.NOTHING not in diagnosis[0]
+
+
+def test_zero_spread_gives_no_p_value_anywhere():
+    """Constant per-seed differences (not bitwise equal): no p = 0, no zero-width interval, inconclusive; bitwise
+    equal pairs stay equivalent without a p-value."""
+    b = np.array([0.5, 0.25, 0.75])  # binary fractions: the differences are exactly 0.125
+    a = b + 0.125
+    out = stats.compare(a, b, 0.2, 0.95, paired=True)
+    assert out["verdict"] == "inconclusive" and np.isnan(out["p_tost"]) and np.isnan(out["p_difference"])
+    assert np.isnan(out["ci_low"]) and out["note"] == stats.NO_SPREAD and "no spread" in stats.finding(out)
+    same = stats.compare(a, a.copy(), 0.2, 0.95, paired=True)
+    assert same["verdict"] == "equivalent" and np.isnan(same["p_tost"]) and same["note"] == stats.BITWISE

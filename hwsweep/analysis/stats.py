@@ -57,6 +57,7 @@ class Settings:
     variant_primary: tuple = ()  # every primary metric: a variant's overall verdict (a difference needs no margin)
     goals: dict = field(default_factory=dict)  # name -> "max" | "min"
     scales: dict = field(default_factory=dict)  # name -> 100 for shares (bounds [0, 1]: written in points)
+    bounds: dict = field(default_factory=dict)  # name -> (low, high), for the metrics that declare them
 
     @classmethod
     def of(cls, statistics: dict, metrics) -> "Settings":
@@ -65,7 +66,7 @@ class Settings:
         return cls(**statistics, metrics=tuple(m.name for m in metrics), margins={m.name: m.margin for m in compared},
                    primary=tuple(m.name for m in compared if m.primary),
                    variant_primary=tuple(m.name for m in metrics if m.primary), goals={m.name: m.goal for m in metrics},
-                   scales=scales)  # fmt: skip
+                   scales=scales, bounds={m.name: tuple(m.bounds) for m in metrics if m.bounds is not None})  # fmt: skip
 
     @property
     def alpha(self) -> float:
@@ -169,12 +170,14 @@ def decide(d, se, df, margin: float, alpha: float) -> dict:
         p_diff = np.where(se > 0, 2 * sps.t.sf(np.abs(d) / safe, df), np.nan)
         t1 = np.where(se > 0, sps.t.ppf(1 - alpha, df), 0.0)
         t2 = np.where(se > 0, sps.t.ppf(1 - alpha / 2, df), 0.0)
-    ci_low, ci_high = d - t2 * se, d + t2 * se
     tested = se > 0
+    exact = tested | (d == 0)  # bitwise equal pairs: the difference is 0, not estimated
+    ci_low, ci_high = np.where(exact, d - t2 * se, np.nan), np.where(exact, d + t2 * se, np.nan)
     verdict = np.where(tested & (p_tost < alpha) | ~tested & (d == 0) & (margin > 0), "equivalent",
                        np.where(tested & ((ci_low > margin) | (ci_high < -margin)), "different", "inconclusive"))  # fmt: skip
-    return {"difference": d, "se": se, "df": df, "ci_low": ci_low, "ci_high": ci_high, "tost_ci_low": d - t1 * se,
-            "tost_ci_high": d + t1 * se, "p_difference": p_diff, "p_tost": p_tost, "verdict": verdict,
+    return {"difference": d, "se": se, "df": df, "ci_low": ci_low, "ci_high": ci_high,
+            "tost_ci_low": np.where(exact, d - t1 * se, np.nan), "tost_ci_high": np.where(exact, d + t1 * se, np.nan),
+            "p_difference": p_diff, "p_tost": p_tost, "verdict": verdict,
             "shifted": (verdict == "equivalent") & (p_diff < alpha)}  # fmt: skip
 
 
@@ -365,13 +368,13 @@ def compare(a: np.ndarray, b: np.ndarray, margin: float | None, confidence: floa
                 "shifted": False, "note": NEEDS_SEEDS}  # fmt: skip
     d, se, df = paired_stats(a, b) if paired else welch_stats(a, b)
     out = {k: v[0] for k, v in decide(d, se, df, math.nan if margin is None else margin, alpha).items()}
+    sd = float(np.std(a - b, ddof=1)) if paired else math.sqrt((np.var(a, ddof=1) + np.var(b, ddof=1)) / 2)
+    note = (BITWISE if out["difference"] == 0 else NO_SPREAD) if se[0] == 0 else ""
     if margin is None:  # no margin: nothing to say about equivalence, power or seeds for it
         return {"test": test, "n": len(a), "n_baseline": len(b), **out, "verdict": "not compared", "shifted": False,
-                "margin": math.nan, "p_tost": math.nan, "power": math.nan, "seeds_needed": math.nan, "note": ""}  # fmt: skip
-    sd = float(np.std(a - b, ddof=1)) if paired else math.sqrt((np.var(a, ddof=1) + np.var(b, ddof=1)) / 2)
+                "margin": math.nan, "p_tost": math.nan, "power": math.nan, "seeds_needed": math.nan, "note": note}  # fmt: skip
     n = len(a) if paired else min(len(a), len(b))
     df = len(a) - 1 if paired else len(a) + len(b) - 2  # the spread's degrees of freedom
-    note = (BITWISE if out["verdict"] == "equivalent" else NO_SPREAD) if sd == 0 else ""
     return {
         "test": test, "n": len(a), "n_baseline": len(b), **out, "verdict": str(out["verdict"]),
         "shifted": bool(out["shifted"]), "margin": margin, "power": float(power(n, sd, margin, alpha, paired)[0]),
@@ -407,14 +410,39 @@ EQUIVALENCE_COLUMNS = [
 
 
 # Seeds that are not seeds: every seed of both hardware gave the same value (a script that gets no seed, or
-# ignores it). Zero spread is no evidence of equivalence: a test would say p = 0 from nothing.
-REPEATS = "no seed variation: equivalence cannot be tested from repeats; pass a seed flag the script uses"
+# ignores it). Zero spread is no evidence of equivalence: a test would say p = 0 from nothing. The one sentence
+# of every comparison that meets them (fixed steps, variants, time to target, speedup).
+REPEATS = "no seed variation: nothing can be tested from identical repeats; pass a seed flag the script uses"
+AT_BOUND = "no spread to test from: a bound reached, not missing seeds"  # ends the sentence of at_bound()
 
 
 def repeats(a, b) -> bool:
     """Whether both sides are >= 2 runs that all gave one value each (identical repeats, not seeds): values, or
     whole curves' fingerprints (time to target)."""
     return len(a) >= 2 and len(b) >= 2 and len(set(list(a))) == 1 and len(set(list(b))) == 1
+
+
+def at_bound(name: str, value: float, bounds, scale: float = 1.0) -> str:
+    """'exact accuracy is 0 on every seed (its floor): no spread ...' for a value at a declared bound; ''
+    elsewhere."""
+    if bounds is None or value not in tuple(bounds):
+        return ""
+    which = "floor" if value == bounds[0] else "ceiling"
+    return f"{name.replace('_', ' ')} is {amount(value, scale)} on every seed (its {which}): {AT_BOUND}"
+
+
+def constant(a, b, name: str, settings: Settings) -> str:
+    """Why one metric's values cannot be tested (both sides one value each): the metric at its floor or
+    ceiling on either side (named so), else identical repeats (REPEATS); '' when they can be."""
+    if not repeats(a, b):
+        return ""
+    bounds, scale = settings.bounds.get(name), settings.scales.get(name, 1.0)
+    return next((said for said in (at_bound(name, float(x[0]), bounds, scale) for x in (b, a)) if said), REPEATS)
+
+
+def untestable(note) -> bool:
+    """Whether a row's note says its values could not be tested at all (constant: more seeds of them decide nothing)."""
+    return isinstance(note, str) and (REPEATS in note or note.endswith(AT_BOUND) or NO_SPREAD in note)
 
 
 def pairing(sub: pd.DataFrame, base: pd.DataFrame) -> tuple[bool, list, str]:
@@ -449,10 +477,11 @@ def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings
         for metric, margin in settings.margins.items():
             a, b = sides(sub, base, metric, paired, shared)
             scale = settings.scales.get(metric, 1.0)
-            if repeats(a, b):
+            why = constant(a, b, metric, settings)
+            if why:
                 result = {"test": PAIRED if paired else WELCH, "n": len(a), "n_baseline": len(b), "margin": margin,
                           "difference": float(a.mean() - b.mean()), "verdict": "inconclusive", "shifted": False,
-                          "finding": REPEATS, "note": REPEATS}  # fmt: skip
+                          "finding": why, "note": why}  # fmt: skip
                 rows.append({"suite": suite, "variant": variant, "hardware": hw, "baseline": baseline, "metric": metric,
                              "primary": metric in settings.primary, "scale": scale,
                              "goal": settings.goals.get(metric, "max")} | result)  # fmt: skip
@@ -469,7 +498,7 @@ def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings
 
 # -- the normality the intervals assume -------------------------------------------------------
 
-SPREAD_LEVEL = 0.05  # chance that one hardware's normal seeds are flagged at all (Bonferroni over its checks)
+SPREAD_LEVEL = 0.05  # chance that a suite's normal seeds are flagged at all (Bonferroni over all its checks)
 SKEW_SEEDS = 8  # the skewness test needs this many seeds
 MORE_SEEDS = 5  # at most this many seeds offered to add
 
@@ -496,16 +525,16 @@ def grubbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.DataFrame:
     """Per cell, `seed_spread`: where its seeds of a metric (or of the log training time) have an
     outlier (Grubbs) or, from SKEW_SEEDS seeds, look skewed (D'Agostino), named with the seed, and
-    the seeds to add; '' elsewhere. The checks of one cell share SPREAD_LEVEL (Bonferroni), so one
-    hardware's normal seeds are flagged at most that often (tests/test_stats_simulation.py); over a
-    whole suite a false flag is likelier, and costs a few seeds. With 3 seeds only a seed far apart
-    shows (Grubbs' statistic is bounded by (n - 1) / sqrt(n))."""
+    the seeds to add; '' elsewhere. Every check of a suite (all its cells) shares SPREAD_LEVEL
+    (Bonferroni), so a suite of normal seeds is flagged anywhere at most that often
+    (tests/test_stats_simulation.py). With 3 seeds only a seed far apart shows (Grubbs' statistic is
+    bounded by (n - 1) / sqrt(n))."""
     quantities = [m for m in settings.metrics if m in runs] + ["train_seconds"]
     top = int(runs.seed.max()) + 1 if len(runs) else 0
-    rows = []
+    cells = []  # (key, sub, checks: (name, seeds, values))
     for key, sub in runs.groupby(CELL, sort=False):
         sub = sub.sort_values("seed")
-        checks = []  # (name, seeds, values)
+        checks = []
         for q in quantities:
             values = pd.to_numeric(sub[q], errors="coerce")
             ok = values.notna().to_numpy()
@@ -513,15 +542,20 @@ def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
                 v = values.to_numpy(float)[ok]
                 checks.append(("training time" if q == "train_seconds" else q.replace("_", " "), sub.seed.to_numpy()[ok],
                                np.log(v) if q == "train_seconds" else v))  # fmt: skip
-        tests = len(checks) + sum(len(v) >= SKEW_SEEDS for *_, v in checks)
+        cells.append((key, sub, checks))
+    tests: dict = {}  # suite -> its checks, all cells together
+    for key, _, checks in cells:
+        tests[key[0]] = tests.get(key[0], 0) + len(checks) + sum(len(v) >= SKEW_SEEDS for *_, v in checks)
+    rows = []
+    for key, sub, checks in cells:
+        share = f"{tests[key[0]]} checks of the suite share {SPREAD_LEVEL:.0%}"
         found = []
         for name, seeds, values in checks:
             column, p = grubbs(values[None, :])
-            if p[0] * tests < SPREAD_LEVEL:
-                found.append(f"seed {seeds[column[0]]} lies apart in {name} (Grubbs p = {p[0]:.1g}, {tests} checks "
-                             f"share {SPREAD_LEVEL:.0%})")  # fmt: skip
-            if len(values) >= SKEW_SEEDS and sps.skewtest(values).pvalue * tests < SPREAD_LEVEL:
-                found.append(f"{name} looks skewed over the seeds")
+            if p[0] * tests[key[0]] < SPREAD_LEVEL:
+                found.append(f"seed {seeds[column[0]]} lies apart in {name} (Grubbs p = {p[0]:.1g}, {share})")
+            if len(values) >= SKEW_SEEDS and sps.skewtest(values).pvalue * tests[key[0]] < SPREAD_LEVEL:
+                found.append(f"{name} looks skewed over the seeds ({share})")
         more = ", ".join(str(s) for s in range(top, top + min(sub.seed.nunique(), MORE_SEEDS)))
         text = "; ".join(found) + f": the intervals assume roughly normal seeds; add seeds {more} to check" if found else ""
         rows.append(dict(zip(CELL, key)) | {"seed_spread": text})

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from hwsweep.analysis import variants as versus
-from hwsweep.analysis.stats import REPEATS, seeds_words
+from hwsweep.analysis.stats import seeds_words, untestable
 from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money
 from hwsweep.contracts.host import LOAD_FACTOR
 
@@ -44,8 +44,9 @@ def _state(row) -> str:
 
 
 def _seeds(rows: pd.DataFrame) -> str:
-    if (rows.note == REPEATS).any():  # more seeds that are repeats would not decide anything
-        return REPEATS
+    why = [n for n in rows.note if untestable(n)]
+    if why:  # more seeds that are repeats (or at a bound) would not decide anything
+        return "; ".join(dict.fromkeys(why))
     needed = [x for x in rows.seeds_needed if finite(x) or x == math.inf]
     return seeds_words(max(needed)) if needed else seeds_words(math.nan)
 
