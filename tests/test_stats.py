@@ -134,10 +134,15 @@ def test_verdicts_and_a_shift_inside_the_margin():
     a = b + 0.0026 + np.array([0.0002, -0.0001, 0.0, 0.0001, -0.0002])
     res = stats.compare(a, b, 0.005, 0.95, paired=True)
     assert res["verdict"] == "equivalent" and res["shifted"] and res["p_difference"] < 0.001
-    low, high = (f"{x * 100:+.3g}" for x in (res["ci_low"], res["ci_high"]))
+    # the sentence quotes the interval the TOST used (90%), not the 95% one
+    low, high = (f"{x * 100:+.3g}" for x in (res["tost_ci_low"], res["tost_ci_high"]))
     assert stats.finding(res, 100, "token_accuracy") == (
-        f"equivalent, but shifted inside ±0.5 points (p = {res['p_difference']:.2g}): better token accuracy: "
-        f"+0.26 points (95% CI {low} to {high} points)")
+        f"equivalent, but shifted inside ±0.5 points: better token accuracy by +0.26 points (90% interval {low} to "
+        f"{high} points; shift p = {res['p_difference']:.2g})")
+    plain = stats.compare(b + np.array([0.0002, -0.0001, 0.0, 0.0001, -0.0002]), b, 0.005, 0.95, paired=True)
+    assert plain["verdict"] == "equivalent" and not plain["shifted"]
+    low, high = (f"{x * 100:+.3g}" for x in (plain["tost_ci_low"], plain["tost_ci_high"]))
+    assert stats.finding(plain, 100) == f"equivalent (90% interval {low} to {high} points, inside ±0.5 points)"
     assert "worse final loss" in stats.finding(res, 1, "final_loss", goal="min")
 
 

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from hwsweep.analysis.words import amount, in_words
+from hwsweep.analysis.words import amount, finite, in_words, side, span
 from hwsweep.contracts.records import SPEED_COLUMNS, STARTUP_COLUMNS
 
 CELL = ["suite", "variant", "hardware"]
@@ -393,13 +393,27 @@ def finding(row, scale: float = 1.0, metric: str = "difference", goal: str = "ma
 
     if v == "equivalent":
         if row.get("shifted"):
-            return f"equivalent, but shifted inside {beyond} (p = {row['p_difference']:.2g}): {said()}"
-        return "equivalent"
+            return f"equivalent, but {shift_words(row, scale, metric, goal, confidence)}"
+        if not finite(row.get("tost_ci_low")):  # bitwise equal: nothing estimated
+            return "equivalent (bitwise equal on every seed)"
+        tested = span(row["tost_ci_low"], row["tost_ci_high"], scale, row["margin"])
+        return f"equivalent ({1 - 2 * (1 - confidence):.0%} interval {tested}, inside {beyond})"
     if v == "different":
         return f"different, beyond {beyond}: {said()}"
     if NO_SPREAD in str(row.get("note", "")):
         return f"inconclusive — {NO_SPREAD}"
     return f"inconclusive — {seeds_words(row.get('seeds_needed', math.nan))}"
+
+
+def shift_words(row, scale: float, metric: str, goal: str, confidence: float) -> str:
+    """An equivalent but shifted metric with the interval the TOST tested (1 - 2 alpha, inside the margin) and
+    the shift's test: 'shifted inside ±0.5 points: better token accuracy by +0.44 points (90% interval +0.389
+    to +0.499 points; shift p = 0.003)'. The direction is the 1 - alpha interval's, which excludes 0."""
+    way = side(row["ci_low"], row["ci_high"], 0.0, goal)
+    tested = span(row["tost_ci_low"], row["tost_ci_high"], scale, row["margin"])
+    return (f"shifted inside ±{amount(row['margin'], scale)}: {way} {metric.replace('_', ' ')} by "
+            f"{amount(row['difference'], scale, True)} ({1 - 2 * (1 - confidence):.0%} interval {tested}; shift p = "
+            f"{row['p_difference']:.2g})")  # fmt: skip
 
 
 EQUIVALENCE_COLUMNS = [
@@ -586,13 +600,14 @@ def overall(equiv: pd.DataFrame) -> pd.DataFrame:
 def speedup_ci(base: np.ndarray, new: np.ndarray, confidence: float, paired: bool = True):
     """Speedup base / new of times (rows: cases, columns: seeds) with its CI. Paired: the
     geometric mean of per-seed ratios, t CI on the log ratios (n - 1 df); unpaired: the ratio of
-    mean times, a Welch CI on the log of the means (delta method). NaN CI below 2 seeds."""
+    mean times, a Welch CI on the log of the means (delta method). NaN CI below 2 seeds or without spread."""
     base, new = np.atleast_2d(np.asarray(base, float)), np.atleast_2d(np.asarray(new, float))
     if paired:
         logs = np.log(base) - np.log(new)
         est = np.exp(logs.mean(axis=1))
         low, high = mean_ci(logs, confidence)
-        return est, np.exp(low), np.exp(high)
+        spread = np.ptp(logs, axis=1) > 0  # no spread: no interval (one of zero width would be p = 0)
+        return est, np.where(spread, np.exp(low), np.nan), np.where(spread, np.exp(high), np.nan)
     mb, mn = base.mean(axis=1), new.mean(axis=1)
     est = mb / mn
     if base.shape[1] < 2 or new.shape[1] < 2:
@@ -602,7 +617,7 @@ def speedup_ci(base: np.ndarray, new: np.ndarray, confidence: float, paired: boo
     se = np.sqrt(vb + vn)
     with np.errstate(invalid="ignore", divide="ignore"):
         df = np.where(se > 0, (vb + vn) ** 2 / (vb**2 / (base.shape[1] - 1) + vn**2 / (new.shape[1] - 1)), np.inf)
-    half = sps.t.ppf(0.5 + confidence / 2, df) * se
+    half = np.where(se > 0, sps.t.ppf(0.5 + confidence / 2, df) * se, np.nan)
     return est, est * np.exp(-half), est * np.exp(half)
 
 
@@ -619,7 +634,10 @@ def _ratio(ref: pd.DataFrame, sub: pd.DataFrame, confidence: float) -> dict:
     else:
         est, low, high = speedup_ci(tr.to_numpy(), ts.to_numpy(), confidence, False)
         method, n = RATIO_OF_MEANS, 0
-    return {"value": float(est[0]), "low": float(low[0]), "high": float(high[0]), "method": method, "n_pairs": n}
+    why = "" if np.isfinite(low[0]) else REPEATS if repeats(tr.to_numpy(), ts.to_numpy()) else (
+        NO_SPREAD if min(len(tr), len(ts)) >= 2 else NEEDS_SEEDS)  # fmt: skip
+    return {"value": float(est[0]), "low": float(low[0]), "high": float(high[0]), "method": method, "n_pairs": n,
+            "note": why}  # fmt: skip
 
 
 GOLDEN = (math.sqrt(5) - 1) / 2
@@ -696,10 +714,11 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
         per_hour = (math.nan if price is None else price) / price_base if price_base else math.nan
         cost_ratio = [per_hour * ws / ws_base / x for x in (r["value"], r["high"], r["low"])]
         rows.append({
-            "suite": suite, "variant": variant, "hardware": hw, "gpu_type": gpu, "world_size": ws,
+            "suite": suite, "variant": variant, "hardware": hw, "baseline": hw == baseline, "gpu_type": gpu,
+            "world_size": ws,
             "strategy": sub.strategy.iloc[0] if "strategy" in sub else None,
             "n_pairs": r["n_pairs"], "speedup": r["value"], "speedup_ci_low": r["low"], "speedup_ci_high": r["high"],
-            "speedup_method": r["method"],
+            "speedup_method": r["method"], "speedup_note": r["note"] if hw != baseline else "",
             "throughput_ratio": sub.samples_per_second.mean() / base.samples_per_second.mean(),
             "device_ratio": ws / ws_base,
             "same_device_type": gpu == gpu_base,
@@ -784,7 +803,8 @@ def comparison(summary: pd.DataFrame, equiv: pd.DataFrame, speed: pd.DataFrame, 
                               "finding": f"{metric}_finding", "test": f"{metric}_test"})  # fmt: skip
         out = out.merge(v, on=CELL, how="left")
         out.loc[out.baseline, f"{metric}_verdict"] = "baseline"
-    keep = ["speedup", "speedup_ci_low", "speedup_ci_high", "speedup_method", "throughput_ratio", "device_ratio",
+    keep = ["speedup", "speedup_ci_low", "speedup_ci_high", "speedup_method", "speedup_note", "throughput_ratio",
+            "device_ratio",
             "same_device_type", "efficiency", "scaling_reference", "device_hours", "device_hours_ratio",
             "time_saved_seconds", "price_per_device_hour", "currency", "cost_per_run", "cost_per_cell",
             "cost_ratio", "cost_ratio_ci_low", "cost_ratio_ci_high", "contention"]  # fmt: skip

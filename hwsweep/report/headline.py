@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from hwsweep.analysis import variants as versus
-from hwsweep.analysis.stats import seeds_words, untestable
+from hwsweep.analysis.stats import seeds_words, shift_words, untestable
 from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money
 from hwsweep.contracts.host import LOAD_FACTOR
 
@@ -93,8 +93,8 @@ def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: 
         clauses.append(f"{subject} {verb} **equivalent** to {baseline} on {label(same)} ({tests(same)})")
         for m in by_state["shifted"]:
             for r in rows[rows.metric == m].itertuples():
-                clauses.append(f"on {r.hardware}, shifted inside ±{amount(r.margin, r.scale)} (p = "
-                               f"{r.p_difference:.2g}): {_said(r, confidence)}")  # fmt: skip
+                goal = r.goal if isinstance(getattr(r, "goal", None), str) else "max"
+                clauses.append(f"on {r.hardware}, {shift_words(r._asdict(), r.scale, r.metric, goal, confidence)}")
     if by_state["different"]:
         for hw in hws:
             sub = rows[(rows.hardware == hw) & rows.metric.isin(by_state["different"])]
@@ -129,10 +129,15 @@ def utilisation(row) -> str:
     return f"MFU {mfu:.2g}" + (f" ({tflops:.2g} TFLOP/s per device)" if finite(tflops) else "")
 
 
-def _percent(ratio: float) -> str:
-    """'+28%', '-0.3%' (never '-0%')."""
+def percent(ratio: float) -> str:
+    """'+28%', '-0.3%' (never '-0%'), '-99.5%' (never '-100%': no device-hours at all)."""
     v = (ratio - 1) * 100
-    return f"{v:+.0f}%" if abs(v) >= 1 or v == 0 else f"{v:+.1g}%"
+    if abs(v) < 1 and v != 0:
+        return f"{v:+.1g}%"
+    decimals = 0
+    while decimals < 6 and round(v, decimals) == -100 and v != -100:
+        decimals += 1
+    return f"{v:+.{decimals}f}%"
 
 
 def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
@@ -145,12 +150,13 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     if not finite(s):
         return f"{hw}: no speedup (no timing shared with {baseline})."
     low, high = row.get("speedup_ci_low", math.nan), row.get("speedup_ci_high", math.nan)
-    speed = in_words(SPEED, s, low, high, confidence)
+    why = row.get("speedup_note") if isinstance(row.get("speedup_note"), str) and row.get("speedup_note") else None
+    speed = in_words(SPEED, s, low, high, confidence, **({"why": why} if why else {}))
     ratio = row.get("device_hours_ratio", math.nan)
     if finite(ratio):
-        hours = f"at {_percent(ratio)} device-hours"
+        hours = f"at {percent(ratio)} device-hours"
         if finite(low) and finite(high):  # device-hours = devices / speedup: its interval is the speedup's
-            hours += f" ({confidence:.0%} CI {_percent(ratio * s / high)} to {_percent(ratio * s / low)})"
+            hours += f" ({confidence:.0%} CI {percent(ratio * s / high)} to {percent(ratio * s / low)})"
     else:
         hours = f"on another device type ({int(row['world_size'])} × {row['gpu_type']})"
     cost = row.get("cost_ratio", math.nan)
