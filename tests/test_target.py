@@ -285,3 +285,13 @@ def test_logrank_scores_by_hand():
     assert scores[0] == pytest.approx([1 - 0.5, 1 - 0.5 - 1.0, 1 - 0.5, 0 - 0.5])
     p, excess = tt.logrank_test([[20, 40]], [[True, True]], [[20, 30]], [[True, False]])
     assert excess[0] == pytest.approx(0.0) and p[0] == 1.0
+
+
+def test_six_shared_seeds_with_censored_runs_use_the_sign_test_by_seed():
+    """From 6 pairs the sign test by seed can reach p < 0.05: b is known later on every seed (2 censored)."""
+    runs = pd.concat([frame("a", [100, 110, 90, 100, 120, 95], [True] * 6, [10] * 6, interval=10),
+                      frame("b", [200, 210, 190, 300, 300, 205], [True, True, True, False, False, True], [9] * 6,
+                            interval=10)])  # fmt: skip
+    row = tt.compare(runs, "a", {}).set_index("hardware").loc["b"]
+    assert row.rcp_method == tt.SIGN_RCP and row.rcp_p == pytest.approx(2 * 0.5**6) and row.rcp_flag == "slower"
+    assert row.rcp_note == "" and "Converges slower" in words.sentence(row.to_dict() | {"hardware": "b"}, "a")

@@ -284,8 +284,8 @@ def censored_check(b: pd.DataFrame, s: pd.DataFrame, paired: bool, alpha: float)
     seeds, or too few pairs for it) the log-rank permutation test over every run, valid when both hardware are
     censored alike; where a seed shares its effect on both hardware the unpaired test is conservative."""
     if paired and len(s) >= seeds_to_flag(alpha, True):
-        p, way = sign_test(s.steps_to_target_low, s.steps_to_target, s.reached, b.steps_to_target_low,
-                           b.steps_to_target, b.reached)  # fmt: skip
+        columns = ("steps_to_target_low", "steps_to_target", "reached")
+        p, way = sign_test(*(f[c].to_numpy()[None] for f in (s, b) for c in columns))
         p, slower, method, least = float(p[0]), float(way[0]) > 0, SIGN_RCP, smallest_p(len(s))
     else:
         p, excess = logrank_test(s.steps_to_target.to_numpy(float)[None], s.reached.to_numpy(bool)[None],

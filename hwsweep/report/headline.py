@@ -132,7 +132,9 @@ def utilisation(row) -> str:
 def percent(ratio: float) -> str:
     """'+28%', '-0.3%' (never '-0%'), '-99.5%' (never '-100%': no device-hours at all)."""
     v = (ratio - 1) * 100
-    if abs(v) < 1 and v != 0:
+    if abs(v) < 0.05:  # rounds to nothing (float noise of an equal ratio: -4e-14%)
+        return "+0%"
+    if abs(v) < 1:
         return f"{v:+.1g}%"
     decimals = 0
     while decimals < 6 and round(v, decimals) == -100 and v != -100:
@@ -150,8 +152,8 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     if not finite(s):
         return f"{hw}: no speedup (no timing shared with {baseline})."
     low, high = row.get("speedup_ci_low", math.nan), row.get("speedup_ci_high", math.nan)
-    why = row.get("speedup_note") if isinstance(row.get("speedup_note"), str) and row.get("speedup_note") else None
-    speed = in_words(SPEED, s, low, high, confidence, **({"why": why} if why else {}))
+    why = {"why": row["speedup_note"]} if isinstance(row.get("speedup_note"), str) and row["speedup_note"] else {}
+    speed = in_words(SPEED, s, low, high, confidence, **why)
     ratio = row.get("device_hours_ratio", math.nan)
     if finite(ratio):
         hours = f"at {percent(ratio)} device-hours"
@@ -161,7 +163,8 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
         hours = f"on another device type ({int(row['world_size'])} × {row['gpu_type']})"
     cost = row.get("cost_ratio", math.nan)
     if finite(cost):
-        money_words = in_words(COST, cost, row.get("cost_ratio_ci_low"), row.get("cost_ratio_ci_high"), confidence)
+        money_words = in_words(COST, cost, row.get("cost_ratio_ci_low"), row.get("cost_ratio_ci_high"), confidence,
+                               **why)  # fmt: skip
     else:
         missing = hw if not finite(row.get("cost_per_run", math.nan)) else baseline
         money_words = f"cost not known (no price_per_hour for {missing})"
@@ -279,7 +282,7 @@ def variant_sentences(frame: pd.DataFrame, side_by_side: bool = False) -> list[s
             said = _join([versus.side_by_side(r) for _, r in shown.iterrows()])
             text = f"{head}: {said}; **no test** — {versus.seeds_to_test(str(first.seeds).split())}."
         else:
-            text = f"{head}: **{first.overall}** — {'; '.join(shown.finding)}."
+            text = f"{head}: **{first.overall}** — {'; '.join(dict.fromkeys(shown.finding))}."
         out.append(text + _flops(first, side_by_side))
     return out
 
