@@ -148,5 +148,5 @@ def test_the_checker_catches_what_it_claims_to():
              "better token accuracy: +0.3 points (95% CI -0.1 to +0.7 points)",
              "the same within ±10% (90% interval 0.95–1.12×", "shifted inside ±0.5 points: better token accuracy "
              "by +0.44 points (90% interval +0.38 to +0.515 points", "(RCP-style check: p = 0, t-test)",
-             "⚠ **Converges slower** than cpu1's seeds (RCP-style check: median 202 against 100 steps, p = 0.07, t"]  # fmt: skip
+             "⚠ **Converges slower** than cpu1's seeds (RCP-style check: median 202 against 100 steps, p = 0.07"]  # fmt: skip
     assert [len(unsupported(w)) for w in wrong] == [1] * len(wrong)

@@ -49,8 +49,15 @@ GEOMETRIC_TARGET = "geometric mean of per-seed ratios, t CI on log ratios"
 RATIO_TARGET = "ratio of geometric means, Welch CI (smallest df) on log times"
 EXACT_UP_TO = 20000  # permutations enumerated up to this many; a seeded random sample of them above
 RESAMPLES = 9999
-COUNTS = ("n_runs", "n_reached", "share_reached", "steps_margin", "eval_interval", "steps_to_target_median",
-          "censored_at_step")
+COUNTS = (
+    "n_runs",
+    "n_reached",
+    "share_reached",
+    "steps_margin",
+    "eval_interval",
+    "steps_to_target_median",
+    "censored_at_step",
+)
 
 
 # -- per run ----------------------------------------------------------------------------------
@@ -256,8 +263,8 @@ def finest_interval(n_a: int, n_b: int, steps: float, margin: float, alpha: floa
 
     def shows(g: int) -> bool:
         lo, hi = math.log(max(steps - g, 1)), math.log(steps)
-        return stats.interval_decide(np.full((1, n_a), lo), np.full((1, n_a), hi), np.full((1, n_b), lo),
-                                     np.full((1, n_b), hi), math.log1p(margin), alpha, paired)["verdict"][0] == "equivalent"  # fmt: skip
+        box = [np.full((1, n), x) for n in (n_a, n_b) for x in (lo, hi)]
+        return stats.interval_decide(*box, math.log1p(margin), alpha, paired)["verdict"][0] == "equivalent"
 
     low, high = 0, int(steps)  # shows(low) holds (0: vacuously), shows(high) does not: at most one run's steps apart
     while high - low > 1:
@@ -270,12 +277,13 @@ def resolution(r: dict) -> str:
     """'evaluations every 25 steps (33% of the median 75) are too coarse to show ±10% with 3 seeds: evaluate every
     <= 7 steps' where the grid, not the spread, keeps the steps from being shown the same; '' elsewhere."""
     finest, interval = r.get("finest_eval_interval", math.nan), r.get("eval_interval", math.nan)
-    if not (finite_positive(interval) and isinstance(finest, (int, float)) and math.isfinite(finest)) or finest >= interval:
+    known = finite_positive(interval) and isinstance(finest, (int, float)) and math.isfinite(finest)
+    if not known or finest >= interval:
         return ""
-    seeds = f"{r['n_pairs']:.0f} pairs" if r.get("n_pairs") else f"{r['n_runs']:.0f} and {r['baseline_n_runs']:.0f} seeds"
-    share = interval / r["baseline_steps_to_target_median"]
-    coarse = (f"evaluations every {interval:.0f} steps ({share:.0%} of the baseline's median {r['baseline_steps_to_target_median']:.0f}) "
-              f"are too coarse to show ±{r['steps_margin']:.0%} with {seeds}")  # fmt: skip
+    pairs, median = r.get("n_pairs"), r["baseline_steps_to_target_median"]
+    seeds = f"{pairs:.0f} pairs" if pairs else f"{r['n_runs']:.0f} and {r['baseline_n_runs']:.0f} seeds"
+    coarse = (f"evaluations every {interval:.0f} steps ({interval / median:.0%} of the baseline's median "
+              f"{median:.0f}) are too coarse to show ±{r['steps_margin']:.0%} with {seeds}")  # fmt: skip
     return f"{coarse}: evaluate every ≤ {finest:.0f} steps" if finest >= 1 else f"{coarse}: add seeds"
 
 
@@ -343,9 +351,8 @@ def compare_one(base: pd.DataFrame, sub: pd.DataFrame, margin: float, confidence
             "steps_p_tost": tested["p_tost"], "finest_eval_interval": finest, "rcp_method": T_RCP,
             "rcp_p": tested["p_difference"], "rcp_flag": flag, "note": ""}  # fmt: skip
     out["note"] = resolution(out) if out["steps_verdict"] == "inconclusive" else ""
-    speed = {k: math.exp(v[0]) for k, v in stats.interval_decide(*time_box(b), *time_box(s), math.nan, alpha,
-                                                                 paired).items() if k in ("difference", "ci_low", "ci_high")}  # fmt: skip
-    speed = [speed["difference"], speed["ci_low"], speed["ci_high"]]
+    times = stats.interval_decide(*time_box(b), *time_box(s), math.nan, alpha, paired)
+    speed = [math.exp(times[k][0]) for k in ("difference", "ci_low", "ci_high")]
     cost = cost_ratio(speed, sub.price_per_device_hour.iloc[0], base.price_per_device_hour.iloc[0],
                       int(sub.world_size.iloc[0]), int(base.world_size.iloc[0]))  # fmt: skip
     return out | {"speedup": speed[0], "speedup_ci_low": speed[1], "speedup_ci_high": speed[2],

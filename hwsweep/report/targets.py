@@ -116,9 +116,10 @@ NOTE = ("Steps-to-target: known only to the evaluations, after the one before an
         "last evaluation, never dropped: with any such run the steps and time are <b>inconclusive</b> (no average "
         "of the runs that got there). Steps: TOST on log steps at ±steps_margin, paired by seed (Welch with its "
         "smallest df otherwise). RCP-style flag: t-test on log steps, or with censored runs an exact sign test by "
-        "seed (from {pairs} shared seeds: with {pairs_less} its smallest p is {p_pairs:.3g}) or else a log-rank permutation "
-        "test over every run (from {per} seeds per hardware: with {per_less} each its smallest p is {p_per:.2g}), both valid under "
-        "censoring at the same step budget. Identical repeats (every seed the same curve) are not compared.")
+        "seed (from {pairs} shared seeds: with {pairs_less} its smallest p is {p_pairs:.3g}) or else a log-rank "
+        "permutation test over every run (from {per} seeds per hardware: with {per_less} each its smallest p is "
+        "{p_per:.2g}), both valid under censoring at the same step budget. Identical repeats (every seed the same "
+        "curve) are not compared.")
 
 
 def page_html(table: pd.DataFrame, confidence: float = 0.95) -> str:
