@@ -43,6 +43,9 @@ def test_equivalent_hardware_share_one_sentence_with_test_and_margin_in_points()
     assert "paired TOST" in sentence and "±0.5 points for token accuracy" in sentence
     assert "±0.01 for final loss" in sentence
     assert "{" not in sentence and "0.005" not in sentence  # a margin never as a dict or a raw share
+    # the intervals the TOST decided on, each hardware's
+    assert sentence.endswith("90% intervals: cpu2 token accuracy -0.08 to +0.08 points, final loss -0.0008 to +0.0008; "
+                             "cpu4 token accuracy -0.08 to +0.08 points, final loss -0.0008 to +0.0008).")
 
 
 def test_inconclusive_names_the_seeds_that_would_decide():
@@ -88,7 +91,8 @@ def test_hardware_with_different_outcomes_get_their_own_sentences():
 
 def test_unpaired_comparison_names_welch():
     e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent", test="Welch TOST")])
-    assert "(Welch TOST; ±0.5 points)" in headline.equivalence_sentences(e, "cpu1")[0]
+    assert "(Welch TOST; ±0.5 points; 90% interval: token accuracy -0.08 to +0.08 points)" in \
+        headline.equivalence_sentences(e, "cpu1")[0]
 
 
 def test_speed_and_money_in_words():

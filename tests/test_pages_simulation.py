@@ -112,6 +112,15 @@ def unsupported(text: str) -> list[str]:
                                         + NUMBER, text):  # fmt: skip
         if not (abs(float(low)) < float(margin) and abs(float(high)) < float(margin)):
             bad.append(f"shifted {low} to {high} inside {margin}")
+    margins = {"token accuracy": 0.5, "final loss": 0.01}  # SETTINGS' margins as printed (points for the share)
+    for intervals in re.findall(r"\*\*equivalent\*\* to [^(]*\([^;]*;[^;]*; 90% intervals?: ([^)]*)\)", text):
+        for name, low, high in re.findall(r"(token accuracy|final loss) " + NUMBER + " to " + NUMBER, intervals):
+            if not (abs(float(low)) < margins[name] and abs(float(high)) < margins[name]):
+                bad.append(f"equivalent {name} {low} to {high}")
+    for low, high, margin in re.findall(r"equivalent \(90% interval " + NUMBER + " to " + NUMBER + r"[^,]*, inside ±"
+                                        + NUMBER, text):  # fmt: skip
+        if not (abs(float(low)) < float(margin) and abs(float(high)) < float(margin)):
+            bad.append(f"equivalent {low} to {high} inside {margin}")
     for way, p in re.findall(r"Converges (faster|slower)\*\* than [^(]*\(RCP-style check: [^;]*?p = " + NUMBER, text):
         if not float(p) < 0.05:
             bad.append(f"converges {way} at p = {p}")
@@ -126,7 +135,8 @@ def test_random_suites_never_claim_a_direction_their_interval_does_not_support()
     for _ in range(SUITES):
         for name, text in pages(*suite(rng, repeats=False)).items():
             assert unsupported(text) == [], (name, text)
-            claims += len(re.findall(r"faster|slower|sooner|cheaper|more expensive|better|worse|the same within", text))
+            claims += len(re.findall(r"faster|slower|sooner|cheaper|more expensive|better|worse|the same within|"
+                                     r"equivalent \(90%|90% intervals?:", text))  # fmt: skip
     assert claims > 10 * SUITES  # the pages did make claims to check
 
 
@@ -148,5 +158,7 @@ def test_the_checker_catches_what_it_claims_to():
              "better token accuracy: +0.3 points (95% CI -0.1 to +0.7 points)",
              "the same within ±10% (90% interval 0.95–1.12×", "shifted inside ±0.5 points: better token accuracy "
              "by +0.44 points (90% interval +0.38 to +0.515 points", "(RCP-style check: p = 0, t-test)",
-             "⚠ **Converges slower** than cpu1's seeds (RCP-style check: median 202 against 100 steps, p = 0.07"]  # fmt: skip
+             "⚠ **Converges slower** than cpu1's seeds (RCP-style check: median 202 against 100 steps, p = 0.07",
+             "cpu2 is **equivalent** to cpu1 on final loss (paired TOST; ±0.01; 90% interval: final loss -0.002 to "
+             "+0.011)", "equivalent (90% interval -0.3 to +0.52 points, inside ±0.5 points)"]  # fmt: skip
     assert [len(unsupported(w)) for w in wrong] == [1] * len(wrong)

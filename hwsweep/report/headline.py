@@ -11,7 +11,7 @@ import pandas as pd
 
 from hwsweep.analysis import variants as versus
 from hwsweep.analysis.stats import seeds_words, shift_words, untestable
-from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money
+from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money, span
 from hwsweep.contracts.host import LOAD_FACTOR
 
 
@@ -72,6 +72,22 @@ def equivalence_sentences(equivalence: pd.DataFrame, baseline: str, confidence: 
     return out
 
 
+def tested(rows: pd.DataFrame, hws: list[str], metrics: list[str], confidence: float) -> str:
+    """The intervals an equivalence was decided on: '90% intervals: token accuracy -0.12 to +0.2 points, final loss
+    -0.004 to +0.002' (each hardware named where several share the sentence; a shift has its own clause)."""
+    parts = []
+    for hw in hws:
+        said = []
+        for r in rows[(rows.hardware == hw) & rows.metric.isin(metrics)].itertuples():
+            low, high = getattr(r, "tost_ci_low", math.nan), getattr(r, "tost_ci_high", math.nan)
+            interval = span(low, high, r.scale, r.margin) if finite(low) and finite(high) else "bitwise equal"
+            said.append(f"{_name(r.metric)} {interval}")
+        if said:
+            parts.append((f"{hw} " if len(hws) > 1 else "") + ", ".join(said))
+    level = f"{1 - 2 * (1 - confidence):.0%} interval{'s' if len(parts) > 1 or ',' in ''.join(parts) else ''}"
+    return f"{level}: {'; '.join(parts)}" if parts else ""
+
+
 def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: str, confidence: float) -> str:
     subject = _join(hws)
     plural = len(hws) > 1
@@ -90,7 +106,9 @@ def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: 
     same = [m for m, st in states.items() if st in ("equivalent", "shifted")]  # in the declared order
     if same:
         verb = "are" if plural else "is"
-        clauses.append(f"{subject} {verb} **equivalent** to {baseline} on {label(same)} ({tests(same)})")
+        shown = tested(rows, hws, by_state["equivalent"], confidence)
+        clauses.append(f"{subject} {verb} **equivalent** to {baseline} on {label(same)} ({tests(same)}"
+                       + (f"; {shown})" if shown else ")"))  # fmt: skip
         for m in by_state["shifted"]:
             for r in rows[rows.metric == m].itertuples():
                 goal = r.goal if isinstance(getattr(r, "goal", None), str) else "max"
