@@ -52,8 +52,8 @@ def test_inconclusive_names_the_seeds_that_would_decide():
     e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent"), eq("cpu2", "final_loss", "equivalent"),
                       eq("cpu2", "exact_accuracy", "inconclusive", seeds_needed=7.0)])  # fmt: skip
     (sentence,) = headline.equivalence_sentences(e, "cpu1")
-    assert ("exact accuracy **inconclusive** — 7 seeds per hardware would show equivalence 80% of the time if there is "
-            "no true difference") in sentence
+    assert ("exact accuracy **inconclusive** (90% interval: exact accuracy -0.08 to +0.08 points) — 7 seeds per hardware "
+            "would show equivalence 80% of the time if there is no true difference") in sentence
     assert "on token accuracy and final loss" in sentence
 
 

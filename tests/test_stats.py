@@ -128,7 +128,7 @@ def test_verdicts_and_a_shift_inside_the_margin():
     assert stats.compare(rng.normal(0.93, 0.001, 10), base, 0.005, 0.95)["verdict"] == "different"
     wide = stats.compare(np.array([0.88, 0.92, 0.905]), np.array([0.90, 0.87, 0.93]), 0.005, 0.95)
     assert wide["verdict"] == "inconclusive" and wide["seeds_needed"] > 3
-    assert stats.finding(wide, 100).startswith("inconclusive — ")
+    assert stats.finding(wide, 100).startswith("inconclusive (90% interval -4.47 to +4.81 points, not inside ±0.5 points) — ")
     # paired seeds, shifted by +0.26 points with little seed-to-seed noise in the difference
     b = np.array([0.900, 0.912, 0.905, 0.897, 0.909])
     a = b + 0.0026 + np.array([0.0002, -0.0001, 0.0, 0.0001, -0.0002])

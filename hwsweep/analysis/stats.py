@@ -403,7 +403,11 @@ def finding(row, scale: float = 1.0, metric: str = "difference", goal: str = "ma
         return f"different, beyond {beyond}: {said()}"
     if NO_SPREAD in str(row.get("note", "")):
         return f"inconclusive — {NO_SPREAD}"
-    return f"inconclusive — {seeds_words(row.get('seeds_needed', math.nan))}"
+    tested = ""
+    if finite(row.get("tost_ci_low")) and finite(row.get("tost_ci_high")):
+        interval = span(row["tost_ci_low"], row["tost_ci_high"], scale, row["margin"])
+        tested = f" ({1 - 2 * (1 - confidence):.0%} interval {interval}, not inside {beyond})"
+    return f"inconclusive{tested} — {seeds_words(row.get('seeds_needed', math.nan))}"
 
 
 def shift_words(row, scale: float, metric: str, goal: str, confidence: float) -> str:

@@ -1,24 +1,32 @@
-"""Time to target (issue 23): per run, the steps, time and cost until a quality target is reached; per
-hardware against the baseline, statistics that stay valid when some runs never reach it.
+"""Time to target (issues 23, 32): per run, the steps, time and cost until a quality target is reached; per
+hardware against the baseline, statistics that stay valid when some runs never reach it, at the resolution
+the evaluations give.
 
-Per run (`run_rows`): steps-to-target is the first periodic evaluation at or past the target (resolution:
-the evaluation interval, recorded as eval_interval). Time-to-target is measured: every startup that began
-before that step plus the measured step times up to it, the periodic evaluations' own time left out (a
-command's step times are not measured: its training time pro rata, evaluations included; time_source says
-which). Cost-to-target: devices x time-to-target x price per device-hour. A run that never reaches the target
-is kept, censored at its last evaluation (reached False; its steps and time are then lower bounds).
+Per run (`run_rows`): the target was reached after the evaluation before (steps_to_target_low, 0 at the first)
+and by the first evaluation at or past it (steps_to_target); eval_interval is their spacing. Time-to-target is
+measured at both: every startup that began before that step plus the measured step times up to it, the
+periodic evaluations' own time left out (a command's step times are not measured: its training time pro rata,
+evaluations included; time_source says which). Cost-to-target: devices x time-to-target x price per
+device-hour. A run that never reaches the target is kept, censored at its last evaluation (reached False; its
+steps and time are then lower bounds). curve_digest fingerprints the curve: seeds with one curve are repeats.
 
 Per hardware (`compare`), with the baseline's runs as the reference:
 - share reached on both;
+- identical repeats (every seed the same curve on both hardware): stats.REPEATS, nothing compared;
 - steps: TOST on log steps-to-target at ±log(1 + steps_margin), paired by seed when seeds are shared (Welch
-  otherwise); with any censored run no average is formed: "inconclusive: N of M runs did not reach the target";
+  with its smallest df otherwise), holding for every placement of the true steps inside the runs' intervals
+  (stats.interval_decide): 'the same' at most 1 - confidence of the time at the margin whatever the grid, never
+  p = 0; where the grid is too coarse for the margin, the note says how often to evaluate (finest_interval).
+  With any censored run no average is formed: "inconclusive: N of M runs did not reach the target";
 - RCP-style check (MLPerf's Reference Convergence Points: the baseline's seeds are the reference distribution):
-  flagged faster or slower when steps differ at the 1 - confidence level: the t-test on log steps when every run
-  reached the target; with censored runs an exact rank test valid under censoring (paired: sign test over the
-  seeds whose order is known; unpaired: Gehan's generalised Wilcoxon by permutation), which assumes both
-  hardware ran the same steps and evaluation interval (censoring at the same point);
-- time-to-target speedup (geometric mean of per-seed ratios, t CI on log ratios; unpaired: ratio of means) and
-  the cost-to-target ratio from it, only when every run reached the target.
+  flagged faster or slower when steps differ at the 1 - confidence level: the t-test on log steps (over the
+  intervals as above) when every run reached the target; with censored runs a test valid under censoring: the
+  exact sign test over the seeds whose order is known from seeds_to_flag shared seeds, else a log-rank
+  permutation test over every run (the statistic lifelines gives), which assume both hardware ran the same
+  steps and evaluation interval (censoring at the same point); the note says when the seeds cannot reach p <
+  1 - confidence at all (smallest_p);
+- time-to-target speedup (geometric mean of per-seed ratios, t CI on log ratios over the runs' intervals;
+  unpaired: ratio of geometric means) and the cost-to-target ratio from it, only when every run reached it.
 tests/test_target_simulation.py checks the error rates and coverage by simulation."""
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ PRO_RATA = "training time pro rata (step times not measured; periodic evaluation
 PAIRED_STEPS, WELCH_STEPS = "paired TOST on log steps", "Welch TOST on log steps"
 T_RCP = "t-test on log steps (every run reached the target)"
 SIGN_RCP, LOGRANK_RCP = "exact sign test by seed (censoring-valid)", "log-rank permutation test (censoring-valid)"
+SAME_STEP = "every run reached the target at one known step: no spread to test from"
 GEOMETRIC_TARGET = "geometric mean of per-seed ratios, t CI on log ratios"
 RATIO_TARGET = "ratio of geometric means, Welch CI (smallest df) on log times"
 EXACT_UP_TO = 20000  # permutations enumerated up to this many; a seeded random sample of them above
@@ -287,17 +296,19 @@ def resolution(r: dict) -> str:
     return f"{coarse}: evaluate every ≤ {finest:.0f} steps" if finest >= 1 else f"{coarse}: add seeds"
 
 
-def censored_check(b: pd.DataFrame, s: pd.DataFrame, paired: bool, alpha: float) -> dict:
-    """The RCP-style check with censored runs: the exact sign test by seed from seeds_to_flag pairs, else (unpaired
-    seeds, or too few pairs for it) the log-rank permutation test over every run, valid when both hardware are
-    censored alike; where a seed shares its effect on both hardware the unpaired test is conservative."""
-    if paired and len(s) >= seeds_to_flag(alpha, True):
+def censored_check(base: pd.DataFrame, sub: pd.DataFrame, shared: list, alpha: float) -> dict:
+    """The RCP-style check with censored runs: the exact sign test over the shared seeds from seeds_to_flag of
+    them, else (unpaired seeds, or too few pairs for it) the log-rank permutation test over every run, valid
+    when both hardware are censored alike; where a seed shares its effect on both hardware the unpaired test is
+    conservative."""
+    if len(shared) >= seeds_to_flag(alpha, True):
+        b, s = (f.set_index("seed").loc[shared] for f in (base, sub))
         columns = ("steps_to_target_low", "steps_to_target", "reached")
         p, way = sign_test(*(f[c].to_numpy()[None] for f in (s, b) for c in columns))
         p, slower, method, least = float(p[0]), float(way[0]) > 0, SIGN_RCP, smallest_p(len(s))
     else:
-        p, excess = logrank_test(s.steps_to_target.to_numpy(float)[None], s.reached.to_numpy(bool)[None],
-                                 b.steps_to_target.to_numpy(float)[None], b.reached.to_numpy(bool)[None])  # fmt: skip
+        b, s = base, sub
+        p, excess = logrank_test(*(f[c].to_numpy()[None] for f in (s, b) for c in ("steps_to_target", "reached")))
         p, slower, method, least = float(p[0]), float(excess[0]) < 0, LOGRANK_RCP, smallest_p(len(s) + len(b), len(s))
     cannot = least >= alpha
     note = (f"the {method.split(' (')[0]} cannot reach p < {alpha:g} with {len(s)} and {len(b)} seeds (smallest p "
@@ -339,9 +350,11 @@ def compare_one(base: pd.DataFrame, sub: pd.DataFrame, margin: float, confidence
         return out | {"steps_verdict": "inconclusive", "steps_test": "", "rcp_flag": "", "note": stats.REPEATS}
     if missing:
         return out | {"steps_verdict": "inconclusive", "steps_test": "", "note": not_reached(missing, n)} | \
-            censored_check(b, s, paired, alpha)  # fmt: skip
+            censored_check(base, sub, shared, alpha)  # fmt: skip
     tested = {k: v[0] for k, v in stats.interval_decide(*steps_box(s), *steps_box(b), math.log1p(margin), alpha,
                                                          paired).items()}  # fmt: skip
+    if not tested["spread"]:  # every run exactly at one step on both: no spread, nothing to test from
+        return out | {"steps_verdict": "inconclusive", "steps_test": "", "rcp_flag": "", "note": SAME_STEP}
     ratio = {k: math.exp(tested[k]) for k in ("difference", "ci_low", "ci_high", "tost_ci_low", "tost_ci_high")}
     flag = ("slower" if tested["difference"] > 0 else "faster") if tested["p_difference"] < alpha else ""
     finest = finest_interval(len(s), len(b), float(b.steps_to_target.median()), margin, alpha, paired)

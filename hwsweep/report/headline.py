@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from hwsweep.analysis import variants as versus
-from hwsweep.analysis.stats import seeds_words, shift_words, untestable
+from hwsweep.analysis.stats import BITWISE, seeds_words, shift_words, untestable
 from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money, span
 from hwsweep.contracts.host import LOAD_FACTOR
 
@@ -80,8 +80,10 @@ def tested(rows: pd.DataFrame, hws: list[str], metrics: list[str], confidence: f
         said = []
         for r in rows[(rows.hardware == hw) & rows.metric.isin(metrics)].itertuples():
             low, high = getattr(r, "tost_ci_low", math.nan), getattr(r, "tost_ci_high", math.nan)
-            interval = span(low, high, r.scale, r.margin) if finite(low) and finite(high) else "bitwise equal"
-            said.append(f"{_name(r.metric)} {interval}")
+            if finite(low) and finite(high):
+                said.append(f"{_name(r.metric)} {span(low, high, r.scale, r.margin)}")
+            elif getattr(r, "note", "") == BITWISE:
+                said.append(f"{_name(r.metric)} bitwise equal")
         if said:
             parts.append((f"{hw} " if len(hws) > 1 else "") + ", ".join(said))
     level = f"{1 - 2 * (1 - confidence):.0%} interval{'s' if len(parts) > 1 or ',' in ''.join(parts) else ''}"
@@ -123,7 +125,8 @@ def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: 
         m = by_state["inconclusive"]
         sub = rows[rows.metric.isin(m)]
         who = "" if same or by_state["different"] else f" for {subject} against {baseline} ({tests(m)})"
-        clauses.append(f"{label(m)} **inconclusive**{who} — {_seeds(sub)}")
+        shown = tested(rows, hws, m, confidence)  # not inside the margin: what the TOST saw
+        clauses.append(f"{label(m)} **inconclusive**{who}{f' ({shown})' if shown else ''} — {_seeds(sub)}")
     return "; ".join(clauses) + "."
 
 
