@@ -295,3 +295,17 @@ def test_six_shared_seeds_with_censored_runs_use_the_sign_test_by_seed():
     row = tt.compare(runs, "a", {}).set_index("hardware").loc["b"]
     assert row.rcp_method == tt.SIGN_RCP and row.rcp_p == pytest.approx(2 * 0.5**6) and row.rcp_flag == "slower"
     assert row.rcp_note == "" and "Converges slower" in words.sentence(row.to_dict() | {"hardware": "b"}, "a")
+
+
+def test_rows_without_the_intervals_get_them_never_narrower():
+    """A time_to_target.csv written before issue 32 (no lower ends, no fingerprint) still compares at its grid:
+    three seeds at step 75, evaluations every 25, are not 'the same steps'; identical numbers are repeats."""
+    old = ["steps_to_target_low", "time_to_target_low_seconds", "curve_digest"]
+    runs = pd.concat([frame("a", [75] * 3, [True] * 3, [10, 11, 9], interval=25),
+                      frame("b", [75] * 3, [True] * 3, [5, 6, 4], interval=25)]).drop(columns=old)  # fmt: skip
+    row = tt.compare(runs, "a", {}).set_index("hardware").loc["b"]
+    assert row.steps_verdict == "inconclusive" and "too coarse" in row.note and row.speedup_ci_low < 2 < row.speedup_ci_high
+    filled = tt.with_intervals(runs)
+    assert (filled.steps_to_target_low == 50).all() and (filled.time_to_target_low_seconds < filled.time_to_target_seconds).all()
+    same = pd.concat([frame("a", [75] * 3, [True] * 3, [10] * 3), frame("b", [80] * 3, [True] * 3, [5] * 3)])
+    assert tt.compare(same.drop(columns=old), "a", {}).set_index("hardware").loc["b"].note == stats.REPEATS

@@ -263,7 +263,8 @@ def interval_decide(a_lo, a_hi, b_lo, b_hi, margin: float, alpha: float, paired:
     nan = np.full(len(d), np.nan)
     p_tost = np.where(spread, sps.t.sf(tost, df), nan)
     p_diff = np.where(spread, np.minimum(1.0, 2 * sps.t.sf(apart, df)), nan)
-    ci_low, ci_high = np.where(spread, (lm - t2 * ls).min(axis=1), nan), np.where(spread, (um + t2 * us).max(axis=1), nan)
+    ci_low = np.where(spread, (lm - t2 * ls).min(axis=1), nan)
+    ci_high = np.where(spread, (um + t2 * us).max(axis=1), nan)
     verdict = np.where(spread & (p_tost < alpha), "equivalent",
                        np.where(spread & ((ci_low > margin) | (ci_high < -margin)), "different", "inconclusive"))  # fmt: skip
     return {"difference": d, "df": np.full(len(d), df), "ci_low": ci_low, "ci_high": ci_high,
@@ -353,7 +354,7 @@ def seeds_words(needed: float) -> str:
 
 NEEDS_SEEDS = "needs >= 2 seeds on both"
 BITWISE = "bitwise equal on every seed: equal without a test"
-NO_SPREAD = "the per-seed differences do not vary: no spread to test from"
+NO_SPREAD = "no spread over the seeds (every seed's difference the same): nothing to test from"
 
 
 def compare(a: np.ndarray, b: np.ndarray, margin: float | None, confidence: float, paired: bool = False) -> dict:

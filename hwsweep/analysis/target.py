@@ -346,7 +346,7 @@ def compare_one(base: pd.DataFrame, sub: pd.DataFrame, margin: float, confidence
     if len(b) < 2 or len(s) < 2:
         return out | {"steps_verdict": "inconclusive", "steps_test": "", "rcp_flag": "",
                       "note": "needs >= 2 seeds on both"}  # fmt: skip
-    if "curve_digest" in b and stats.repeats(s.curve_digest.to_numpy(), b.curve_digest.to_numpy()):
+    if stats.repeats(s.curve_digest.to_numpy(), b.curve_digest.to_numpy()):
         return out | {"steps_verdict": "inconclusive", "steps_test": "", "rcp_flag": "", "note": stats.REPEATS}
     if missing:
         return out | {"steps_verdict": "inconclusive", "steps_test": "", "note": not_reached(missing, n)} | \
@@ -375,11 +375,29 @@ def compare_one(base: pd.DataFrame, sub: pd.DataFrame, margin: float, confidence
                   "cost_ratio": cost[0], "cost_ratio_ci_low": cost[1], "cost_ratio_ci_high": cost[2]}  # fmt: skip
 
 
+def with_intervals(runs: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before the intervals were recorded (issue 32) get them from what they have, never narrower:
+    the evaluation before is eval_interval steps back, the time there pro rata to the steps (below the measured
+    one, which adds the startup); a run's fingerprint is its steps and time."""
+    runs = runs.copy()
+    reached = runs.reached.astype(bool)
+    if "steps_to_target_low" not in runs:
+        runs["steps_to_target_low"] = np.where(reached, np.maximum(runs.steps_to_target - runs.eval_interval, 0),
+                                               runs.steps_to_target)  # fmt: skip
+    if "time_to_target_low_seconds" not in runs:
+        share = np.maximum(runs.steps_to_target_low, 1) / np.maximum(runs.steps_to_target, 1)
+        runs["time_to_target_low_seconds"] = np.where(reached, runs.time_to_target_seconds * share,
+                                                      runs.time_to_target_seconds)  # fmt: skip
+    if "curve_digest" not in runs:
+        runs["curve_digest"] = [f"{a}/{b}" for a, b in zip(runs.steps_to_target, runs.time_to_target_seconds)]
+    return runs
+
+
 def compare(runs: pd.DataFrame, baseline: str, margins: dict, confidence: float = 0.95) -> pd.DataFrame:
     """Per suite x variant x hardware x target: compare_one against the baseline's runs (the baseline's
     own row: its share reached). `margins`: (metric, target value) -> steps_margin."""
     rows = []
-    runs = runs[runs.steps_to_target.notna()]
+    runs = with_intervals(runs[runs.steps_to_target.notna()])
     for (suite, variant, metric, value), group in runs.groupby(["suite", "variant", "metric", "target"], sort=False):
         base = group[group.hardware == baseline]
         if base.empty:
