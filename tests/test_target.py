@@ -309,3 +309,13 @@ def test_rows_without_the_intervals_get_them_never_narrower():
     assert (filled.steps_to_target_low == 50).all() and (filled.time_to_target_low_seconds < filled.time_to_target_seconds).all()
     same = pd.concat([frame("a", [75] * 3, [True] * 3, [10] * 3), frame("b", [80] * 3, [True] * 3, [5] * 3)])
     assert tt.compare(same.drop(columns=old), "a", {}).set_index("hardware").loc["b"].note == stats.REPEATS
+
+
+def test_the_page_shows_the_steps_tost_interval_beside_the_margin():
+    runs = pd.concat([frame("a", [100, 110, 90], [True] * 3, [10, 11, 9]),
+                      frame("b", [101, 110, 91], [True] * 3, [5, 6, 4])])  # fmt: skip
+    table = tt.compare(runs, "a", {("token_accuracy", 0.99): 0.1})
+    row = table.set_index("hardware").loc["b"]
+    shown = words.tost_interval(row.to_dict())
+    assert shown.endswith(" in [0.909, 1.1]") and row.steps_verdict == "equivalent"
+    assert "steps TOST interval (90%) and margin" in words.page_html(table) and shown in words.page_html(table)

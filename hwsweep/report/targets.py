@@ -122,9 +122,21 @@ NOTE = ("Steps-to-target: known only to the evaluations, after the one before an
         "curve) are not compared.")
 
 
+def tost_interval(r: dict) -> str:
+    """'[0.96, 1.05] in [0.909, 1.1]': the steps TOST's interval beside the margin's, with digits enough that an end
+    never prints as the margin's ('' where nothing was tested)."""
+    low, high, margin = r.get("steps_tost_ci_low"), r.get("steps_tost_ci_high"), r.get("steps_margin")
+    if not (finite(low) and finite(high) and finite(margin)):
+        return ""
+    lo, hi, m_lo, m_hi = figures(low, high, 1 / (1 + margin), 1 + margin)
+    return f"[{lo}, {hi}] in [{m_lo}, {m_hi}]"
+
+
 def page_html(table: pd.DataFrame, confidence: float = 0.95) -> str:
-    header = ["variant", "hardware", "target", "reached", "steps (median)", "steps ratio [CI]", "steps verdict",
-              "RCP-style flag (p)", "time speedup [CI]", "cost ratio [CI]", "note"]  # fmt: skip
+    tost = f"{1 - 2 * (1 - confidence):.0%}"
+    header = ["variant", "hardware", "target", "reached", "steps (median)", "steps ratio [CI]",
+              f"steps TOST interval ({tost}) and margin", "steps verdict", "RCP-style flag (p)", "time speedup [CI]",
+              "cost ratio [CI]", "note"]  # fmt: skip
     rows = []
     for r in table.to_dict("records"):
         flag = r.get("rcp_flag") if isinstance(r.get("rcp_flag"), str) else ""
@@ -133,7 +145,7 @@ def page_html(table: pd.DataFrame, confidence: float = 0.95) -> str:
             _td(r["variant"], "text"), _td(r["hardware"], "text"), _td(target_name(r["metric"], r["target"]), "text"),
             _td(f"{r['n_reached']} of {r['n_runs']}"), _td(median_words(r)),
             _td(f"{_num(r.get('steps_ratio', math.nan))} {_interval(r.get('steps_ci_low'), r.get('steps_ci_high'))}"),
-            verdict_cell(r["steps_verdict"]), _td((flag or "–") + p, "text"),
+            _td(tost_interval(r), "text"), verdict_cell(r["steps_verdict"]), _td((flag or "–") + p, "text"),
             _td(f"{_num(r.get('speedup', math.nan))} {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"),
             _td(f"{_num(r.get('cost_ratio', math.nan))} "
                 f"{_interval(r.get('cost_ratio_ci_low'), r.get('cost_ratio_ci_high'))}"),
