@@ -25,8 +25,7 @@ def steps_words(r, confidence: float) -> str:
     """What the steps comparison showed, with the interval it tested: 'the same within ±10% (90% interval
     0.96–1.05×, paired TOST on log steps)', or the difference in words and why it is not shown the same."""
     within, tost = f"±{r['steps_margin']:.0%}", 1 - 2 * (1 - confidence)
-    low, high, _, _ = figures(r["steps_tost_ci_low"], r["steps_tost_ci_high"], 1 / (1 + r["steps_margin"]),
-                              1 + r["steps_margin"])  # fmt: skip
+    low, high, _, _ = tost_ends(r)
     tested = f"{tost:.0%} interval {low}–{high}×, {r['steps_test']} at the evaluations' resolution"
     if r["steps_verdict"] == "equivalent":
         return f"the same within {within} ({tested})"
@@ -122,14 +121,19 @@ NOTE = ("Steps-to-target: known only to the evaluations, after the one before an
         "curve) are not compared.")
 
 
+def tost_ends(r: dict) -> list[str]:
+    """The steps TOST's interval and the margin's ends as ratios, with digits enough that an end of the one never
+    prints as an end of the other."""
+    margin = r["steps_margin"]
+    return figures(r["steps_tost_ci_low"], r["steps_tost_ci_high"], 1 / (1 + margin), 1 + margin)
+
+
 def tost_interval(r: dict) -> str:
-    """'[0.96, 1.05] in [0.909, 1.1]': the steps TOST's interval beside the margin's, with digits enough that an end
-    never prints as the margin's ('' where nothing was tested)."""
-    low, high, margin = r.get("steps_tost_ci_low"), r.get("steps_tost_ci_high"), r.get("steps_margin")
-    if not (finite(low) and finite(high) and finite(margin)):
+    """'[0.96, 1.05] in [0.909, 1.1]': the steps TOST's interval beside the margin's ('' where nothing was tested)."""
+    if not all(finite(r.get(k)) for k in ("steps_tost_ci_low", "steps_tost_ci_high", "steps_margin")):
         return ""
-    lo, hi, m_lo, m_hi = figures(low, high, 1 / (1 + margin), 1 + margin)
-    return f"[{lo}, {hi}] in [{m_lo}, {m_hi}]"
+    low, high, margin_low, margin_high = tost_ends(r)
+    return f"[{low}, {high}] in [{margin_low}, {margin_high}]"
 
 
 def page_html(table: pd.DataFrame, confidence: float = 0.95) -> str:
