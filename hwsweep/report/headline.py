@@ -163,6 +163,13 @@ def percent(ratio: float) -> str:
     return f"{v:+.{decimals}f}%"
 
 
+def no_interval(row) -> dict:
+    """in_words' `why` for a speedup row without an interval (identical repeats, no spread: its speedup_note);
+    {} elsewhere."""
+    note = row.get("speedup_note")
+    return {"why": note} if isinstance(note, str) and note else {}
+
+
 def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     """'cpu2: 1.57× faster (95% CI 1.41–1.73) at +28% device-hours (95% CI +16% to +42%); more expensive: 1.4×
     the baseline's cost per run (95% CI ...). Mean per run: 2 h 10 min and $0.14 against ... on cpu1.' The
@@ -173,7 +180,7 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     if not finite(s):
         return f"{hw}: no speedup (no timing shared with {baseline})."
     low, high = row.get("speedup_ci_low", math.nan), row.get("speedup_ci_high", math.nan)
-    why = {"why": row["speedup_note"]} if isinstance(row.get("speedup_note"), str) and row["speedup_note"] else {}
+    why = no_interval(row)
     speed = in_words(SPEED, s, low, high, confidence, **why)
     ratio = row.get("device_hours_ratio", math.nan)
     if finite(ratio):

@@ -223,13 +223,8 @@ def _speed(r, confidence: float) -> str:
     """The speedup in words; the baseline's own row says so (never 'no clear difference, 1×')."""
     if bool(r.get("baseline")) is True:
         return "baseline"
-    return in_words(SPEED, r["speedup"], r.get("speedup_ci_low"), r.get("speedup_ci_high"), confidence, **_why(r))
-
-
-def _why(r) -> dict:
-    """in_words' `why` for a speedup row without an interval (identical repeats, no spread); {} elsewhere."""
-    note = r.get("speedup_note")
-    return {"why": note} if isinstance(note, str) and note else {}
+    return in_words(SPEED, r["speedup"], r.get("speedup_ci_low"), r.get("speedup_ci_high"), confidence,
+                    **headline.no_interval(r))  # fmt: skip
 
 
 def _efficiency(r) -> str:
@@ -251,7 +246,7 @@ def speedup_page(speedup: pd.DataFrame, confidence: float = 0.95) -> str:
         amdahl = r.get("amdahl_serial_fraction")
         amdahl_ci = _interval(r.get("amdahl_serial_fraction_ci_low"), r.get("amdahl_serial_fraction_ci_high"), 2)
         cost = (in_words(COST, r["cost_ratio"], r.get("cost_ratio_ci_low"), r.get("cost_ratio_ci_high"), confidence,
-                         **_why(r)) if finite(r.get("cost_ratio")) else "")  # fmt: skip
+                         **headline.no_interval(r)) if finite(r.get("cost_ratio")) else "")  # fmt: skip
         if bool(r.get("baseline")) is True:  # the reference itself: nothing compared
             cost, ratio = "baseline", None
         rows.append([
