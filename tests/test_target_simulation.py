@@ -42,7 +42,7 @@ def censor(box, budget):
 
 
 @pytest.mark.parametrize("grid", [0.01, 0.05, 0.1, 0.33])
-@pytest.mark.parametrize("n", [3, 5, 10])
+@pytest.mark.parametrize("n", [3, 5, 10, 20])  # 20: bounds above stats.CORNERS_UP_TO, not corners
 @pytest.mark.parametrize("paired", [True, False])
 def test_steps_same_is_said_at_most_5_percent_at_the_margin_whatever_the_grid(grid, n, paired):
     """A hardware that truly needs 10% more steps is called 'the same number of steps (within ±10%)' at most 5%
@@ -58,6 +58,26 @@ def test_steps_same_is_said_at_most_5_percent_at_the_margin_whatever_the_grid(gr
         assert np.mean(out["verdict"] == "equivalent") <= ALPHA + NOISE, spread
         p = np.concatenate([out["p_tost"], out["p_difference"]])
         assert not (p == 0).any(), spread  # zero spread (or any) never gives p = 0
+
+
+def test_the_bound_above_the_enumerated_corners_is_one():
+    """Beyond stats.CORNERS_UP_TO seeds the corners are not enumerated: the ball bound must lie above (and below)
+    the exact extremes of mean ± t se over the box, checked where both exist, and stay close on a common grid."""
+    rng = np.random.default_rng(7)
+    n = 10
+    lo = rng.normal(0, 0.1, (TRIALS, n))
+    hi = lo + rng.uniform(0, 0.2, (TRIALS, n)) * rng.integers(0, 2, (TRIALS, 1))  # some boxes of zero width
+    mean, var = stats._corner_moments(lo, hi)
+    upper, upper_se, lower, lower_se = stats._ball_bound(lo, hi)
+    for t in (0.0, 1.0, 2.3, 10.0):
+        exact = mean + t * np.sqrt(var / n)
+        assert ((upper + t * upper_se).max(axis=1) >= exact.max(axis=1) - 1e-12).all()
+        assert ((lower - t * lower_se).min(axis=1) <= (mean - t * np.sqrt(var / n)).min(axis=1) + 1e-12).all()
+    grid = [np.zeros((1, n)), np.full((1, n), 0.1)]  # every pair's interval alike: within 1% of exact
+    mean, var = stats._corner_moments(*grid)
+    upper, upper_se, _, _ = stats._ball_bound(*grid)
+    t = 1.83
+    assert (upper + t * upper_se).max() <= 1.01 * (mean + t * np.sqrt(var / n)).max()
 
 
 def test_a_fine_grid_keeps_the_power_to_show_the_same_steps():
