@@ -61,8 +61,9 @@ def test_steps_same_is_said_at_most_5_percent_at_the_margin_whatever_the_grid(gr
 
 
 def test_the_bound_above_the_enumerated_corners_is_one():
-    """Beyond stats.CORNERS_UP_TO seeds the corners are not enumerated: the ball bound must lie above (and below)
-    the exact extremes of mean ± t se over the box, checked where both exist, and stay close on a common grid."""
+    """Beyond stats.CORNERS_UP_TO seeds the corners are not enumerated: the ball bounds (paired and Welch) must lie
+    above (and below) the exact extremes of mean ± t se over the box, checked where both exist, and the paired one
+    stay close on a common grid."""
     rng = np.random.default_rng(7)
     n = 10
     lo = rng.normal(0, 0.1, (TRIALS, n))
@@ -73,6 +74,16 @@ def test_the_bound_above_the_enumerated_corners_is_one():
         exact = mean + t * np.sqrt(var / n)
         assert ((upper + t * upper_se).max(axis=1) >= exact.max(axis=1) - 1e-12).all()
         assert ((lower - t * lower_se).min(axis=1) <= (mean - t * np.sqrt(var / n)).min(axis=1) + 1e-12).all()
+    a_lo, b_lo = lo[:, :5], lo[:, 5:]  # unpaired: 5 and 5 runs, Welch's se
+    a_hi, b_hi = hi[:, :5], hi[:, 5:]
+    ma, va = stats._corner_moments(a_lo, a_hi)
+    mb, vb = stats._corner_moments(b_lo, b_hi)
+    mean = (ma[:, :, None] - mb[:, None, :]).reshape(TRIALS, -1)
+    se = np.sqrt(va[:, :, None] / 5 + vb[:, None, :] / 5).reshape(TRIALS, -1)
+    upper, upper_se, lower, lower_se = stats._ball_bound_welch(a_lo, a_hi, b_lo, b_hi)
+    for t in (0.0, 1.0, 2.3, 10.0):
+        assert ((upper + t * upper_se).max(axis=1) >= (mean + t * se).max(axis=1) - 1e-12).all()
+        assert ((lower - t * lower_se).min(axis=1) <= (mean - t * se).min(axis=1) + 1e-12).all()
     grid = [np.zeros((1, n)), np.full((1, n), 0.1)]  # every pair's interval alike: within 1% of exact
     mean, var = stats._corner_moments(*grid)
     upper, upper_se, _, _ = stats._ball_bound(*grid)

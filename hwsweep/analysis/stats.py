@@ -203,31 +203,45 @@ def _corner_moments(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndar
     return mean + centre, np.maximum(squares - n * mean**2, 0.0) / (n - 1)
 
 
-def _variance_bound(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """An upper bound of the sample variance of x over the box: sum (x - c)^2 >= sum (x - mean)^2 for any c."""
-    c = ((lo + hi) / 2).mean(axis=1, keepdims=True)
-    return np.maximum((lo - c) ** 2, (hi - c) ** 2).sum(axis=1) / (lo.shape[1] - 1)
+BALL_DIRECTIONS = 32  # the outer polygon of _ball_corners: its excess over the circle is 1 / cos(pi / 128) - 1, 0.03%
 
 
-BALL_DIRECTIONS = 32  # the outer polygon of _ball_bound: its excess over the circle is 1 / cos(pi / 128) - 1, 0.03%
-
-
-def _ball_bound(lo: np.ndarray, hi: np.ndarray) -> tuple:
-    """Paired differences above CORNERS_UP_TO seeds: virtual corners (upper means, se, lower means, se) whose
-    mean + t se bounds mean + t sd / sqrt(n) over the box from above. x = m + e with m the midpoints and e inside
-    the ball of radius W = |half-widths|: sd(x) <= sd(m) + |P e| / sqrt(n - 1) (P removes the mean), and
-    mean(e) + t |P e| / sqrt(n (n - 1)) <= W sqrt(1/n + t^2 / (n (n - 1))) (Cauchy-Schwarz), a square root
-    written as the largest of BALL_DIRECTIONS lines (an outer polygon: still a bound). Nearly exact where the
-    intervals are alike (a common grid)."""
-    n = lo.shape[1]
-    mid, radius = (lo + hi) / 2, np.sqrt((((hi - lo) / 2) ** 2).sum(axis=1, keepdims=True))
+def _ball_corners(centre, spread, first, second) -> tuple:
+    """Virtual corners (upper means, se, lower means, se) for centre ± (spread t + sqrt(first^2 + second^2 t^2)):
+    the square root written as the largest of BALL_DIRECTIONS lines of an outer polygon, so that the largest
+    mean + t se over them still bounds it at every t >= 0."""
     step = math.pi / 2 / BALL_DIRECTIONS
     angle = (np.arange(BALL_DIRECTIONS) + 0.5) * step
     stretch = 1 / math.cos(step / 2)
-    shift = radius / math.sqrt(n) * np.cos(angle) * stretch
-    se = mid.std(axis=1, ddof=1, keepdims=True) / math.sqrt(n) + radius / math.sqrt(n * (n - 1)) * np.sin(angle) * stretch
-    centre = mid.mean(axis=1, keepdims=True)
+    shift, se = first * np.cos(angle) * stretch, spread + second * np.sin(angle) * stretch
     return centre + shift, se, centre - shift, se
+
+
+def _midpoints_and_radius(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return (lo + hi) / 2, np.sqrt((((hi - lo) / 2) ** 2).sum(axis=1, keepdims=True))
+
+
+def _ball_bound(lo: np.ndarray, hi: np.ndarray) -> tuple:
+    """Paired differences above CORNERS_UP_TO seeds: virtual corners whose mean + t se bounds mean + t sd / sqrt(n)
+    over the box. x = m + e with m the midpoints and e inside the ball of radius W = |half-widths|: sd(x) <= sd(m)
+    + |P e| / sqrt(n - 1) (P removes the mean), and mean(e) + t |P e| / sqrt(n (n - 1)) <= W sqrt(1/n + t^2 /
+    (n (n - 1))) (Cauchy-Schwarz). Nearly exact where the intervals are alike (one evaluation grid)."""
+    n = lo.shape[1]
+    mid, radius = _midpoints_and_radius(lo, hi)
+    return _ball_corners(mid.mean(axis=1, keepdims=True), mid.std(axis=1, ddof=1, keepdims=True) / math.sqrt(n),
+                         radius / math.sqrt(n), radius / math.sqrt(n * (n - 1)))  # fmt: skip
+
+
+def _ball_bound_welch(a_lo, a_hi, b_lo, b_hi) -> tuple:
+    """_ball_bound for two unpaired sides and Welch's se: with C = Wa^2 / (na (na - 1)) + Wb^2 / (nb (nb - 1)) and
+    K = na + nb - 2, mean(ea) - mean(eb) + t sqrt(|P ea|^2 / (na (na - 1)) + |P eb|^2 / (nb (nb - 1))) is at most
+    sqrt(C (K + t^2)) over both balls (Lagrange), and the midpoints' part adds to it by Minkowski."""
+    (ma, ra), (mb, rb) = _midpoints_and_radius(a_lo, a_hi), _midpoints_and_radius(b_lo, b_hi)
+    na, nb = ma.shape[1], mb.shape[1]
+    c = np.sqrt(ra**2 / (na * (na - 1)) + rb**2 / (nb * (nb - 1)))
+    spread = np.sqrt(ma.var(axis=1, ddof=1, keepdims=True) / na + mb.var(axis=1, ddof=1, keepdims=True) / nb)
+    return _ball_corners(ma.mean(axis=1, keepdims=True) - mb.mean(axis=1, keepdims=True), spread,
+                         c * math.sqrt(na + nb - 2), c)  # fmt: skip
 
 
 def interval_moments(a_lo, a_hi, b_lo, b_hi, paired: bool) -> tuple:
@@ -235,8 +249,8 @@ def interval_moments(a_lo, a_hi, b_lo, b_hi, paired: bool) -> tuple:
     columns: seeds; paired: a[:, i] and b[:, i] are one seed): (upper means, their se, lower means, their se,
     df), the first pair to bound the difference from above, the second from below. mean + t se is convex
     in the true values, so its largest value over the box lies at a corner: the corners are enumerated up
-    to CORNERS_UP_TO dimensions (exact), above that a bound is used (conservative: _ball_bound paired, a
-    bound of each side's variance unpaired). Unpaired:
+    to CORNERS_UP_TO dimensions (exact), above that a bound, nearly exact on one evaluation grid (_ball_bound,
+    _ball_bound_welch). Unpaired:
     Welch's standard error with its smallest df (min(n_a, n_b) - 1), so that t is one number for the box."""
     a_lo, a_hi, b_lo, b_hi = (np.atleast_2d(np.asarray(x, float)) for x in (a_lo, a_hi, b_lo, b_hi))
     if paired:
@@ -255,9 +269,7 @@ def interval_moments(a_lo, a_hi, b_lo, b_hi, paired: bool) -> tuple:
         mean = (ma[:, :, None] - mb[:, None, :]).reshape(len(ma), -1)
         se = np.sqrt(va[:, :, None] / na + vb[:, None, :] / nb).reshape(len(ma), -1)
         return mean, se, mean, se, df
-    se = np.sqrt(_variance_bound(a_lo, a_hi) / na + _variance_bound(b_lo, b_hi) / nb)[:, None]
-    upper = a_hi.mean(axis=1, keepdims=True) - b_lo.mean(axis=1, keepdims=True)
-    return upper, se, a_lo.mean(axis=1, keepdims=True) - b_hi.mean(axis=1, keepdims=True), se, df
+    return (*_ball_bound_welch(a_lo, a_hi, b_lo, b_hi), df)
 
 
 def _largest_t(room: np.ndarray, se: np.ndarray) -> np.ndarray:
