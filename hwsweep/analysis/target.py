@@ -51,7 +51,7 @@ MEASURED = "measured step times (startup included, periodic evaluation excluded)
 PRO_RATA = "training time pro rata (step times not measured; periodic evaluation included)"
 # The tests' names as the sentences give them; each holds at the evaluations' resolution (interval_decide).
 PAIRED_STEPS, WELCH_STEPS = "paired TOST on log steps", "Welch TOST on log steps"
-T_RCP = "t-test on log steps (every run reached the target)"
+T_RCP = "t-test on log steps at the evaluations' resolution (every run reached the target)"
 SIGN_RCP, LOGRANK_RCP = "exact sign test by seed (censoring-valid)", "log-rank permutation test (censoring-valid)"
 SAME_STEP = "every run reached the target at one known step: no spread to test from"
 GEOMETRIC_TARGET = "geometric mean of per-seed ratios, t CI on log ratios"
