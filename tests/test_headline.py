@@ -2,7 +2,9 @@
 
 import math
 
+import numpy as np
 import pandas as pd
+import pytest
 
 from hwsweep.report import headline, landing, tables
 
@@ -41,14 +43,17 @@ def test_equivalent_hardware_share_one_sentence_with_test_and_margin_in_points()
     assert "paired TOST" in sentence and "±0.5 points for token accuracy" in sentence
     assert "±0.01 for final loss" in sentence
     assert "{" not in sentence and "0.005" not in sentence  # a margin never as a dict or a raw share
+    # the intervals the TOST decided on, each hardware's
+    assert sentence.endswith("90% intervals: cpu2 token accuracy -0.08 to +0.08 points, final loss -0.0008 to +0.0008; "
+                             "cpu4 token accuracy -0.08 to +0.08 points, final loss -0.0008 to +0.0008).")
 
 
 def test_inconclusive_names_the_seeds_that_would_decide():
     e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent"), eq("cpu2", "final_loss", "equivalent"),
                       eq("cpu2", "exact_accuracy", "inconclusive", seeds_needed=7.0)])  # fmt: skip
     (sentence,) = headline.equivalence_sentences(e, "cpu1")
-    assert ("exact accuracy **inconclusive** — 7 seeds per hardware would show equivalence 80% of the time if there is "
-            "no true difference") in sentence
+    assert ("exact accuracy **inconclusive** (90% interval: exact accuracy -0.08 to +0.08 points) — 7 seeds per hardware "
+            "would show equivalence 80% of the time if there is no true difference") in sentence
     assert "on token accuracy and final loss" in sentence
 
 
@@ -66,11 +71,15 @@ def test_different_gives_the_difference_in_points_beyond_the_margin():
             "±0.5 points (paired TOST)") in sentence
 
 
-def test_shift_inside_the_margin_is_named_with_its_p_value():
-    e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent", difference=0.0026, shifted=True, p_difference=0.003)])
+def test_shift_inside_the_margin_is_named_with_the_interval_tested_and_its_p_value():
+    """Issue 32: a 95% interval of +0.365 to +0.515 leaves the ±0.5 margin the TOST (90%) was inside: the sentence
+    quotes the 90% interval, with digits enough that its end does not print as the margin."""
+    e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent", difference=0.0044, shifted=True, p_difference=0.003)
+                      | {"ci_low": 0.00365, "ci_high": 0.00515, "tost_ci_low": 0.0038, "tost_ci_high": 0.004999}])
     (sentence,) = headline.equivalence_sentences(e, "cpu1")
-    assert "**equivalent**" in sentence and "on cpu2, shifted inside ±0.5 points (p = 0.003): better token accuracy: " \
-        "+0.26 points (95% CI +0.16 to +0.36 points)" in sentence
+    assert "**equivalent**" in sentence and ("on cpu2, shifted inside ±0.5 points: better token accuracy by +0.44 "
+                                             "points (90% interval +0.38 to +0.4999 points; shift p = 0.003)") in sentence
+    assert "0.515" not in sentence
 
 
 def test_hardware_with_different_outcomes_get_their_own_sentences():
@@ -82,7 +91,8 @@ def test_hardware_with_different_outcomes_get_their_own_sentences():
 
 def test_unpaired_comparison_names_welch():
     e = pd.DataFrame([eq("cpu2", "token_accuracy", "equivalent", test="Welch TOST")])
-    assert "(Welch TOST; ±0.5 points)" in headline.equivalence_sentences(e, "cpu1")[0]
+    assert "(Welch TOST; ±0.5 points; 90% interval: token accuracy -0.08 to +0.08 points)" in \
+        headline.equivalence_sentences(e, "cpu1")[0]
 
 
 def test_speed_and_money_in_words():
@@ -203,3 +213,35 @@ def test_a_suite_on_one_hardware_says_so_once_and_gives_its_variants(tmp_path):
     text = "\n".join(landing.suite_section(matrix, "s", True, results=tmp_path))
     assert text.count("Every run on cpu1: no hardware comparison in this suite; its variants against each other") == 1
     assert "nothing to compare" not in text and "*a*" not in text
+
+
+def test_numbers_round_so_they_cannot_be_read_the_other_way():
+    """Issue 32: '1.45× the baseline's cost' beside '$0.02 against $0.01' (reads as 2×); a device-hours bound of
+    -99.5% printed as '-100%' (no device-hours at all)."""
+    row = comp("cpu2", speedup=1.0, cost=0.0196) | {"baseline_cost_per_run": 0.0135, "baseline_train_seconds": 3600.0}
+    text = headline.cost_sentence(row, "cpu1")
+    assert "$0.0196 against 1 h and $0.0135 on cpu1" in text and "$0.02 " not in text
+    assert headline.percent(0.005) == "-99.5%" and headline.percent(0.0) == "-100%" and headline.percent(1.28) == "+28%"
+    row = comp("cpu2", speedup=100.0, hours_ratio=0.02) | {"speedup_ci_low": 40.0, "speedup_ci_high": 400.0}
+    assert "(95% CI -99.5% to -95%)" in headline.cost_sentence(row | {"baseline_cost_per_run": 0.1}, "cpu1")
+
+
+def test_the_baselines_own_row_is_the_baseline_not_no_clear_difference():
+    c = pd.DataFrame([comp("cpu1", True), comp("cpu2", speedup=1.5)])
+    c.loc[0, ["speedup_ci_low", "speedup_ci_high"]] = 1.0
+    for page in (tables.comparison_page(c, [], {}), tables.speedup_page(c.assign(speedup_method="x"))):
+        assert "1–1" not in page and "no clear difference in speed (1×" not in page
+        assert page.count(">baseline<") >= 1
+
+
+def test_identical_timings_give_no_interval_and_say_why():
+    """Every seed the same time on both hardware (a synthetic suite of identical repeats): no 'CI 2–2'."""
+    from hwsweep.analysis import stats
+
+    rows = [dict(suite="s", variant="v", hardware=hw, seed=seed, train_seconds=t, world_size=1, gpu_type="cpu",
+                 samples_per_second=1.0 / t) for hw, t in (("cpu1", 20.0), ("cpu2", 10.0)) for seed in range(3)]  # fmt: skip
+    speed = stats.speedup(pd.DataFrame(rows), "cpu1").set_index("hardware")
+    assert speed.speedup["cpu2"] == pytest.approx(2) and np.isnan(speed.speedup_ci_low["cpu2"])
+    assert speed.speedup_note["cpu2"] == stats.REPEATS and bool(speed.baseline["cpu1"])
+    text = headline.cost_sentence(speed.loc["cpu2"].to_dict() | {"hardware": "cpu2"}, "cpu1")
+    assert f"no CI: {stats.REPEATS}" in text and "faster" not in text

@@ -128,16 +128,21 @@ def test_verdicts_and_a_shift_inside_the_margin():
     assert stats.compare(rng.normal(0.93, 0.001, 10), base, 0.005, 0.95)["verdict"] == "different"
     wide = stats.compare(np.array([0.88, 0.92, 0.905]), np.array([0.90, 0.87, 0.93]), 0.005, 0.95)
     assert wide["verdict"] == "inconclusive" and wide["seeds_needed"] > 3
-    assert stats.finding(wide, 100).startswith("inconclusive — ")
+    assert stats.finding(wide, 100).startswith("inconclusive (90% interval -4.47 to +4.81 points, not inside ±0.5 points) — ")
     # paired seeds, shifted by +0.26 points with little seed-to-seed noise in the difference
     b = np.array([0.900, 0.912, 0.905, 0.897, 0.909])
     a = b + 0.0026 + np.array([0.0002, -0.0001, 0.0, 0.0001, -0.0002])
     res = stats.compare(a, b, 0.005, 0.95, paired=True)
     assert res["verdict"] == "equivalent" and res["shifted"] and res["p_difference"] < 0.001
-    low, high = (f"{x * 100:+.3g}" for x in (res["ci_low"], res["ci_high"]))
+    # the sentence quotes the interval the TOST used (90%), not the 95% one
+    low, high = (f"{x * 100:+.3g}" for x in (res["tost_ci_low"], res["tost_ci_high"]))
     assert stats.finding(res, 100, "token_accuracy") == (
-        f"equivalent, but shifted inside ±0.5 points (p = {res['p_difference']:.2g}): better token accuracy: "
-        f"+0.26 points (95% CI {low} to {high} points)")
+        f"equivalent, but shifted inside ±0.5 points: better token accuracy by +0.26 points (90% interval {low} to "
+        f"{high} points; shift p = {res['p_difference']:.2g})")
+    plain = stats.compare(b + np.array([0.0002, -0.0001, 0.0, 0.0001, -0.0002]), b, 0.005, 0.95, paired=True)
+    assert plain["verdict"] == "equivalent" and not plain["shifted"]
+    low, high = (f"{x * 100:+.3g}" for x in (plain["tost_ci_low"], plain["tost_ci_high"]))
+    assert stats.finding(plain, 100) == f"equivalent (90% interval {low} to {high} points, inside ±0.5 points)"
     assert "worse final loss" in stats.finding(res, 1, "final_loss", goal="min")
 
 
@@ -292,3 +297,37 @@ def test_identical_repeats_are_not_evidence_of_equivalence_but_identical_pairs_a
     assert stats.REPEATS in said and "p = 0" not in said
     strict = _runs(times=((25, 14, 0.90, 0.90), (26, 13, 0.92, 0.92), (24, 15, 0.91, 0.91)))
     assert stats.equivalence(strict, "g1", SETTINGS).set_index("metric").loc["token_accuracy", "verdict"] == "equivalent"
+
+
+def test_a_metric_at_its_floor_on_every_seed_is_named_so_and_diagnosed_by_it_not_by_seed_noise():
+    """The built-in trainer (seeded) with exact accuracy 0 on every seed of both hardware: a floor reached, not a
+    script that ignores its seed; identical repeats of a script are diagnosed as repeats. Neither gets 'seed or
+    reduction-order noise; try more seeds' beside its verdict."""
+    from hwsweep.report import headline
+
+    settings = stats.Settings(**{**SETTINGS.__dict__, "bounds": {"exact_accuracy": (0.0, 1.0)}})
+    runs = _runs().assign(exact_accuracy=0.0, seeded=True)
+    eq = stats.equivalence(runs, "g1", settings).set_index("metric")
+    floor = eq.loc["exact_accuracy"]
+    assert floor.verdict == "inconclusive" and floor.finding.startswith("exact accuracy is 0 points on every seed (its floor)")
+    assert stats.REPEATS not in floor.finding and "seed flag" not in floor.finding
+    said = " ".join(headline.equivalence_sentences(eq.reset_index(), "g1"))
+    assert "its floor" in said and "seed flag" not in said and "seeds per hardware would" not in said.split("floor")[1]
+    diagnosis = diagnose.diagnose(runs, eq.reset_index(), "g1").set_index("hardware").diagnosis["g2"]
+    assert "its floor" in diagnosis and "try" not in diagnosis.split("its floor")[1]
+    repeats = _runs(times=((25, 14, 0.90, 0.91), (26, 13, 0.90, 0.91), (24, 15, 0.90, 0.91)))
+    eq = stats.equivalence(repeats, "g1", SETTINGS)
+    diagnosis = diagnose.diagnose(repeats, eq, "g1").diagnosis.tolist()
+    assert diagnosis == [stats.REPEATS] and diagnose.NOTHING not in diagnosis[0]
+
+
+def test_zero_spread_gives_no_p_value_anywhere():
+    """Constant per-seed differences (not bitwise equal): no p = 0, no zero-width interval, inconclusive; bitwise
+    equal pairs stay equivalent without a p-value."""
+    b = np.array([0.5, 0.25, 0.75])  # binary fractions: the differences are exactly 0.125
+    a = b + 0.125
+    out = stats.compare(a, b, 0.2, 0.95, paired=True)
+    assert out["verdict"] == "inconclusive" and np.isnan(out["p_tost"]) and np.isnan(out["p_difference"])
+    assert np.isnan(out["ci_low"]) and out["note"] == stats.NO_SPREAD and "no spread" in stats.finding(out)
+    same = stats.compare(a, a.copy(), 0.2, 0.95, paired=True)
+    assert same["verdict"] == "equivalent" and np.isnan(same["p_tost"]) and same["note"] == stats.BITWISE

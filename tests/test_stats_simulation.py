@@ -5,6 +5,7 @@ errors of the simulation to the nominal level, so a test fails only where the me
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats as sps
 
@@ -133,10 +134,25 @@ def test_seeds_needed_from_an_estimated_spread_keep_80_percent_power(pilot, pair
     assert stats.POWER - low - noise <= achieved <= stats.POWER + high + noise, achieved
 
 
-def test_one_hardwares_normal_seeds_are_flagged_for_their_spread_at_most_5_percent_of_the_time():
-    # 4 quantities (3 metrics and the log time) of 3 and of 5 seeds: their Grubbs tests share the 5% (Bonferroni).
+def test_a_suites_normal_seeds_are_flagged_anywhere_at_most_5_percent_of_the_time():
+    """The method text's promise, through spread_check itself: 300 suites of 2 variants x 2 hardware, 3 normal
+    seeds, 3 metrics and the log time each (16 checks share the 5%). Shared per cell, as before issue 32,
+    about 18% of such suites had a false flag somewhere."""
+    rng = np.random.default_rng(501)
+    suites, n, size = 300, 3, 300 * 4 * 3
+    runs = pd.DataFrame({"suite": np.repeat(np.arange(suites), 4 * n), "variant": np.tile(np.repeat([0, 0, 1, 1], n), suites),
+                         "hardware": np.tile(np.repeat([0, 1, 0, 1], n), suites), "seed": np.tile(np.arange(n), 4 * suites),
+                         "acc": rng.normal(0, 1, size), "loss": rng.normal(0, 1, size), "exact": rng.normal(0, 1, size),
+                         "train_seconds": np.exp(rng.normal(3, 0.1, size))})  # fmt: skip
+    out = stats.spread_check(runs, stats.Settings(metrics=("acc", "loss", "exact")))
+    flagged = out.groupby("suite").seed_spread.apply(lambda x: (x != "").any()).mean()
+    assert flagged <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / suites), flagged
+
+
+def test_a_suites_normal_seeds_share_the_level_over_all_its_checks():
+    # 4 cells x 4 quantities (3 metrics and the log time) of 3 and of 5 seeds: their Grubbs tests share the 5%.
     rng = np.random.default_rng(500)
-    checks = 4
+    checks = 16
     for n in (3, 5):
         _, p = stats.grubbs(rng.normal(0, 1, (TRIALS * checks, n)))
         flagged = np.mean((p.reshape(TRIALS, checks) * checks < stats.SPREAD_LEVEL).any(axis=1))

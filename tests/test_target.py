@@ -6,10 +6,12 @@ import math
 import os
 import subprocess
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import BIN
 
+from hwsweep.analysis import stats
 from hwsweep.analysis import target as tt
 from hwsweep.analysis import validation
 from hwsweep.analysis.aggregate import fixed_steps
@@ -85,12 +87,17 @@ def test_a_command_without_step_times_is_timed_pro_rata():
     assert seconds[0] == pytest.approx(5 + 39 * 20 / 40) and source == tt.PRO_RATA
 
 
-def frame(hw, steps, reached, seconds, price=1.0, world=1):
+def frame(hw, steps, reached, seconds, price=1.0, world=1, interval=1, digests=None):
+    """One hardware's runs evaluated every `interval` steps (1: steps to target known exactly); time 1% of a step's."""
     n = len(steps)
+    steps, reached, seconds = (np.asarray(x, float) for x in (steps, reached, seconds))
+    low = np.where(reached.astype(bool), steps - interval, steps)
     return pd.DataFrame({"suite": "s", "variant": "v", "hardware": hw, "seed": range(n), "metric": "token_accuracy",
-                         "target": 0.99, "goal": "max", "steps_to_target": steps, "reached": reached,
-                         "eval_interval": 10, "time_to_target_seconds": seconds, "cost_to_target": 1.0,
-                         "price_per_device_hour": price, "world_size": world, "currency": "USD"})  # fmt: skip
+                         "target": 0.99, "goal": "max", "steps_to_target": steps, "steps_to_target_low": low,
+                         "reached": reached.astype(bool), "eval_interval": interval,
+                         "time_to_target_seconds": seconds, "time_to_target_low_seconds": seconds * (1 - 1e-3 * interval),
+                         "cost_to_target": 1.0, "price_per_device_hour": price, "world_size": world, "currency": "USD",
+                         "curve_digest": [f"{hw}{i}" for i in range(n)] if digests is None else digests})  # fmt: skip
 
 
 def test_censored_runs_make_the_comparison_inconclusive_never_an_average_of_the_runs_that_got_there():
@@ -99,9 +106,13 @@ def test_censored_runs_make_the_comparison_inconclusive_never_an_average_of_the_
     row = tt.compare(runs, "a", {}).set_index("hardware").loc["b"]
     assert row.steps_verdict == "inconclusive" and row.note == "inconclusive: 1 of 6 runs did not reach the target"
     assert math.isnan(row.get("speedup", math.nan)) and row.share_reached == pytest.approx(2 / 3)
-    assert row.rcp_method == tt.SIGN_RCP
+    # 3 pairs are too few for the sign test by seed (6 needed): the log-rank test over all 6 runs, which says
+    # that 3 and 3 seeds cannot reach p < 0.05 either (and what would)
+    assert row.rcp_method == tt.LOGRANK_RCP and row.rcp_smallest_p == pytest.approx(0.1)
     text = words.sentence(row.to_dict() | {"hardware": "b"}, "a")
     assert "in 2 of 3 runs against 3 of 3 on a" in text and "inconclusive: 1 of 6 runs" in text
+    assert ("the log-rank permutation test cannot reach p < 0.05 with 3 and 3 seeds (smallest p 0.1): it needs ≥ 4 "
+            "seeds per hardware, or ≥ 6 shared seeds for the sign test by seed") in text
 
 
 def test_the_headline_answers_time_cost_and_steps_through_in_words():
@@ -113,7 +124,8 @@ def test_the_headline_answers_time_cost_and_steps_through_in_words():
     text = words.sentences(table)["v"][0]
     assert text.startswith("cpu2 reaches 0.99 token accuracy 2") and "× sooner (95% CI" in text
     assert "no clear difference in cost (0.999× the baseline's to reach the target" in text  # 2 devices, 2× sooner
-    assert "it needs the same number of steps (within ±10%, paired TOST on log steps)" in text
+    assert ("steps to target: the same within ±10% (90% interval 0.977–1.02×, paired TOST on log steps at the "
+            "evaluations' resolution)") in text
 
 
 def test_rcp_flags_a_hardware_converging_slower_with_the_numbers():
@@ -222,3 +234,88 @@ def test_runs_stopped_at_the_target_through_the_workflow_and_report(tmp_path, sm
     assert proc.returncode == 0, proc.stderr[-3000:]
     page = (tmp_path / ".snakemake/hwsweep/landing.rst").read_text()
     assert "2 of 2 runs stopped at the target" in page and "**not available**" in page
+
+
+def test_seeds_on_one_coarse_evaluation_are_not_the_same_steps_and_the_note_says_how_often_to_evaluate():
+    """Issue 32: three seeds at step 75 on both hardware, evaluations every 25 steps (±33%): no 'same number of
+    steps (±10%)' from zero spread, no p = 0, no flag; the sentence says the grid is too coarse and how fine it
+    must be for these seeds."""
+    runs = pd.concat([frame("a", [75] * 3, [True] * 3, [10, 11, 9], interval=25),
+                      frame("b", [75] * 3, [True] * 3, [5, 6, 4], interval=25)])  # fmt: skip
+    row = tt.compare(runs, "a", {}).set_index("hardware").loc["b"].to_dict()
+    assert row["steps_verdict"] == "inconclusive" and row["rcp_flag"] == "" and row["rcp_p"] > 0.5
+    assert 0 < row["steps_p_tost"] <= 1 and row["steps_tost_ci_low"] < 1 / 1.1 and row["steps_tost_ci_high"] > 1.1
+    finest = tt.finest_interval(3, 3, 75, 0.1, 0.05, True)
+    assert 0 < finest < 25 and row["finest_eval_interval"] == finest
+    text = words.sentence(row | {"hardware": "b"}, "a")
+    assert "the same" not in text and "p = 0" not in text and "Converges" not in text
+    assert (f"evaluations every 25 steps (33% of the baseline's median 75) are too coarse to show ±10% with 3 pairs: "
+            f"evaluate every ≤ {finest} steps") in text
+
+
+def test_identical_repeats_are_inconclusive_with_the_fixed_step_sentence_and_no_flag():
+    """A script that ignores the seed: every seed the same curve on both hardware (b's differs from a's). No
+    'same number of steps', no 'converges slower (p = 0)', no speedup: the one sentence of stats.REPEATS."""
+    runs = pd.concat([frame("a", [75] * 3, [True] * 3, [10] * 3, digests=["x"] * 3),
+                      frame("b", [80] * 3, [True] * 3, [5] * 3, digests=["y"] * 3)])  # fmt: skip
+    row = tt.compare(runs, "a", {}).set_index("hardware").loc["b"].to_dict()
+    assert row["steps_verdict"] == "inconclusive" and row["note"] == stats.REPEATS and row["rcp_flag"] == ""
+    assert not np.isfinite(row.get("speedup", math.nan)) and not np.isfinite(row.get("rcp_p", math.nan))
+    text = words.sentence(row | {"hardware": "b"}, "a")
+    assert stats.REPEATS in text and "same" not in text and "Converges" not in text and "sooner" not in text
+
+
+def test_a_target_no_run_reached_has_no_median_but_the_step_it_was_not_reached_by():
+    runs = pd.concat([frame("a", [100, 90, 110], [True] * 3, [10, 9, 11]),
+                      frame("b", [30, 30, 30], [False] * 3, [5, 5, 5])])  # fmt: skip
+    table = tt.compare(runs, "a", {})
+    row = table.set_index("hardware").loc["b"].to_dict()
+    assert math.isnan(row["steps_to_target_median"]) and row["censored_at_step"] == 30
+    assert words.median_words(row) == "not reached by step 30" and words.median_words(row, "baseline_") == "100"
+    page = words.page_html(table)
+    assert "not reached by step 30" in page and ">30<" not in page
+
+
+def test_logrank_scores_by_hand():
+    """Two hardware, one evaluation grid: a reaches the target at 20 and 40, b at 20 and is censored at 30.
+    At 20: 4 at risk, 2 events (expected 1/2 each); at 40: a's run alone at risk (expected 1). O - E of a =
+    2 - (1/2 + 1/2 + 1) = 0. lifelines.statistics.logrank_test's chi-square (O - E)^2 / V agrees to 4e-15
+    over 300 random censored suites (checked once, lifelines not a dependency)."""
+    scores = tt.logrank_scores(np.array([[20, 40, 20, 30]]), np.array([[True, True, True, False]]))
+    assert scores[0] == pytest.approx([1 - 0.5, 1 - 0.5 - 1.0, 1 - 0.5, 0 - 0.5])
+    p, excess = tt.logrank_test([[20, 40]], [[True, True]], [[20, 30]], [[True, False]])
+    assert excess[0] == pytest.approx(0.0) and p[0] == 1.0
+
+
+def test_six_shared_seeds_with_censored_runs_use_the_sign_test_by_seed():
+    """From 6 pairs the sign test by seed can reach p < 0.05: b is known later on every seed (2 censored)."""
+    runs = pd.concat([frame("a", [100, 110, 90, 100, 120, 95], [True] * 6, [10] * 6, interval=10),
+                      frame("b", [200, 210, 190, 300, 300, 205], [True, True, True, False, False, True], [9] * 6,
+                            interval=10)])  # fmt: skip
+    row = tt.compare(runs, "a", {}).set_index("hardware").loc["b"]
+    assert row.rcp_method == tt.SIGN_RCP and row.rcp_p == pytest.approx(2 * 0.5**6) and row.rcp_flag == "slower"
+    assert row.rcp_note == "" and "Converges slower" in words.sentence(row.to_dict() | {"hardware": "b"}, "a")
+
+
+def test_rows_without_the_intervals_get_them_never_narrower():
+    """A time_to_target.csv written before issue 32 (no lower ends, no fingerprint) still compares at its grid:
+    three seeds at step 75, evaluations every 25, are not 'the same steps'; identical numbers are repeats."""
+    old = ["steps_to_target_low", "time_to_target_low_seconds", "curve_digest"]
+    runs = pd.concat([frame("a", [75] * 3, [True] * 3, [10, 11, 9], interval=25),
+                      frame("b", [75] * 3, [True] * 3, [5, 6, 4], interval=25)]).drop(columns=old)  # fmt: skip
+    row = tt.compare(runs, "a", {}).set_index("hardware").loc["b"]
+    assert row.steps_verdict == "inconclusive" and "too coarse" in row.note and row.speedup_ci_low < 2 < row.speedup_ci_high
+    filled = tt.with_intervals(runs)
+    assert (filled.steps_to_target_low == 50).all() and (filled.time_to_target_low_seconds < filled.time_to_target_seconds).all()
+    same = pd.concat([frame("a", [75] * 3, [True] * 3, [10] * 3), frame("b", [80] * 3, [True] * 3, [5] * 3)])
+    assert tt.compare(same.drop(columns=old), "a", {}).set_index("hardware").loc["b"].note == stats.REPEATS
+
+
+def test_the_page_shows_the_steps_tost_interval_beside_the_margin():
+    runs = pd.concat([frame("a", [100, 110, 90], [True] * 3, [10, 11, 9]),
+                      frame("b", [101, 110, 91], [True] * 3, [5, 6, 4])])  # fmt: skip
+    table = tt.compare(runs, "a", {("token_accuracy", 0.99): 0.1})
+    row = table.set_index("hardware").loc["b"]
+    shown = words.tost_interval(row.to_dict())
+    assert shown.endswith(" in [0.909, 1.1]") and row.steps_verdict == "equivalent"
+    assert "steps TOST interval (90%) and margin" in words.page_html(table) and shown in words.page_html(table)

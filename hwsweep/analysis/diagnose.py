@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from hwsweep.analysis.stats import untestable
+
 CHECKLIST = [
     ("global batch", ["global_batch", "comparable"]),
     ("schedule", ["steps", "warmup_steps", "lr"]),
@@ -40,14 +42,19 @@ def _state(row) -> str:
 
 def diagnose(runs: pd.DataFrame, equivalence: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """One row per suite x variant x hardware that is not equivalent on some metric, or
-    equivalent but shifted inside the margin (a shift has a cause too)."""
+    equivalent but shifted inside the margin (a shift has a cause too). A metric that could not be tested
+    (identical repeats, a bound on every seed: stats.untestable) is diagnosed by why, never as seed noise
+    that more seeds would settle."""
     rows = []
     cells = {key: frame for key, frame in runs.groupby(["suite", "variant", "hardware"], sort=False)}
     shifted = equivalence["shifted"].fillna(False).astype(bool) if "shifted" in equivalence else False
     open_cells = equivalence[(equivalence.verdict != "equivalent") | shifted]
     for (suite, variant, hw), sub in open_cells.groupby(["suite", "variant", "hardware"], sort=False):
         found = differences(cells[(suite, variant, hw)], cells[(suite, variant, baseline)])
+        notes = sub.note if "note" in sub else pd.Series([""] * len(sub))
+        why = list(dict.fromkeys(n for n in notes if untestable(n)))
+        tested = any(not untestable(n) for n in notes)  # some metric was tested and is still open
         rows.append({"suite": suite, "variant": variant, "hardware": hw,
                      "metrics": ", ".join(f"{m} {_state(r)}" for m, (_, r) in zip(sub.metric, sub.iterrows())),
-                     "diagnosis": "; ".join(found) or NOTHING})  # fmt: skip
+                     "diagnosis": "; ".join(found + ([NOTHING] if tested and not found else []) + why)})  # fmt: skip
     return pd.DataFrame(rows, columns=["suite", "variant", "hardware", "metrics", "diagnosis"])

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from hwsweep.analysis.words import amount, in_words
+from hwsweep.analysis.words import amount, finite, in_words, side, span
 from hwsweep.contracts.records import SPEED_COLUMNS, STARTUP_COLUMNS
 
 CELL = ["suite", "variant", "hardware"]
@@ -57,6 +57,7 @@ class Settings:
     variant_primary: tuple = ()  # every primary metric: a variant's overall verdict (a difference needs no margin)
     goals: dict = field(default_factory=dict)  # name -> "max" | "min"
     scales: dict = field(default_factory=dict)  # name -> 100 for shares (bounds [0, 1]: written in points)
+    bounds: dict = field(default_factory=dict)  # name -> (low, high), for the metrics that declare them
 
     @classmethod
     def of(cls, statistics: dict, metrics) -> "Settings":
@@ -65,7 +66,7 @@ class Settings:
         return cls(**statistics, metrics=tuple(m.name for m in metrics), margins={m.name: m.margin for m in compared},
                    primary=tuple(m.name for m in compared if m.primary),
                    variant_primary=tuple(m.name for m in metrics if m.primary), goals={m.name: m.goal for m in metrics},
-                   scales=scales)  # fmt: skip
+                   scales=scales, bounds={m.name: tuple(m.bounds) for m in metrics if m.bounds is not None})  # fmt: skip
 
     @property
     def alpha(self) -> float:
@@ -157,22 +158,152 @@ def welch_stats(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
 def decide(d, se, df, margin: float, alpha: float) -> dict:
     """Tests of one difference (arrays of cases): TOST at +-margin, the t-test of 0 and the
     verdict. equivalent: TOST rejects (the 1 - 2 alpha CI lies inside the margin); different:
-    the 1 - alpha CI lies wholly beyond the margin; inconclusive otherwise."""
+    the 1 - alpha CI lies wholly beyond the margin; inconclusive otherwise. se 0: no p-value (NaN)."""
     d, se, df = (np.asarray(x, float) for x in (d, se, df))
     with np.errstate(invalid="ignore", divide="ignore"):
         safe = np.where(se > 0, se, 1.0)
         p_lower = sps.t.sf((d + margin) / safe, df)  # H0: d <= -margin
         p_upper = sps.t.cdf((d - margin) / safe, df)  # H0: d >= +margin
-        p_tost = np.where(se > 0, np.maximum(p_lower, p_upper), np.where(np.abs(d) < margin, 0.0, 1.0))
-        p_diff = np.where(se > 0, 2 * sps.t.sf(np.abs(d) / safe, df), np.where(d != 0, 0.0, 1.0))
+        # No spread (se 0) gives no p-value: a test would say p = 0 from nothing. Bitwise equal pairs (every
+        # difference exactly 0) are equivalent without one; any other zero spread is inconclusive.
+        p_tost = np.where(se > 0, np.maximum(p_lower, p_upper), np.nan)
+        p_diff = np.where(se > 0, 2 * sps.t.sf(np.abs(d) / safe, df), np.nan)
         t1 = np.where(se > 0, sps.t.ppf(1 - alpha, df), 0.0)
         t2 = np.where(se > 0, sps.t.ppf(1 - alpha / 2, df), 0.0)
-    ci_low, ci_high = d - t2 * se, d + t2 * se
-    verdict = np.where(p_tost < alpha, "equivalent",
-                       np.where((ci_low > margin) | (ci_high < -margin), "different", "inconclusive"))  # fmt: skip
-    return {"difference": d, "se": se, "df": df, "ci_low": ci_low, "ci_high": ci_high, "tost_ci_low": d - t1 * se,
-            "tost_ci_high": d + t1 * se, "p_difference": p_diff, "p_tost": p_tost, "verdict": verdict,
+    tested = se > 0
+    exact = tested | (d == 0)  # bitwise equal pairs: the difference is 0, not estimated
+    ci_low, ci_high = np.where(exact, d - t2 * se, np.nan), np.where(exact, d + t2 * se, np.nan)
+    verdict = np.where(tested & (p_tost < alpha) | ~tested & (d == 0) & (margin > 0), "equivalent",
+                       np.where(tested & ((ci_low > margin) | (ci_high < -margin)), "different", "inconclusive"))  # fmt: skip
+    return {"difference": d, "se": se, "df": df, "ci_low": ci_low, "ci_high": ci_high,
+            "tost_ci_low": np.where(exact, d - t1 * se, np.nan), "tost_ci_high": np.where(exact, d + t1 * se, np.nan),
+            "p_difference": p_diff, "p_tost": p_tost, "verdict": verdict,
             "shifted": (verdict == "equivalent") & (p_diff < alpha)}  # fmt: skip
+
+
+# -- interval data: each value known only to lie in [low, high] (time to target between two evaluations) ----
+
+CORNERS_UP_TO = 12  # box dimensions whose 2^n corners are enumerated; a looser bound (still valid) above
+
+
+def _corners(n: int) -> np.ndarray:
+    """Every corner of an n-dimensional unit box (rows of 0/1)."""
+    return ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(float)
+
+
+def _corner_moments(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sample variance (ddof 1) of x at every corner of the box [lo, hi] (rows: cases):
+    (cases, 2^n) each, from sums so that no (cases, 2^n, n) array is formed."""
+    centre = ((lo + hi) / 2).mean(axis=1, keepdims=True)  # centred first: no cancellation in the sums
+    lo, width = lo - centre, hi - lo
+    k, n = _corners(lo.shape[1]), lo.shape[1]
+    total = lo.sum(axis=1, keepdims=True) + width @ k.T
+    squares = (lo**2).sum(axis=1, keepdims=True) + (2 * lo * width) @ k.T + (width**2) @ k.T
+    mean = total / n
+    return mean + centre, np.maximum(squares - n * mean**2, 0.0) / (n - 1)
+
+
+BALL_DIRECTIONS = 32  # the outer polygon of _ball_corners: its excess over the circle is 1 / cos(pi / 128) - 1, 0.03%
+
+
+def _ball_corners(centre, spread, first, second) -> tuple:
+    """Virtual corners (upper means, se, lower means, se) for centre ± (spread t + sqrt(first^2 + second^2 t^2)):
+    the square root written as the largest of BALL_DIRECTIONS lines of an outer polygon, so that the largest
+    mean + t se over them still bounds it at every t >= 0."""
+    step = math.pi / 2 / BALL_DIRECTIONS
+    angle = (np.arange(BALL_DIRECTIONS) + 0.5) * step
+    stretch = 1 / math.cos(step / 2)
+    shift, se = first * np.cos(angle) * stretch, spread + second * np.sin(angle) * stretch
+    return centre + shift, se, centre - shift, se
+
+
+def _midpoints_and_radius(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return (lo + hi) / 2, np.sqrt((((hi - lo) / 2) ** 2).sum(axis=1, keepdims=True))
+
+
+def _ball_bound(lo: np.ndarray, hi: np.ndarray) -> tuple:
+    """Paired differences above CORNERS_UP_TO seeds: virtual corners whose mean + t se bounds mean + t sd / sqrt(n)
+    over the box. x = m + e with m the midpoints and e inside the ball of radius W = |half-widths|: sd(x) <= sd(m)
+    + |P e| / sqrt(n - 1) (P removes the mean), and mean(e) + t |P e| / sqrt(n (n - 1)) <= W sqrt(1/n + t^2 /
+    (n (n - 1))) (Cauchy-Schwarz). Nearly exact where the intervals are alike (one evaluation grid)."""
+    n = lo.shape[1]
+    mid, radius = _midpoints_and_radius(lo, hi)
+    return _ball_corners(mid.mean(axis=1, keepdims=True), mid.std(axis=1, ddof=1, keepdims=True) / math.sqrt(n),
+                         radius / math.sqrt(n), radius / math.sqrt(n * (n - 1)))  # fmt: skip
+
+
+def _ball_bound_welch(a_lo, a_hi, b_lo, b_hi) -> tuple:
+    """_ball_bound for two unpaired sides and Welch's se: with C = Wa^2 / (na (na - 1)) + Wb^2 / (nb (nb - 1)) and
+    K = na + nb - 2, mean(ea) - mean(eb) + t sqrt(|P ea|^2 / (na (na - 1)) + |P eb|^2 / (nb (nb - 1))) is at most
+    sqrt(C (K + t^2)) over both balls (Lagrange), and the midpoints' part adds to it by Minkowski."""
+    (ma, ra), (mb, rb) = _midpoints_and_radius(a_lo, a_hi), _midpoints_and_radius(b_lo, b_hi)
+    na, nb = ma.shape[1], mb.shape[1]
+    c = np.sqrt(ra**2 / (na * (na - 1)) + rb**2 / (nb * (nb - 1)))
+    spread = np.sqrt(ma.var(axis=1, ddof=1, keepdims=True) / na + mb.var(axis=1, ddof=1, keepdims=True) / nb)
+    return _ball_corners(ma.mean(axis=1, keepdims=True) - mb.mean(axis=1, keepdims=True), spread,
+                         c * math.sqrt(na + nb - 2), c)  # fmt: skip
+
+
+def interval_moments(a_lo, a_hi, b_lo, b_hi, paired: bool) -> tuple:
+    """The mean difference a - b and its standard error over the box the true values lie in (rows: cases,
+    columns: seeds; paired: a[:, i] and b[:, i] are one seed): (upper means, their se, lower means, their se,
+    df), the first pair to bound the difference from above, the second from below. mean + t se is convex
+    in the true values, so its largest value over the box lies at a corner: the corners are enumerated up
+    to CORNERS_UP_TO dimensions (exact), above that a bound, nearly exact on one evaluation grid (_ball_bound,
+    _ball_bound_welch). Unpaired:
+    Welch's standard error with its smallest df (min(n_a, n_b) - 1), so that t is one number for the box."""
+    a_lo, a_hi, b_lo, b_hi = (np.atleast_2d(np.asarray(x, float)) for x in (a_lo, a_hi, b_lo, b_hi))
+    if paired:
+        lo, hi = a_lo - b_hi, a_hi - b_lo
+        n = lo.shape[1]
+        if n <= CORNERS_UP_TO:
+            mean, var = _corner_moments(lo, hi)
+            se = np.sqrt(var / n)
+            return mean, se, mean, se, n - 1.0
+        return (*_ball_bound(lo, hi), n - 1.0)
+    na, nb = a_lo.shape[1], b_lo.shape[1]
+    df = min(na, nb) - 1.0
+    if na + nb <= CORNERS_UP_TO:
+        ma, va = _corner_moments(a_lo, a_hi)
+        mb, vb = _corner_moments(b_lo, b_hi)
+        mean = (ma[:, :, None] - mb[:, None, :]).reshape(len(ma), -1)
+        se = np.sqrt(va[:, :, None] / na + vb[:, None, :] / nb).reshape(len(ma), -1)
+        return mean, se, mean, se, df
+    return (*_ball_bound_welch(a_lo, a_hi, b_lo, b_hi), df)
+
+
+def _largest_t(room: np.ndarray, se: np.ndarray) -> np.ndarray:
+    """Per case, the largest t with room - t se > 0 at every corner (room: how far each corner lies inside)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(se > 0, room / np.where(se > 0, se, 1.0), np.where(room > 0, np.inf, -np.inf))
+    return t.min(axis=1)
+
+
+def interval_decide(a_lo, a_hi, b_lo, b_hi, margin: float, alpha: float, paired: bool) -> dict:
+    """decide() for values known only to their intervals: every statement holds for every placement of the
+    true values inside them, so its error rate is at most that of the test on the true values. The intervals
+    are the union over the box of the t intervals; a p-value is the largest over the box. Where the standard
+    error is 0 at every corner (no spread and exact values) nothing is tested: p NaN, inconclusive."""
+    um, us, lm, ls, df = interval_moments(a_lo, a_hi, b_lo, b_hi, paired)
+    with np.errstate(invalid="ignore"):
+        t1, t2 = sps.t.ppf(1 - alpha, df), sps.t.ppf(1 - alpha / 2, df)
+    spread = (us.max(axis=1) > 0) | (ls.max(axis=1) > 0)
+    mids = [(np.atleast_2d(np.asarray(lo, float)) + np.atleast_2d(np.asarray(hi, float))) / 2
+            for lo, hi in ((a_lo, a_hi), (b_lo, b_hi))]  # fmt: skip
+    d = mids[0].mean(axis=1) - mids[1].mean(axis=1) if not paired else (mids[0] - mids[1]).mean(axis=1)
+    tost = np.minimum(_largest_t(margin - um, us), _largest_t(lm + margin, ls))  # TOST rejects for t below it
+    apart = np.maximum(_largest_t(lm, ls), _largest_t(-um, us))  # the CI excludes 0 for t below it
+    nan = np.full(len(d), np.nan)
+    p_tost = np.where(spread, sps.t.sf(tost, df), nan)
+    p_diff = np.where(spread, np.minimum(1.0, 2 * sps.t.sf(apart, df)), nan)
+    ci_low = np.where(spread, (lm - t2 * ls).min(axis=1), nan)
+    ci_high = np.where(spread, (um + t2 * us).max(axis=1), nan)
+    verdict = np.where(spread & (p_tost < alpha), "equivalent",
+                       np.where(spread & ((ci_low > margin) | (ci_high < -margin)), "different", "inconclusive"))  # fmt: skip
+    return {"difference": d, "df": np.full(len(d), df), "ci_low": ci_low, "ci_high": ci_high,
+            "tost_ci_low": np.where(spread, (lm - t1 * ls).min(axis=1), nan),
+            "tost_ci_high": np.where(spread, (um + t1 * us).max(axis=1), nan),
+            "p_difference": p_diff, "p_tost": p_tost, "verdict": verdict, "spread": spread}  # fmt: skip
 
 
 # -- power and seeds needed -----------------------------------------------------------------
@@ -255,6 +386,8 @@ def seeds_words(needed: float) -> str:
 # -- equivalence ---------------------------------------------------------------------------
 
 NEEDS_SEEDS = "needs >= 2 seeds on both"
+BITWISE = "bitwise equal on every seed: equal without a test"
+NO_SPREAD = "no spread over the seeds (every seed's difference the same): nothing to test from"
 
 
 def compare(a: np.ndarray, b: np.ndarray, margin: float | None, confidence: float, paired: bool = False) -> dict:
@@ -269,22 +402,24 @@ def compare(a: np.ndarray, b: np.ndarray, margin: float | None, confidence: floa
                 "shifted": False, "note": NEEDS_SEEDS}  # fmt: skip
     d, se, df = paired_stats(a, b) if paired else welch_stats(a, b)
     out = {k: v[0] for k, v in decide(d, se, df, math.nan if margin is None else margin, alpha).items()}
+    sd = float(np.std(a - b, ddof=1)) if paired else math.sqrt((np.var(a, ddof=1) + np.var(b, ddof=1)) / 2)
+    note = (BITWISE if out["difference"] == 0 else NO_SPREAD) if se[0] == 0 else ""
     if margin is None:  # no margin: nothing to say about equivalence, power or seeds for it
         return {"test": test, "n": len(a), "n_baseline": len(b), **out, "verdict": "not compared", "shifted": False,
-                "margin": math.nan, "p_tost": math.nan, "power": math.nan, "seeds_needed": math.nan, "note": ""}  # fmt: skip
-    sd = float(np.std(a - b, ddof=1)) if paired else math.sqrt((np.var(a, ddof=1) + np.var(b, ddof=1)) / 2)
+                "margin": math.nan, "p_tost": math.nan, "power": math.nan, "seeds_needed": math.nan, "note": note}  # fmt: skip
     n = len(a) if paired else min(len(a), len(b))
     df = len(a) - 1 if paired else len(a) + len(b) - 2  # the spread's degrees of freedom
     return {
         "test": test, "n": len(a), "n_baseline": len(b), **out, "verdict": str(out["verdict"]),
         "shifted": bool(out["shifted"]), "margin": margin, "power": float(power(n, sd, margin, alpha, paired)[0]),
-        "seeds_needed": seeds_needed(sd, margin, alpha, paired, df), "note": "",
+        "seeds_needed": math.nan if sd == 0 else seeds_needed(sd, margin, alpha, paired, df), "note": note,
     }  # fmt: skip
 
 
 def finding(row, scale: float = 1.0, metric: str = "difference", goal: str = "max", confidence: float = 0.95) -> str:
     """The verdict in words, with the direction only where the interval shows one (words.in_words):
-    'equivalent, but shifted inside ±0.5 points (p = 0.003): better token accuracy: +0.26 points (...)'."""
+    'equivalent, but shifted inside ±0.5 points: better token accuracy by +0.44 points (90% interval ...; shift
+    p = 0.003)', the interval the TOST tested."""
     v = row["verdict"]
     beyond = f"±{amount(row['margin'], scale)}"
 
@@ -293,11 +428,31 @@ def finding(row, scale: float = 1.0, metric: str = "difference", goal: str = "ma
 
     if v == "equivalent":
         if row.get("shifted"):
-            return f"equivalent, but shifted inside {beyond} (p = {row['p_difference']:.2g}): {said()}"
-        return "equivalent"
+            return f"equivalent, but {shift_words(row, scale, metric, goal, confidence)}"
+        if not finite(row.get("tost_ci_low")):  # bitwise equal: nothing estimated
+            return "equivalent (bitwise equal on every seed)"
+        tested = span(row["tost_ci_low"], row["tost_ci_high"], scale, row["margin"])
+        return f"equivalent ({1 - 2 * (1 - confidence):.0%} interval {tested}, inside {beyond})"
     if v == "different":
         return f"different, beyond {beyond}: {said()}"
-    return f"inconclusive — {seeds_words(row.get('seeds_needed', math.nan))}"
+    if NO_SPREAD in str(row.get("note", "")):
+        return f"inconclusive — {NO_SPREAD}"
+    tested = ""
+    if finite(row.get("tost_ci_low")) and finite(row.get("tost_ci_high")):
+        interval = span(row["tost_ci_low"], row["tost_ci_high"], scale, row["margin"])
+        tested = f" ({1 - 2 * (1 - confidence):.0%} interval {interval}, not inside {beyond})"
+    return f"inconclusive{tested} — {seeds_words(row.get('seeds_needed', math.nan))}"
+
+
+def shift_words(row, scale: float, metric: str, goal: str, confidence: float) -> str:
+    """An equivalent but shifted metric with the interval the TOST tested (1 - 2 alpha, inside the margin) and
+    the shift's test: 'shifted inside ±0.5 points: better token accuracy by +0.44 points (90% interval +0.389
+    to +0.499 points; shift p = 0.003)'. The direction is the 1 - alpha interval's, which excludes 0."""
+    way = side(row["ci_low"], row["ci_high"], 0.0, goal)
+    tested = span(row["tost_ci_low"], row["tost_ci_high"], scale, row["margin"])
+    return (f"shifted inside ±{amount(row['margin'], scale)}: {way} {metric.replace('_', ' ')} by "
+            f"{amount(row['difference'], scale, True)} ({1 - 2 * (1 - confidence):.0%} interval {tested}; shift p = "
+            f"{row['p_difference']:.2g})")  # fmt: skip
 
 
 EQUIVALENCE_COLUMNS = [
@@ -308,13 +463,39 @@ EQUIVALENCE_COLUMNS = [
 
 
 # Seeds that are not seeds: every seed of both hardware gave the same value (a script that gets no seed, or
-# ignores it). Zero spread is no evidence of equivalence: a test would say p = 0 from nothing.
-REPEATS = "no seed variation: equivalence cannot be tested from repeats; pass a seed flag the script uses"
+# ignores it). Zero spread is no evidence of equivalence: a test would say p = 0 from nothing. The one sentence
+# of every comparison that meets them (fixed steps, variants, time to target, speedup).
+REPEATS = "no seed variation: nothing can be tested from identical repeats; pass a seed flag the script uses"
+AT_BOUND = "no spread to test from: a bound reached, not missing seeds"  # ends the sentence of at_bound()
 
 
-def repeats(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether both sides are >= 2 runs that all gave one value each (identical repeats, not seeds)."""
-    return len(a) >= 2 and len(b) >= 2 and bool(np.ptp(a) == 0 and np.ptp(b) == 0)
+def repeats(a, b) -> bool:
+    """Whether both sides are >= 2 runs that all gave one value each (identical repeats, not seeds): values, or
+    whole curves' fingerprints (time to target)."""
+    return len(a) >= 2 and len(b) >= 2 and len(set(list(a))) == 1 and len(set(list(b))) == 1
+
+
+def at_bound(name: str, value: float, bounds, scale: float = 1.0) -> str:
+    """'exact accuracy is 0 on every seed (its floor): no spread ...' for a value at a declared bound; ''
+    elsewhere."""
+    if bounds is None or value not in tuple(bounds):
+        return ""
+    which = "floor" if value == bounds[0] else "ceiling"
+    return f"{name.replace('_', ' ')} is {amount(value, scale)} on every seed (its {which}): {AT_BOUND}"
+
+
+def constant(a, b, name: str, settings: Settings) -> str:
+    """Why one metric's values cannot be tested (both sides one value each): the metric at its floor or
+    ceiling on either side (named so), else identical repeats (REPEATS); '' when they can be."""
+    if not repeats(a, b):
+        return ""
+    bounds, scale = settings.bounds.get(name), settings.scales.get(name, 1.0)
+    return next((said for said in (at_bound(name, float(x[0]), bounds, scale) for x in (b, a)) if said), REPEATS)
+
+
+def untestable(note) -> bool:
+    """Whether a row's note says its values could not be tested at all (constant: more seeds of them decide nothing)."""
+    return isinstance(note, str) and (REPEATS in note or note.endswith(AT_BOUND) or NO_SPREAD in note)
 
 
 def pairing(sub: pd.DataFrame, base: pd.DataFrame) -> tuple[bool, list, str]:
@@ -349,10 +530,11 @@ def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings
         for metric, margin in settings.margins.items():
             a, b = sides(sub, base, metric, paired, shared)
             scale = settings.scales.get(metric, 1.0)
-            if repeats(a, b):
+            why = constant(a, b, metric, settings)
+            if why:
                 result = {"test": PAIRED if paired else WELCH, "n": len(a), "n_baseline": len(b), "margin": margin,
                           "difference": float(a.mean() - b.mean()), "verdict": "inconclusive", "shifted": False,
-                          "finding": REPEATS, "note": REPEATS}  # fmt: skip
+                          "finding": why, "note": why}  # fmt: skip
                 rows.append({"suite": suite, "variant": variant, "hardware": hw, "baseline": baseline, "metric": metric,
                              "primary": metric in settings.primary, "scale": scale,
                              "goal": settings.goals.get(metric, "max")} | result)  # fmt: skip
@@ -369,7 +551,7 @@ def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings
 
 # -- the normality the intervals assume -------------------------------------------------------
 
-SPREAD_LEVEL = 0.05  # chance that one hardware's normal seeds are flagged at all (Bonferroni over its checks)
+SPREAD_LEVEL = 0.05  # chance that a suite's normal seeds are flagged at all (Bonferroni over all its checks)
 SKEW_SEEDS = 8  # the skewness test needs this many seeds
 MORE_SEEDS = 5  # at most this many seeds offered to add
 
@@ -396,16 +578,16 @@ def grubbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.DataFrame:
     """Per cell, `seed_spread`: where its seeds of a metric (or of the log training time) have an
     outlier (Grubbs) or, from SKEW_SEEDS seeds, look skewed (D'Agostino), named with the seed, and
-    the seeds to add; '' elsewhere. The checks of one cell share SPREAD_LEVEL (Bonferroni), so one
-    hardware's normal seeds are flagged at most that often (tests/test_stats_simulation.py); over a
-    whole suite a false flag is likelier, and costs a few seeds. With 3 seeds only a seed far apart
-    shows (Grubbs' statistic is bounded by (n - 1) / sqrt(n))."""
+    the seeds to add; '' elsewhere. Every check of a suite (all its cells) shares SPREAD_LEVEL
+    (Bonferroni), so a suite of normal seeds is flagged anywhere at most that often
+    (tests/test_stats_simulation.py). With 3 seeds only a seed far apart shows (Grubbs' statistic is
+    bounded by (n - 1) / sqrt(n))."""
     quantities = [m for m in settings.metrics if m in runs] + ["train_seconds"]
     top = int(runs.seed.max()) + 1 if len(runs) else 0
-    rows = []
+    cells = []  # (key, sub, checks: (name, seeds, values))
     for key, sub in runs.groupby(CELL, sort=False):
         sub = sub.sort_values("seed")
-        checks = []  # (name, seeds, values)
+        checks = []
         for q in quantities:
             values = pd.to_numeric(sub[q], errors="coerce")
             ok = values.notna().to_numpy()
@@ -413,15 +595,20 @@ def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
                 v = values.to_numpy(float)[ok]
                 checks.append(("training time" if q == "train_seconds" else q.replace("_", " "), sub.seed.to_numpy()[ok],
                                np.log(v) if q == "train_seconds" else v))  # fmt: skip
-        tests = len(checks) + sum(len(v) >= SKEW_SEEDS for *_, v in checks)
+        cells.append((key, sub, checks))
+    tests: dict = {}  # suite -> its checks, all cells together
+    for key, _, checks in cells:
+        tests[key[0]] = tests.get(key[0], 0) + len(checks) + sum(len(v) >= SKEW_SEEDS for *_, v in checks)
+    rows = []
+    for key, sub, checks in cells:
+        share = f"{tests[key[0]]} checks of the suite share {SPREAD_LEVEL:.0%}"
         found = []
         for name, seeds, values in checks:
             column, p = grubbs(values[None, :])
-            if p[0] * tests < SPREAD_LEVEL:
-                found.append(f"seed {seeds[column[0]]} lies apart in {name} (Grubbs p = {p[0]:.1g}, {tests} checks "
-                             f"share {SPREAD_LEVEL:.0%})")  # fmt: skip
-            if len(values) >= SKEW_SEEDS and sps.skewtest(values).pvalue * tests < SPREAD_LEVEL:
-                found.append(f"{name} looks skewed over the seeds")
+            if p[0] * tests[key[0]] < SPREAD_LEVEL:
+                found.append(f"seed {seeds[column[0]]} lies apart in {name} (Grubbs p = {p[0]:.1g}, {share})")
+            if len(values) >= SKEW_SEEDS and sps.skewtest(values).pvalue * tests[key[0]] < SPREAD_LEVEL:
+                found.append(f"{name} looks skewed over the seeds ({share})")
         more = ", ".join(str(s) for s in range(top, top + min(sub.seed.nunique(), MORE_SEEDS)))
         text = "; ".join(found) + f": the intervals assume roughly normal seeds; add seeds {more} to check" if found else ""
         rows.append(dict(zip(CELL, key)) | {"seed_spread": text})
@@ -452,13 +639,14 @@ def overall(equiv: pd.DataFrame) -> pd.DataFrame:
 def speedup_ci(base: np.ndarray, new: np.ndarray, confidence: float, paired: bool = True):
     """Speedup base / new of times (rows: cases, columns: seeds) with its CI. Paired: the
     geometric mean of per-seed ratios, t CI on the log ratios (n - 1 df); unpaired: the ratio of
-    mean times, a Welch CI on the log of the means (delta method). NaN CI below 2 seeds."""
+    mean times, a Welch CI on the log of the means (delta method). NaN CI below 2 seeds or without spread."""
     base, new = np.atleast_2d(np.asarray(base, float)), np.atleast_2d(np.asarray(new, float))
     if paired:
         logs = np.log(base) - np.log(new)
         est = np.exp(logs.mean(axis=1))
         low, high = mean_ci(logs, confidence)
-        return est, np.exp(low), np.exp(high)
+        spread = np.ptp(logs, axis=1) > 0  # no spread: no interval (one of zero width would be p = 0)
+        return est, np.where(spread, np.exp(low), np.nan), np.where(spread, np.exp(high), np.nan)
     mb, mn = base.mean(axis=1), new.mean(axis=1)
     est = mb / mn
     if base.shape[1] < 2 or new.shape[1] < 2:
@@ -468,7 +656,7 @@ def speedup_ci(base: np.ndarray, new: np.ndarray, confidence: float, paired: boo
     se = np.sqrt(vb + vn)
     with np.errstate(invalid="ignore", divide="ignore"):
         df = np.where(se > 0, (vb + vn) ** 2 / (vb**2 / (base.shape[1] - 1) + vn**2 / (new.shape[1] - 1)), np.inf)
-    half = sps.t.ppf(0.5 + confidence / 2, df) * se
+    half = np.where(se > 0, sps.t.ppf(0.5 + confidence / 2, df) * se, np.nan)
     return est, est * np.exp(-half), est * np.exp(half)
 
 
@@ -485,7 +673,10 @@ def _ratio(ref: pd.DataFrame, sub: pd.DataFrame, confidence: float) -> dict:
     else:
         est, low, high = speedup_ci(tr.to_numpy(), ts.to_numpy(), confidence, False)
         method, n = RATIO_OF_MEANS, 0
-    return {"value": float(est[0]), "low": float(low[0]), "high": float(high[0]), "method": method, "n_pairs": n}
+    why = "" if np.isfinite(low[0]) else REPEATS if repeats(tr.to_numpy(), ts.to_numpy()) else (
+        NO_SPREAD if min(len(tr), len(ts)) >= 2 else NEEDS_SEEDS)  # fmt: skip
+    return {"value": float(est[0]), "low": float(low[0]), "high": float(high[0]), "method": method, "n_pairs": n,
+            "note": why}  # fmt: skip
 
 
 GOLDEN = (math.sqrt(5) - 1) / 2
@@ -562,10 +753,11 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
         per_hour = (math.nan if price is None else price) / price_base if price_base else math.nan
         cost_ratio = [per_hour * ws / ws_base / x for x in (r["value"], r["high"], r["low"])]
         rows.append({
-            "suite": suite, "variant": variant, "hardware": hw, "gpu_type": gpu, "world_size": ws,
+            "suite": suite, "variant": variant, "hardware": hw, "baseline": hw == baseline, "gpu_type": gpu,
+            "world_size": ws,
             "strategy": sub.strategy.iloc[0] if "strategy" in sub else None,
             "n_pairs": r["n_pairs"], "speedup": r["value"], "speedup_ci_low": r["low"], "speedup_ci_high": r["high"],
-            "speedup_method": r["method"],
+            "speedup_method": r["method"], "speedup_note": r["note"] if hw != baseline else "",
             "throughput_ratio": sub.samples_per_second.mean() / base.samples_per_second.mean(),
             "device_ratio": ws / ws_base,
             "same_device_type": gpu == gpu_base,
@@ -650,7 +842,8 @@ def comparison(summary: pd.DataFrame, equiv: pd.DataFrame, speed: pd.DataFrame, 
                               "finding": f"{metric}_finding", "test": f"{metric}_test"})  # fmt: skip
         out = out.merge(v, on=CELL, how="left")
         out.loc[out.baseline, f"{metric}_verdict"] = "baseline"
-    keep = ["speedup", "speedup_ci_low", "speedup_ci_high", "speedup_method", "throughput_ratio", "device_ratio",
+    keep = ["speedup", "speedup_ci_low", "speedup_ci_high", "speedup_method", "speedup_note", "throughput_ratio",
+            "device_ratio",
             "same_device_type", "efficiency", "scaling_reference", "device_hours", "device_hours_ratio",
             "time_saved_seconds", "price_per_device_hour", "currency", "cost_per_run", "cost_per_cell",
             "cost_ratio", "cost_ratio_ci_low", "cost_ratio_ci_high", "contention"]  # fmt: skip

@@ -1,36 +1,47 @@
-"""Time to target (issue 23): per run, the steps, time and cost until a quality target is reached; per
-hardware against the baseline, statistics that stay valid when some runs never reach it.
+"""Time to target (issues 23, 32): per run, the steps, time and cost until a quality target is reached; per
+hardware against the baseline, statistics that stay valid when some runs never reach it, at the resolution
+the evaluations give.
 
-Per run (`run_rows`): steps-to-target is the first periodic evaluation at or past the target (resolution:
-the evaluation interval, recorded as eval_interval). Time-to-target is measured: every startup that began
-before that step plus the measured step times up to it, the periodic evaluations' own time left out (a
-command's step times are not measured: its training time pro rata, evaluations included; time_source says
-which). Cost-to-target: devices x time-to-target x price per device-hour. A run that never reaches the target
-is kept, censored at its last evaluation (reached False; its steps and time are then lower bounds).
+Per run (`run_rows`): the target was reached after the evaluation before (steps_to_target_low, 0 at the first)
+and by the first evaluation at or past it (steps_to_target); eval_interval is their spacing. Time-to-target is
+measured at both: every startup that began before that step plus the measured step times up to it, the
+periodic evaluations' own time left out (a command's step times are not measured: its training time pro rata,
+evaluations included; time_source says which). Cost-to-target: devices x time-to-target x price per
+device-hour. A run that never reaches the target is kept, censored at its last evaluation (reached False; its
+steps and time are then lower bounds). curve_digest fingerprints the curve: seeds with one curve are repeats.
 
 Per hardware (`compare`), with the baseline's runs as the reference:
 - share reached on both;
+- identical repeats (every seed the same curve on both hardware): stats.REPEATS, nothing compared;
 - steps: TOST on log steps-to-target at ±log(1 + steps_margin), paired by seed when seeds are shared (Welch
-  otherwise); with any censored run no average is formed: "inconclusive: N of M runs did not reach the target";
+  with its smallest df otherwise), holding for every placement of the true steps inside the runs' intervals
+  (stats.interval_decide): 'the same' at most 1 - confidence of the time at the margin whatever the grid, never
+  p = 0; where the grid is too coarse for the margin, the note says how often to evaluate (finest_interval).
+  With any censored run no average is formed: "inconclusive: N of M runs did not reach the target";
 - RCP-style check (MLPerf's Reference Convergence Points: the baseline's seeds are the reference distribution):
-  flagged faster or slower when steps differ at the 1 - confidence level: the t-test on log steps when every run
-  reached the target; with censored runs an exact rank test valid under censoring (paired: sign test over the
-  seeds whose order is known; unpaired: Gehan's generalised Wilcoxon by permutation), which assumes both
-  hardware ran the same steps and evaluation interval (censoring at the same point);
-- time-to-target speedup (geometric mean of per-seed ratios, t CI on log ratios; unpaired: ratio of means) and
-  the cost-to-target ratio from it, only when every run reached the target.
+  flagged faster or slower when steps differ at the 1 - confidence level: the t-test on log steps (over the
+  intervals as above) when every run reached the target; with censored runs a test valid under censoring: the
+  exact sign test over the seeds whose order is known from seeds_to_flag shared seeds, else a log-rank
+  permutation test over every run (the statistic lifelines gives), which assume both hardware ran the same
+  steps and evaluation interval (censoring at the same point); the note says when the seeds cannot reach p <
+  1 - confidence at all (smallest_p);
+- time-to-target speedup (geometric mean of per-seed ratios, t CI on log ratios over the runs' intervals;
+  unpaired: ratio of geometric means) and the cost-to-target ratio from it, only when every run reached it.
 tests/test_target_simulation.py checks the error rates and coverage by simulation."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from hwsweep.analysis.stats import CELL, decide, paired_stats, speedup_ci, welch_stats
+from hwsweep.analysis import stats
+from hwsweep.analysis.stats import CELL
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.records import KEYS, RunRecord
 from hwsweep.contracts.target import STEPS_MARGIN, Target, curve_keys
@@ -38,12 +49,24 @@ from hwsweep.contracts.target import STEPS_MARGIN, Target, curve_keys
 TARGET = CELL + ["metric", "target"]
 MEASURED = "measured step times (startup included, periodic evaluation excluded)"
 PRO_RATA = "training time pro rata (step times not measured; periodic evaluation included)"
+# The tests' names as the sentences give them; each holds at the evaluations' resolution (interval_decide).
 PAIRED_STEPS, WELCH_STEPS = "paired TOST on log steps", "Welch TOST on log steps"
-T_RCP = "t-test on log steps (every run reached the target)"
-SIGN_RCP, GEHAN_RCP = "exact sign test by seed (censoring-valid)", "Gehan-Wilcoxon permutation test (censoring-valid)"
+T_RCP = "t-test on log steps at the evaluations' resolution (every run reached the target)"
+SIGN_RCP, LOGRANK_RCP = "exact sign test by seed (censoring-valid)", "log-rank permutation test (censoring-valid)"
+SAME_STEP = "every run reached the target at one known step: no spread to test from"
+GEOMETRIC_TARGET = "geometric mean of per-seed ratios, t CI on log ratios"
+RATIO_TARGET = "ratio of geometric means, Welch CI (smallest df) on log times"
 EXACT_UP_TO = 20000  # permutations enumerated up to this many; a seeded random sample of them above
 RESAMPLES = 9999
-COUNTS = ("n_runs", "n_reached", "share_reached", "steps_margin", "eval_interval", "steps_to_target_median")
+COUNTS = (
+    "n_runs",
+    "n_reached",
+    "share_reached",
+    "steps_margin",
+    "eval_interval",
+    "steps_to_target_median",
+    "censored_at_step",
+)
 
 
 # -- per run ----------------------------------------------------------------------------------
@@ -77,8 +100,14 @@ def first_reached(steps: list, values: list, target: Target, goal: str) -> tuple
     return hit, interval
 
 
+def digest(steps: list, values: list) -> str:
+    """A curve's fingerprint: runs whose seeds give the same curve are repeats, not seeds."""
+    return hashlib.sha256(json.dumps([list(steps), list(values)]).encode()).hexdigest()[:16]
+
+
 def run_rows(record: RunRecord, targets: tuple, metrics: dict, price: float | None, currency: str) -> list[dict]:
-    """One row per target: steps, time and cost to it, or where the run was censored (reached False)."""
+    """One row per target: steps, time and cost to it, or where the run was censored (reached False). The target
+    was reached after the evaluation before (steps_to_target_low, 0 at the first) and by steps_to_target."""
     base = {k: getattr(record, k) for k in KEYS}
     world = int(record.plan.get("world_size") or 1)
     rows = []
@@ -94,13 +123,16 @@ def run_rows(record: RunRecord, targets: tuple, metrics: dict, price: float | No
             continue
         hit, interval = first_reached(curve.steps, curve.values, target, metric.goal)
         step = curve.steps[hit if hit is not None else -1]
-        seconds, source = seconds_at(record, [step])
+        low = (curve.steps[hit - 1] if hit else 0) if hit is not None else step
+        seconds, source = seconds_at(record, [step, max(low, 1)])
         hours = world * float(seconds[0]) / 3600
         rows.append(row | {
-            "reached": hit is not None, "steps_to_target": step, "eval_interval": interval,
+            "reached": hit is not None, "steps_to_target": step, "steps_to_target_low": low, "eval_interval": interval,
             "last_evaluated_step": curve.steps[-1], "time_to_target_seconds": float(seconds[0]),
-            "device_hours_to_target": hours, "cost_to_target": hours * price if price is not None else math.nan,
-            "time_source": source, "note": "" if hit is not None else f"censored: not reached by step {step}",
+            "time_to_target_low_seconds": float(seconds[1]), "device_hours_to_target": hours,
+            "cost_to_target": hours * price if price is not None else math.nan, "time_source": source,
+            "curve_digest": digest(curve.steps, curve.values),
+            "note": "" if hit is not None else f"censored: not reached by step {step}",
         })  # fmt: skip
     return rows
 
@@ -120,21 +152,22 @@ def curve_rows(record: RunRecord, targets: tuple, metrics: dict) -> list[dict]:
 
 
 # -- censoring-valid rank tests (vectorised) ------------------------------------------------
+# A run is known only to an interval of steps: reached after steps_to_target_low and by steps_to_target, or
+# (censored) not reached by its last evaluation. One run is known to reach the target later than another only
+# when the other reached it and its own interval starts after the other's ends.
 
 
-def later(x, x_reached, y, y_reached) -> np.ndarray:
-    """Whether run x is known to reach the target later than run y: y reached it at y, and x reached it
-    after y or had not reached it by step x >= y (censored at x)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    xr, yr = np.asarray(x_reached, bool), np.asarray(y_reached, bool)
-    return yr & np.where(xr, x > y, x >= y)
+def later(x_low, y_high, y_reached) -> np.ndarray:
+    """Whether run x is known to reach the target later than run y: y reached it by y_high, and x had not
+    reached it at x_low >= y_high (x_low: the evaluation before x's, or a censored run's last evaluation)."""
+    return np.asarray(y_reached, bool) & (np.asarray(x_low, float) >= np.asarray(y_high, float))
 
 
-def sign_test(a, a_reached, b, b_reached) -> tuple[np.ndarray, np.ndarray]:
+def sign_test(a_low, a_high, a_reached, b_low, b_high, b_reached) -> tuple[np.ndarray, np.ndarray]:
     """Exact two-sided sign test over pairs (a[..., i], b[..., i]) whose order is known (rows: cases):
     (p, later minus earlier pairs of a)."""
-    up = later(a, a_reached, b, b_reached).sum(axis=-1)
-    down = later(b, b_reached, a, a_reached).sum(axis=-1)
+    up = later(a_low, b_high, b_reached).sum(axis=-1)
+    down = later(b_low, a_high, a_reached).sum(axis=-1)
     n, k = up + down, np.minimum(up, down)
     with np.errstate(invalid="ignore"):
         p = np.where(n > 0, np.minimum(1.0, 2 * sps.binom.cdf(k, n, 0.5)), 1.0)
@@ -152,22 +185,52 @@ def _label_sets(n: int, k: int, seed: int) -> np.ndarray:
     return (np.argsort(rng.random((RESAMPLES, n)), axis=1) < k).astype(float)
 
 
-def gehan_test(a, a_reached, b, b_reached, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Gehan's generalised Wilcoxon of a against b (rows: cases) by permutation of the group labels:
-    (two-sided p, the statistic: pairs where a is known later minus known earlier). Exact up to EXACT_UP_TO
-    label sets; valid under censoring when both groups are censored alike (the same steps and evaluations)."""
-    x = np.atleast_2d(np.concatenate([np.atleast_2d(a), np.atleast_2d(b)], axis=-1).astype(float))
-    r = np.atleast_2d(np.concatenate([np.atleast_2d(a_reached), np.atleast_2d(b_reached)], axis=-1).astype(bool))
-    n, k = x.shape[1], np.atleast_2d(a).shape[1]
-    score = (later(x[:, :, None], r[:, :, None], x[:, None, :], r[:, None, :]).astype(float)
-             - later(x[:, None, :], r[:, None, :], x[:, :, None], r[:, :, None]))  # fmt: skip
+def logrank_scores(high, reached) -> np.ndarray:
+    """Each run's log-rank score (rows: cases): reached (1 or 0) minus the events it was expected to have,
+    sum of d / n over the evaluations at which the target was reached while it was at risk (a run is at risk
+    at an evaluation up to its own: a censored run at its last evaluation too). The runs' evaluations are
+    the same steps, so runs reaching the target at one evaluation are tied, as the evaluations resolve them."""
+    x, r = np.atleast_2d(np.asarray(high, float)), np.atleast_2d(np.asarray(reached, bool))
+    event = r[:, :, None] & (x[:, :, None] == x[:, None, :])  # [c, i, j]: run i reached it at run j's step
+    at_risk = x[:, :, None] >= x[:, None, :]  # [c, i, j]: run i had not reached it before run j's step
+    d = event.sum(axis=1)  # events at run j's step
+    n = at_risk.sum(axis=1)
+    # A run j that reached the target stands for its step once: weight 1 / (events at that step).
+    hazard = np.where(r, d / np.maximum(n, 1) / np.maximum(d, 1), 0.0)  # [c, j]
+    return r - np.einsum("cij,cj->ci", at_risk.astype(float), hazard)
+
+
+def logrank_test(a_high, a_reached, b_high, b_reached, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sample log-rank test of a against b (rows: cases) by permutation of the group labels, exact up to
+    EXACT_UP_TO label sets: (two-sided p, observed minus expected runs of a reaching the target: negative when
+    a reaches it later). Valid at any number of seeds when both are censored alike (the same steps and
+    evaluations); its chi-square form (O - E)^2 / V is the one lifelines.statistics.logrank_test gives."""
+    high = np.concatenate([np.atleast_2d(a_high), np.atleast_2d(b_high)], axis=-1)
+    reached = np.concatenate([np.atleast_2d(a_reached), np.atleast_2d(b_reached)], axis=-1)
+    scores = logrank_scores(high, reached)
+    n, k = scores.shape[1], np.atleast_2d(a_high).shape[1]
     groups = _label_sets(n, k, seed)
-    mine = np.r_[np.ones(k), np.zeros(n - k)]
-    observed = np.einsum("i,cij,j->c", mine, score, 1 - mine)
-    null = np.einsum("pi,cij,pj->cp", groups, score, 1 - groups, optimize=True)
+    observed = scores[:, :k].sum(axis=1)
+    null = scores @ groups.T
     extreme = np.sum(np.abs(null) >= np.abs(observed)[:, None] - 1e-9, axis=1)
     exact = len(groups) == math.comb(n, k)
     return (extreme / len(groups) if exact else (extreme + 1) / (len(groups) + 1)), observed
+
+
+def smallest_p(n: int, k: int | None = None) -> float:
+    """The smallest two-sided p the censoring-valid test can give: the sign test over n pairs (k None), or the
+    permutation test of k of n runs (exact)."""
+    if k is None:
+        return min(1.0, 2 * 0.5**n) if n else 1.0
+    return min(1.0, 2 / math.comb(n, k)) if 0 < k < n else 1.0
+
+
+def seeds_to_flag(alpha: float, paired: bool) -> int:
+    """The fewest seeds (pairs; or per hardware, unpaired) with which the censoring-valid test can flag at alpha."""
+    n = 1
+    while (smallest_p(n) if paired else smallest_p(2 * n, n)) >= alpha:
+        n += 1
+    return n
 
 
 # -- per hardware against the baseline ----------------------------------------------------
@@ -188,8 +251,87 @@ def finite_positive(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+def steps_box(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Log steps-to-target as intervals: after the evaluation before (at least step 1) and by the one that
+    reached the target."""
+    high = frame.steps_to_target.to_numpy(float)
+    return np.log(np.maximum(frame.steps_to_target_low.to_numpy(float), 1)), np.log(np.maximum(high, 1))
+
+
+def time_box(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Log time-to-target as intervals: the time at the evaluation before (or at step 1) and at the one that
+    reached the target."""
+    return (np.log(frame.time_to_target_low_seconds.to_numpy(float)),
+            np.log(frame.time_to_target_seconds.to_numpy(float)))  # fmt: skip
+
+
+def finest_interval(n_a: int, n_b: int, steps: float, margin: float, alpha: float, paired: bool) -> int:
+    """The largest evaluation interval at which these seeds could show steps within ±margin at all: were every
+    run of both hardware to reach the target at the same evaluation (`steps`), the steps TOST says 'the same'
+    up to this interval (0: at none)."""
+
+    def shows(g: int) -> bool:
+        lo, hi = math.log(max(steps - g, 1)), math.log(steps)
+        box = [np.full((1, n), x) for n in (n_a, n_b) for x in (lo, hi)]
+        return stats.interval_decide(*box, math.log1p(margin), alpha, paired)["verdict"][0] == "equivalent"
+
+    low, high = 0, int(steps)  # shows(low) holds (0: vacuously), shows(high) does not: at most one run's steps apart
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if shows(mid) else (low, mid)
+    return low
+
+
+def resolution(r: dict) -> str:
+    """'evaluations every 25 steps (33% of the median 75) are too coarse to show ±10% with 3 seeds: evaluate every
+    <= 7 steps' where the grid, not the spread, keeps the steps from being shown the same; '' elsewhere."""
+    finest, interval = r.get("finest_eval_interval", math.nan), r.get("eval_interval", math.nan)
+    known = finite_positive(interval) and isinstance(finest, (int, float)) and math.isfinite(finest)
+    if not known or finest >= interval:
+        return ""
+    pairs, median = r.get("n_pairs"), r["baseline_steps_to_target_median"]
+    seeds = f"{pairs:.0f} pairs" if pairs else f"{r['n_runs']:.0f} and {r['baseline_n_runs']:.0f} seeds"
+    coarse = (f"evaluations every {interval:.0f} steps ({interval / median:.0%} of the baseline's median "
+              f"{median:.0f}) are too coarse to show ±{r['steps_margin']:.0%} with {seeds}")  # fmt: skip
+    return f"{coarse}: evaluate every ≤ {finest:.0f} steps" if finest >= 1 else f"{coarse}: add seeds"
+
+
+def censored_check(base: pd.DataFrame, sub: pd.DataFrame, shared: list, alpha: float) -> dict:
+    """The RCP-style check with censored runs: the exact sign test over the shared seeds from seeds_to_flag of
+    them, else (unpaired seeds, or too few pairs for it) the log-rank permutation test over every run, valid
+    when both hardware are censored alike; where a seed shares its effect on both hardware the unpaired test is
+    conservative."""
+    if len(shared) >= seeds_to_flag(alpha, True):
+        b, s = (f.set_index("seed").loc[shared] for f in (base, sub))
+        columns = ("steps_to_target_low", "steps_to_target", "reached")
+        p, way = sign_test(*(f[c].to_numpy()[None] for f in (s, b) for c in columns))
+        p, slower, method, least = float(p[0]), float(way[0]) > 0, SIGN_RCP, smallest_p(len(s))
+    else:
+        b, s = base, sub
+        p, excess = logrank_test(*(f[c].to_numpy()[None] for f in (s, b) for c in ("steps_to_target", "reached")))
+        p, slower, method, least = float(p[0]), float(excess[0]) < 0, LOGRANK_RCP, smallest_p(len(s) + len(b), len(s))
+    cannot = least >= alpha
+    note = (f"the {method.split(' (')[0]} cannot reach p < {alpha:g} with {len(s)} and {len(b)} seeds (smallest p "
+            f"{least:.2g}): it needs ≥ {seeds_to_flag(alpha, False)} seeds per hardware, or ≥ "
+            f"{seeds_to_flag(alpha, True)} shared seeds for the sign test by seed") if cannot else ""  # fmt: skip
+    return {"rcp_method": method, "rcp_p": p, "rcp_smallest_p": least, "rcp_note": note,
+            "rcp_flag": ("slower" if slower else "faster") if p < alpha else ""}  # fmt: skip
+
+
+def median(frame: pd.DataFrame) -> dict:
+    """The median steps-to-target (NaN where half the runs or more never reached the target: it lies past their
+    budget) and the last step a censored run was evaluated at (NaN when every run reached it)."""
+    steps = np.where(frame.reached, frame.steps_to_target.to_numpy(float), np.inf)
+    middle = float(np.median(steps)) if len(steps) else math.nan
+    censored = frame.steps_to_target[~frame.reached.astype(bool)]
+    return {"steps_to_target_median": middle if math.isfinite(middle) else math.nan,
+            "censored_at_step": float(censored.max()) if len(censored) else math.nan}  # fmt: skip
+
+
 def compare_one(base: pd.DataFrame, sub: pd.DataFrame, margin: float, confidence: float) -> dict:
-    """One hardware's runs (sub) against the baseline's (base) for one target."""
+    """One hardware's runs (sub) against the baseline's (base) for one target. Each run's steps and time are
+    known to the interval between two evaluations: the tests hold for every placement inside them
+    (stats.interval_decide)."""
     alpha = 1 - confidence
     shared = sorted(set(base.seed) & set(sub.seed))
     paired = len(shared) >= 2
@@ -200,44 +342,62 @@ def compare_one(base: pd.DataFrame, sub: pd.DataFrame, margin: float, confidence
            "baseline_n_runs": len(base), "baseline_n_reached": int(base.reached.sum()),
            "n_pairs": len(shared) if paired else 0, "steps_margin": margin,
            "eval_interval": float(pd.concat([base, sub]).eval_interval.max()),
-           "steps_to_target_median": float(sub.steps_to_target.median()),
-           "baseline_steps_to_target_median": float(base.steps_to_target.median())}  # fmt: skip
+           } | median(sub) | {f"baseline_{k}": v for k, v in median(base).items()}  # fmt: skip
     if len(b) < 2 or len(s) < 2:
         return out | {"steps_verdict": "inconclusive", "steps_test": "", "rcp_flag": "",
                       "note": "needs >= 2 seeds on both"}  # fmt: skip
+    if stats.repeats(s.curve_digest.to_numpy(), b.curve_digest.to_numpy()):
+        return out | {"steps_verdict": "inconclusive", "steps_test": "", "rcp_flag": "", "note": stats.REPEATS}
     if missing:
-        args = [np.asarray(x)[None] for x in (s.steps_to_target, s.reached, b.steps_to_target, b.reached)]
-        p, way = (float(v[0]) for v in (sign_test if paired else gehan_test)(*args))
-        flag = ("slower" if way > 0 else "faster") if p < alpha else ""
-        out |= {"steps_verdict": "inconclusive", "steps_test": "", "steps_finding": not_reached(missing, n),
-                "rcp_method": SIGN_RCP if paired else GEHAN_RCP, "rcp_p": p, "rcp_flag": flag,
-                "time_finding": not_reached(missing, n), "note": not_reached(missing, n)}  # fmt: skip
-        return out
-    ls, lb = np.log(s.steps_to_target.to_numpy(float)), np.log(b.steps_to_target.to_numpy(float))
-    d, se, df = paired_stats(ls, lb) if paired else welch_stats(ls, lb)
-    tested = {k: v[0] for k, v in decide(d, se, df, math.log1p(margin), alpha).items()}
-    ratio = [math.exp(tested[k]) for k in ("difference", "ci_low", "ci_high")]
-    flag = ("slower" if ratio[1] > 1 else "faster") if ratio[1] > 1 or ratio[2] < 1 else ""
-    out |= {"steps_ratio": ratio[0], "steps_ci_low": ratio[1], "steps_ci_high": ratio[2],
+        return out | {"steps_verdict": "inconclusive", "steps_test": "", "note": not_reached(missing, n)} | \
+            censored_check(base, sub, shared, alpha)  # fmt: skip
+    tested = {k: v[0] for k, v in stats.interval_decide(*steps_box(s), *steps_box(b), math.log1p(margin), alpha,
+                                                         paired).items()}  # fmt: skip
+    if not tested["spread"]:  # every run exactly at one step on both: no spread, nothing to test from
+        return out | {"steps_verdict": "inconclusive", "steps_test": "", "rcp_flag": "", "note": SAME_STEP}
+    ratio = {k: math.exp(tested[k]) for k in ("difference", "ci_low", "ci_high", "tost_ci_low", "tost_ci_high")}
+    flag = ("slower" if tested["difference"] > 0 else "faster") if tested["p_difference"] < alpha else ""
+    finest = finest_interval(len(s), len(b), float(b.steps_to_target.median()), margin, alpha, paired)
+    out |= {"steps_ratio": ratio["difference"], "steps_ci_low": ratio["ci_low"], "steps_ci_high": ratio["ci_high"],
+            "steps_tost_ci_low": ratio["tost_ci_low"], "steps_tost_ci_high": ratio["tost_ci_high"],
             "steps_test": PAIRED_STEPS if paired else WELCH_STEPS, "steps_verdict": str(tested["verdict"]),
-            "steps_p_tost": tested["p_tost"], "rcp_method": T_RCP, "rcp_p": tested["p_difference"], "rcp_flag": flag,
-            "note": ""}  # fmt: skip
-    tb, ts = b.time_to_target_seconds.to_numpy(float), s.time_to_target_seconds.to_numpy(float)
-    speed = [float(x[0]) for x in speedup_ci(tb, ts, confidence, paired)]
+            "steps_p_tost": tested["p_tost"], "finest_eval_interval": finest, "rcp_method": T_RCP,
+            "rcp_p": tested["p_difference"], "rcp_flag": flag, "note": ""}  # fmt: skip
+    out["note"] = resolution(out) if out["steps_verdict"] == "inconclusive" else ""
+    times = stats.interval_decide(*time_box(b), *time_box(s), math.nan, alpha, paired)
+    speed = [math.exp(times[k][0]) for k in ("difference", "ci_low", "ci_high")]
     cost = cost_ratio(speed, sub.price_per_device_hour.iloc[0], base.price_per_device_hour.iloc[0],
                       int(sub.world_size.iloc[0]), int(base.world_size.iloc[0]))  # fmt: skip
     return out | {"speedup": speed[0], "speedup_ci_low": speed[1], "speedup_ci_high": speed[2],
-                  "speedup_method": "geometric mean of per-seed ratios, t CI on log ratios" if paired
-                  else "ratio of mean times, Welch CI on log means",
-                  "time_to_target_seconds": float(ts.mean()), "cost_to_target": float(s.cost_to_target.mean()),
+                  "speedup_method": GEOMETRIC_TARGET if paired else RATIO_TARGET,
+                  "time_to_target_seconds": float(sub.time_to_target_seconds.mean()),
+                  "cost_to_target": float(sub.cost_to_target.mean()),
                   "cost_ratio": cost[0], "cost_ratio_ci_low": cost[1], "cost_ratio_ci_high": cost[2]}  # fmt: skip
+
+
+def with_intervals(runs: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before the intervals were recorded (issue 32) get them from what they have, never narrower:
+    the evaluation before is eval_interval steps back, the time there pro rata to the steps (below the measured
+    one, which adds the startup); a run's fingerprint is its steps and time."""
+    runs = runs.copy()
+    reached = runs.reached.astype(bool)
+    if "steps_to_target_low" not in runs:
+        runs["steps_to_target_low"] = np.where(reached, np.maximum(runs.steps_to_target - runs.eval_interval, 0),
+                                               runs.steps_to_target)  # fmt: skip
+    if "time_to_target_low_seconds" not in runs:
+        share = np.maximum(runs.steps_to_target_low, 1) / np.maximum(runs.steps_to_target, 1)
+        runs["time_to_target_low_seconds"] = np.where(reached, runs.time_to_target_seconds * share,
+                                                      runs.time_to_target_seconds)  # fmt: skip
+    if "curve_digest" not in runs:
+        runs["curve_digest"] = [f"{a}/{b}" for a, b in zip(runs.steps_to_target, runs.time_to_target_seconds)]
+    return runs
 
 
 def compare(runs: pd.DataFrame, baseline: str, margins: dict, confidence: float = 0.95) -> pd.DataFrame:
     """Per suite x variant x hardware x target: compare_one against the baseline's runs (the baseline's
     own row: its share reached). `margins`: (metric, target value) -> steps_margin."""
     rows = []
-    runs = runs[runs.steps_to_target.notna()]
+    runs = with_intervals(runs[runs.steps_to_target.notna()])
     for (suite, variant, metric, value), group in runs.groupby(["suite", "variant", "metric", "target"], sort=False):
         base = group[group.hardware == baseline]
         if base.empty:

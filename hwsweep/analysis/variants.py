@@ -8,7 +8,8 @@ declared metric, on the same hardware:
   side of 0, else no clear difference. A false 'better' at no true difference is a one-sided error of the
   two-sided CI: at most (1 - confidence) / 2 (tests/test_stats_simulation.py measures it);
 - where the metric has a margin, its equivalence verdict too (TOST, stats.compare);
-- identical repeats on both sides are no test (stats.REPEATS: inconclusive); with fewer than 2 seeds on a side
+- identical repeats on both sides are no test (stats.constant: inconclusive, a metric at its declared floor or
+  ceiling named so); with fewer than 2 seeds on a side
   the means side by side and the seeds that would allow a test.
 
 Overall, an intersection-union over the primary metrics: better only when every primary metric is better (the
@@ -28,7 +29,7 @@ from hwsweep.analysis.words import amount, finite, in_words, side
 BETTER, WORSE, UNCLEAR = "better", "worse", "no clear difference"
 MIXED = "mixed"  # some primary metrics better, some worse or unclear: no overall direction
 NOT_TESTED = "not tested"  # fewer than 2 seeds on a side
-INCONCLUSIVE = "inconclusive"  # identical repeats: no spread to test with
+INCONCLUSIVE = "inconclusive"  # identical repeats, a bound on every seed or constant differences: no spread to test
 PAIRED_T, WELCH_T = "paired t-test", "Welch t-test"
 FLOPS_TOLERANCE = 0.10  # training FLOPs further apart than this: the comparison is not at equal compute
 TEST_SEEDS = 3  # the seeds offered when one seed allows no test (2 df: the fewest with a usable interval)
@@ -109,17 +110,18 @@ def contrast(sub: pd.DataFrame, base: pd.DataFrame, metrics, settings: stats.Set
                "test": test, "n": len(a), "n_reference": len(b), "seeds": seeds, "mean": a.mean() if len(a) else math.nan,
                "reference_mean": b.mean() if len(b) else math.nan, "margin": math.nan if margin is None else margin,
                "equivalence": "", "note": pairing_note} | flops  # fmt: skip
-        if stats.repeats(a, b):
-            row |= {"difference": a.mean() - b.mean(), "verdict": INCONCLUSIVE, "finding": stats.REPEATS,
-                    "note": stats.REPEATS}  # fmt: skip
+        why = stats.constant(a, b, metric, settings)
+        if why:
+            row |= {"difference": a.mean() - b.mean(), "verdict": INCONCLUSIVE, "finding": why, "note": why}
         elif len(a) < 2 or len(b) < 2:
             row |= {"verdict": NOT_TESTED, "note": stats.NEEDS_SEEDS,
                     "finding": f"{side_by_side(row)} (one seed: no test; {seeds_to_test(seeds.split())})"}  # fmt: skip
         else:
             r = stats.compare(a, b, margin, settings.confidence, paired)
             row |= {k: r[k] for k in ("difference", "ci_low", "ci_high", "p_difference", "p_tost")}
-            row["verdict"] = direction(r["ci_low"], r["ci_high"], goal)
-            row["finding"] = in_words(metric, r["difference"], r["ci_low"], r["ci_high"], settings.confidence, goal, scale)
+            row["verdict"] = direction(r["ci_low"], r["ci_high"], goal) if r["note"] != stats.NO_SPREAD else INCONCLUSIVE
+            row["finding"] = (in_words(metric, r["difference"], r["ci_low"], r["ci_high"], settings.confidence, goal,
+                                       scale) if r["note"] != stats.NO_SPREAD else stats.NO_SPREAD)  # fmt: skip
             row["equivalence"] = r["verdict"] if margin is not None else ""
         rows.append(row)
     return rows

@@ -27,11 +27,11 @@ def finite(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def figures(*values: float, digits: int = 3) -> list[str]:
+def figures(*values: float, digits: int = 3, signed: bool = False) -> list[str]:
     """Each value with at least `digits` significant digits and more where two different values
-    would otherwise print the same (1.0004 against 1: '1.0004', '1')."""
+    would otherwise print the same (1.0004 against 1: '1.0004', '1'); signed: '+0.39'."""
     for d in range(digits, MAX_DIGITS + 1):
-        text = [f"{v:.{d}g}" for v in values]
+        text = [f"{v:+.{d}g}" if signed else f"{v:.{d}g}" for v in values]
         if all(a == b or ta != tb for a, ta in zip(values, text) for b, tb in zip(values, text)):
             return text
     return text
@@ -46,14 +46,28 @@ def amount(value: float, scale: float = 1.0, signed: bool = False) -> str:
     return f"{text} points" if scale == 100 else text
 
 
+RATIO_TOLERANCE = 0.05  # printed amounts read against each other keep their ratio to within this share
+
+
+def _misread(values: list[float], decimals: int) -> bool:
+    """Whether these amounts printed at `decimals` would read the wrong way: two different ones the same, or
+    a ratio of the printed numbers more than RATIO_TOLERANCE from the true one ($0.02 against $0.01 for 1.45×)."""
+    shown = [round(v, decimals) for v in values]
+    if len(set(shown)) < len(set(values)):
+        return True
+    return any(s == 0 or abs((s / t) / (v / u) - 1) > RATIO_TOLERANCE
+               for v, s in zip(values, shown) for u, t in zip(values, shown) if v > 0 and u > 0)  # fmt: skip
+
+
 def money(value: float, currency: str = "USD", *others: float) -> str:
     """$0.04, $0.00031, $1,234.50: cents (or two significant digits below a cent), never in
     exponent notation, and more decimals where `others` (the numbers it is read against) would
-    otherwise print the same: $0.0175 against $0.0200, not $0.02 against $0.02."""
+    otherwise print the same or in the wrong ratio: $0.0175 against $0.0200, not $0.02 against $0.02;
+    $0.0145 against $0.0100, not $0.01 against $0.01 nor $0.02 against $0.01."""
     values = [abs(float(x)) for x in (value, *others) if finite(x)]
     small = min((v for v in values if v > 0), default=1.0)
     decimals = 2 if small >= 0.01 else 1 - math.floor(math.log10(small))
-    while decimals < 12 and len({round(v, decimals) for v in values}) < len(set(values)):
+    while decimals < 12 and _misread(values, decimals):
         decimals += 1
     text = f"{abs(float(value)):,.{decimals}f}" if float(value) != 0 else "0"
     symbol = SYMBOLS.get(currency)
@@ -86,15 +100,23 @@ def side(low: float, high: float, reference: float, goal: str = "max") -> str:
     return "unclear"
 
 
+def span(low: float, high: float, scale: float = 1.0, *against: float) -> str:
+    """'+0.39 to +0.49 points': an interval in the metric's units, with digits enough that neither end prints
+    as one of `against` (a margin it is read against) unless it is one."""
+    ends = figures(*(x * scale for x in (low, high, *against, *(-a for a in against))), signed=True)
+    return f"{ends[0]} to {ends[1]}" + (" points" if scale == 100 else "")
+
+
 def in_words(what: str, estimate: float, low: float, high: float, confidence: float = 0.95, goal: str = "max",
-             scale: float = 1.0, per: str = "per run") -> str:  # fmt: skip
+             scale: float = 1.0, per: str = "per run", why: str = "fewer than 2 seeds") -> str:  # fmt: skip
     """The one vocabulary of a comparison with the baseline. `what`: SPEED (a speedup), COST (a
     cost ratio) or a metric's name (a difference, this hardware - the baseline, judged by the
     metric's `goal`; shares with scale 100 in points).
 
     '1.57× faster (95% CI 1.21–2.04)', '2× slower (95% CI 1.82–2.22)', 'no clear difference in
     speed (1.5×, 95% CI 0.82–2.73)'; 'cheaper: 0.8× the baseline's cost per run (95% CI ...)';
-    'better token accuracy: +0.3 points (95% CI +0.1 to +0.5 points)'."""
+    'better token accuracy: +0.3 points (95% CI +0.1 to +0.5 points)'. `why`: what a missing interval is
+    missing for."""
     level = f"{confidence:.0%} CI"
     known = finite(low) and finite(high)
     if what in (SPEED, SOONER, COST, STEPS):
@@ -110,13 +132,13 @@ def in_words(what: str, estimate: float, low: float, high: float, confidence: fl
                 s, lo, hi, _ = figures(1 / estimate, 1 / high, 1 / low, 1.0)
                 return f"{s}× {worse} ({level} {lo}–{hi})"
             s, lo, hi, _ = figures(estimate, low, high, 1.0) if known else (*figures(estimate), "", "", "")
-            ci = f"{level} {lo}–{hi}" if known else "no CI: fewer than 2 seeds"
+            ci = f"{level} {lo}–{hi}" if known else f"no CI: {why}"
             if what == SPEED:
                 return f"no clear difference in speed ({s}× the baseline's speed, {ci})"
             return f"no clear difference in {noun} (speedup {s}×, {ci})"
         way = side(low, high, 1.0, "min")
         c, lo, hi, _ = figures(estimate, low, high, 1.0) if known else (*figures(estimate), "", "", "")
-        ci = f"{level} {lo}–{hi}" if known else "no CI: fewer than 2 seeds"
+        ci = f"{level} {lo}–{hi}" if known else f"no CI: {why}"
         if what == STEPS:
             if way == "unclear":
                 return f"no clear difference in steps ({c}× the baseline's, {ci})"

@@ -10,8 +10,8 @@ import math
 import pandas as pd
 
 from hwsweep.analysis import variants as versus
-from hwsweep.analysis.stats import REPEATS, seeds_words
-from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money
+from hwsweep.analysis.stats import BITWISE, seeds_words, shift_words, untestable
+from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money, span
 from hwsweep.contracts.host import LOAD_FACTOR
 
 
@@ -44,8 +44,9 @@ def _state(row) -> str:
 
 
 def _seeds(rows: pd.DataFrame) -> str:
-    if (rows.note == REPEATS).any():  # more seeds that are repeats would not decide anything
-        return REPEATS
+    why = [n for n in rows.note if untestable(n)]
+    if why:  # more seeds that are repeats (or at a bound) would not decide anything
+        return "; ".join(dict.fromkeys(why))
     needed = [x for x in rows.seeds_needed if finite(x) or x == math.inf]
     return seeds_words(max(needed)) if needed else seeds_words(math.nan)
 
@@ -71,6 +72,24 @@ def equivalence_sentences(equivalence: pd.DataFrame, baseline: str, confidence: 
     return out
 
 
+def tested(rows: pd.DataFrame, hws: list[str], metrics: list[str], confidence: float) -> str:
+    """The intervals an equivalence was decided on: '90% intervals: token accuracy -0.12 to +0.2 points, final loss
+    -0.004 to +0.002' (each hardware named where several share the sentence; a shift has its own clause)."""
+    parts = []
+    for hw in hws:
+        said = []
+        for r in rows[(rows.hardware == hw) & rows.metric.isin(metrics)].itertuples():
+            low, high = getattr(r, "tost_ci_low", math.nan), getattr(r, "tost_ci_high", math.nan)
+            if finite(low) and finite(high):
+                said.append(f"{_name(r.metric)} {span(low, high, r.scale, r.margin)}")
+            elif getattr(r, "note", "") == BITWISE:
+                said.append(f"{_name(r.metric)} bitwise equal")
+        if said:
+            parts.append((f"{hw} " if len(hws) > 1 else "") + ", ".join(said))
+    level = f"{1 - 2 * (1 - confidence):.0%} interval{'s' if len(parts) > 1 or ',' in ''.join(parts) else ''}"
+    return f"{level}: {'; '.join(parts)}" if parts else ""
+
+
 def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: str, confidence: float) -> str:
     subject = _join(hws)
     plural = len(hws) > 1
@@ -89,11 +108,13 @@ def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: 
     same = [m for m, st in states.items() if st in ("equivalent", "shifted")]  # in the declared order
     if same:
         verb = "are" if plural else "is"
-        clauses.append(f"{subject} {verb} **equivalent** to {baseline} on {label(same)} ({tests(same)})")
+        shown = tested(rows, hws, by_state["equivalent"], confidence)
+        clauses.append(f"{subject} {verb} **equivalent** to {baseline} on {label(same)} ({tests(same)}"
+                       + (f"; {shown})" if shown else ")"))  # fmt: skip
         for m in by_state["shifted"]:
             for r in rows[rows.metric == m].itertuples():
-                clauses.append(f"on {r.hardware}, shifted inside ±{amount(r.margin, r.scale)} (p = "
-                               f"{r.p_difference:.2g}): {_said(r, confidence)}")  # fmt: skip
+                goal = r.goal if isinstance(getattr(r, "goal", None), str) else "max"
+                clauses.append(f"on {r.hardware}, {shift_words(r._asdict(), r.scale, r.metric, goal, confidence)}")
     if by_state["different"]:
         for hw in hws:
             sub = rows[(rows.hardware == hw) & rows.metric.isin(by_state["different"])]
@@ -104,7 +125,8 @@ def _group_sentence(rows: pd.DataFrame, hws: list[str], states: dict, baseline: 
         m = by_state["inconclusive"]
         sub = rows[rows.metric.isin(m)]
         who = "" if same or by_state["different"] else f" for {subject} against {baseline} ({tests(m)})"
-        clauses.append(f"{label(m)} **inconclusive**{who} — {_seeds(sub)}")
+        shown = tested(rows, hws, m, confidence)  # not inside the margin: what the TOST saw
+        clauses.append(f"{label(m)} **inconclusive**{who}{f' ({shown})' if shown else ''} — {_seeds(sub)}")
     return "; ".join(clauses) + "."
 
 
@@ -128,10 +150,24 @@ def utilisation(row) -> str:
     return f"MFU {mfu:.2g}" + (f" ({tflops:.2g} TFLOP/s per device)" if finite(tflops) else "")
 
 
-def _percent(ratio: float) -> str:
-    """'+28%', '-0.3%' (never '-0%')."""
+def percent(ratio: float) -> str:
+    """'+28%', '-0.3%' (never '-0%'), '-99.5%' (never '-100%': no device-hours at all)."""
     v = (ratio - 1) * 100
-    return f"{v:+.0f}%" if abs(v) >= 1 or v == 0 else f"{v:+.1g}%"
+    if abs(v) < 0.05:  # rounds to nothing (float noise of an equal ratio: -4e-14%)
+        return "+0%"
+    if abs(v) < 1:
+        return f"{v:+.1g}%"
+    decimals = 0
+    while decimals < 6 and round(v, decimals) == -100 and v != -100:
+        decimals += 1
+    return f"{v:+.{decimals}f}%"
+
+
+def no_interval(row) -> dict:
+    """in_words' `why` for a speedup row without an interval (identical repeats, no spread: its speedup_note);
+    {} elsewhere."""
+    note = row.get("speedup_note")
+    return {"why": note} if isinstance(note, str) and note else {}
 
 
 def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
@@ -144,17 +180,19 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     if not finite(s):
         return f"{hw}: no speedup (no timing shared with {baseline})."
     low, high = row.get("speedup_ci_low", math.nan), row.get("speedup_ci_high", math.nan)
-    speed = in_words(SPEED, s, low, high, confidence)
+    why = no_interval(row)
+    speed = in_words(SPEED, s, low, high, confidence, **why)
     ratio = row.get("device_hours_ratio", math.nan)
     if finite(ratio):
-        hours = f"at {_percent(ratio)} device-hours"
+        hours = f"at {percent(ratio)} device-hours"
         if finite(low) and finite(high):  # device-hours = devices / speedup: its interval is the speedup's
-            hours += f" ({confidence:.0%} CI {_percent(ratio * s / high)} to {_percent(ratio * s / low)})"
+            hours += f" ({confidence:.0%} CI {percent(ratio * s / high)} to {percent(ratio * s / low)})"
     else:
         hours = f"on another device type ({int(row['world_size'])} × {row['gpu_type']})"
     cost = row.get("cost_ratio", math.nan)
     if finite(cost):
-        money_words = in_words(COST, cost, row.get("cost_ratio_ci_low"), row.get("cost_ratio_ci_high"), confidence)
+        money_words = in_words(COST, cost, row.get("cost_ratio_ci_low"), row.get("cost_ratio_ci_high"), confidence,
+                               **why)  # fmt: skip
     else:
         missing = hw if not finite(row.get("cost_per_run", math.nan)) else baseline
         money_words = f"cost not known (no price_per_hour for {missing})"
@@ -272,7 +310,7 @@ def variant_sentences(frame: pd.DataFrame, side_by_side: bool = False) -> list[s
             said = _join([versus.side_by_side(r) for _, r in shown.iterrows()])
             text = f"{head}: {said}; **no test** — {versus.seeds_to_test(str(first.seeds).split())}."
         else:
-            text = f"{head}: **{first.overall}** — {'; '.join(shown.finding)}."
+            text = f"{head}: **{first.overall}** — {'; '.join(dict.fromkeys(shown.finding))}."
         out.append(text + _flops(first, side_by_side))
     return out
 

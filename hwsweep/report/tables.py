@@ -220,7 +220,11 @@ SHORT_METHODS = {stats.GEOMETRIC: "geometric mean", stats.RATIO_OF_MEANS: "ratio
 
 
 def _speed(r, confidence: float) -> str:
-    return in_words(SPEED, r["speedup"], r.get("speedup_ci_low"), r.get("speedup_ci_high"), confidence)
+    """The speedup in words; the baseline's own row says so (never 'no clear difference, 1×')."""
+    if bool(r.get("baseline")) is True:
+        return "baseline"
+    return in_words(SPEED, r["speedup"], r.get("speedup_ci_low"), r.get("speedup_ci_high"), confidence,
+                    **headline.no_interval(r))  # fmt: skip
 
 
 def _efficiency(r) -> str:
@@ -241,15 +245,17 @@ def speedup_page(speedup: pd.DataFrame, confidence: float = 0.95) -> str:
         ratio = r.get("device_hours_ratio")
         amdahl = r.get("amdahl_serial_fraction")
         amdahl_ci = _interval(r.get("amdahl_serial_fraction_ci_low"), r.get("amdahl_serial_fraction_ci_high"), 2)
-        cost = (in_words(COST, r["cost_ratio"], r.get("cost_ratio_ci_low"), r.get("cost_ratio_ci_high"), confidence)
-                if finite(r.get("cost_ratio")) else "")  # fmt: skip
+        cost = (in_words(COST, r["cost_ratio"], r.get("cost_ratio_ci_low"), r.get("cost_ratio_ci_high"), confidence,
+                         **headline.no_interval(r)) if finite(r.get("cost_ratio")) else "")  # fmt: skip
+        if bool(r.get("baseline")) is True:  # the reference itself: nothing compared
+            cost, ratio = "baseline", None
         rows.append([
             _td(r["variant"], "text"), _td(r["hardware"], "text"),
             _td(devices(r), "text"),
             _td(_speed(r, confidence) if finite(r.get("speedup")) else "", "text"),
             _td(SHORT_METHODS.get(r["speedup_method"], r["speedup_method"]), "text"),
             _td(duration(r.get("time_saved_seconds"))), _td(_num(r.get("device_hours"))),
-            _td(f"{(ratio - 1) * 100:+.0f}%" if finite(ratio) else "other device type"),
+            _td(headline.percent(ratio) if finite(ratio) else "baseline" if ratio is None else "other device type"),
             _td(money(r["price_per_device_hour"], currency) if finite(r.get("price_per_device_hour")) else "not known"),
             _td(money(r["cost_per_run"], currency) if finite(r.get("cost_per_run")) else ""),
             _td(cost, "text"), _td(_efficiency(r), "text"),

@@ -8,7 +8,8 @@ import math
 
 import pandas as pd
 
-from hwsweep.analysis.words import COST, SOONER, STEPS, duration, finite, in_words, money
+from hwsweep.analysis.target import seeds_to_flag, smallest_p
+from hwsweep.analysis.words import COST, SOONER, STEPS, duration, figures, finite, in_words, money
 from hwsweep.report.tables import _interval, _num, _td, page, verdict_cell
 
 MAX_TARGET_PANELS = 3  # (metric, variant) rows in the figure
@@ -21,19 +22,32 @@ def target_name(metric: str, value: float) -> str:
 
 
 def steps_words(r, confidence: float) -> str:
-    """'the same number of steps (within ±10%, paired TOST on log steps)' or the difference in words."""
-    within = f"±{r['steps_margin']:.0%}"
+    """What the steps comparison showed, with the interval it tested: 'the same within ±10% (90% interval
+    0.96–1.05×, paired TOST on log steps)', or the difference in words and why it is not shown the same."""
+    within, tost = f"±{r['steps_margin']:.0%}", 1 - 2 * (1 - confidence)
+    low, high, _, _ = tost_ends(r)
+    tested = f"{tost:.0%} interval {low}–{high}×, {r['steps_test']} at the evaluations' resolution"
     if r["steps_verdict"] == "equivalent":
-        return f"the same number of steps (within {within}, {r['steps_test']})"
+        return f"the same within {within} ({tested})"
     said = in_words(STEPS, r["steps_ratio"], r["steps_ci_low"], r["steps_ci_high"], confidence)
     if r["steps_verdict"] == "different":
         return f"{said}, beyond {within}"
-    return f"{said}; not shown to be within {within}"
+    why = r.get("note") if isinstance(r.get("note"), str) else ""
+    return f"{said}; not shown to be within {within} ({tested})" + (f" — {why}" if why else "")
+
+
+def median_words(r: dict, prefix: str = "") -> str:
+    """A median of steps-to-target, or 'not reached by step 40' where half the runs or more never reached it."""
+    median = r.get(f"{prefix}steps_to_target_median", math.nan)
+    if finite(median):
+        return _num(median)
+    censored = r.get(f"{prefix}censored_at_step", math.nan)
+    return f"not reached by step {_num(censored)}" if finite(censored) else "not reached"
 
 
 def sentence(r: dict, baseline: str, confidence: float = 0.95) -> str:
     """'cpu2 reaches 0.99 token accuracy 1.3× sooner (95% CI …); more expensive: 1.2× the baseline's cost to reach
-    the target (95% CI …); it needs the same number of steps (within ±10%, paired TOST on log steps).'"""
+    the target (95% CI …); steps to target: the same within ±10% (90% interval …, paired TOST on log steps …).'"""
     hw, what = r["hardware"], target_name(r["metric"], r["target"])
     shares = (f"in {r['n_reached']:.0f} of {r['n_runs']:.0f} runs against {r['baseline_n_reached']:.0f} of "
               f"{r['baseline_n_runs']:.0f} on {baseline}")  # fmt: skip
@@ -46,16 +60,18 @@ def sentence(r: dict, baseline: str, confidence: float = 0.95) -> str:
         cost = (in_words(COST, cost, r["cost_ratio_ci_low"], r["cost_ratio_ci_high"], confidence,
                          per="to reach the target") if finite(cost) else "cost not known (no price per hour)")  # fmt: skip
         speed = f"with {speed}" if speed.startswith("no clear") else speed  # '... reaches 0.99 accuracy with no clear ...'
-        text = f"{hw} reaches {what} {speed}; {cost}; it needs {steps_words(r, confidence)}"
+        text = f"{hw} reaches {what} {speed}; {cost}; steps to target: {steps_words(r, confidence)}"
         mean = r.get("time_to_target_seconds", math.nan)
         if finite(mean):
             money_text = f" and {money(r['cost_to_target'], r['currency'])}" if finite(r.get("cost_to_target")) else ""
             text += f" (mean {duration(mean)}{money_text} to the target)"
     flag = r.get("rcp_flag")
     if isinstance(flag, str) and flag:
-        text += (f". ⚠ **Converges {flag}** than {baseline}'s seeds (RCP-style check: median "
-                 f"{_num(r['steps_to_target_median'])} against {_num(r['baseline_steps_to_target_median'])} steps, "
-                 f"p = {r['rcp_p']:.2g}, {r['rcp_method']})")  # fmt: skip
+        text += (f". ⚠ **Converges {flag}** than {baseline}'s seeds (RCP-style check: median {median_words(r)} "
+                 f"against {median_words(r, 'baseline_')} steps, p = {r['rcp_p']:.2g}, {r['rcp_method']})")  # fmt: skip
+    note = r.get("rcp_note")
+    if isinstance(note, str) and note:
+        text += f"; the RCP-style check: {note}"
     return text + "."
 
 
@@ -91,33 +107,59 @@ def stopped_sentences(runs: pd.DataFrame) -> dict[str, list[str]]:
     return out
 
 
-NOTE = ("Steps-to-target: the first periodic evaluation at or past the target (resolution: the evaluation interval). "
-        "Time-to-target: startups plus measured step times, periodic evaluation excluded. Runs that never reach the "
-        "target are censored at their last evaluation, never dropped: with any such run the steps and time are "
-        "<b>inconclusive</b> (no average of the runs that got there). Steps: TOST on log steps at ±steps_margin, "
-        "paired by seed. RCP-style flag: t-test on log steps, or with censored runs an exact sign test (paired) or "
-        "Gehan-Wilcoxon permutation test, both valid under censoring at the same step budget; with 3 seeds per "
-        "hardware the rank tests cannot reach p &lt; 0.05.")
+NOTE = ("Steps-to-target: known only to the evaluations, after the one before and by the first at or past the target "
+        "(steps_to_target_low, steps_to_target); time-to-target likewise, from startups plus measured step times, "
+        "periodic evaluation excluded. Every test holds for any placement of the true steps and time inside these "
+        "intervals (the t intervals' union over them, the largest p), so a grid coarser than the margin shows no "
+        "'same' and the note says how often to evaluate. Runs that never reach the target are censored at their "
+        "last evaluation, never dropped: with any such run the steps and time are <b>inconclusive</b> (no average "
+        "of the runs that got there). Steps: TOST on log steps at ±steps_margin, paired by seed (Welch with its "
+        "smallest df otherwise). RCP-style flag: t-test on log steps, or with censored runs an exact sign test by "
+        "seed (from {pairs} shared seeds: with {pairs_less} its smallest p is {p_pairs:.3g}) or else a log-rank "
+        "permutation test over every run (from {per} seeds per hardware: with {per_less} each its smallest p is "
+        "{p_per:.2g}), both valid under censoring at the same step budget. Identical repeats (every seed the same "
+        "curve) are not compared.")
+
+
+def tost_ends(r: dict) -> list[str]:
+    """The steps TOST's interval and the margin's ends as ratios, with digits enough that an end of the one never
+    prints as an end of the other."""
+    margin = r["steps_margin"]
+    return figures(r["steps_tost_ci_low"], r["steps_tost_ci_high"], 1 / (1 + margin), 1 + margin)
+
+
+def tost_interval(r: dict) -> str:
+    """'[0.96, 1.05] in [0.909, 1.1]': the steps TOST's interval beside the margin's ('' where nothing was tested)."""
+    if not all(finite(r.get(k)) for k in ("steps_tost_ci_low", "steps_tost_ci_high", "steps_margin")):
+        return ""
+    low, high, margin_low, margin_high = tost_ends(r)
+    return f"[{low}, {high}] in [{margin_low}, {margin_high}]"
 
 
 def page_html(table: pd.DataFrame, confidence: float = 0.95) -> str:
-    header = ["variant", "hardware", "target", "reached", "steps (median)", "steps ratio [CI]", "steps verdict",
-              "RCP-style flag (p)", "time speedup [CI]", "cost ratio [CI]", "note"]  # fmt: skip
+    tost = f"{1 - 2 * (1 - confidence):.0%}"
+    header = ["variant", "hardware", "target", "reached", "steps (median)", "steps ratio [CI]",
+              f"steps TOST interval ({tost}) and margin", "steps verdict", "RCP-style flag (p)", "time speedup [CI]",
+              "cost ratio [CI]", "note"]  # fmt: skip
     rows = []
     for r in table.to_dict("records"):
         flag = r.get("rcp_flag") if isinstance(r.get("rcp_flag"), str) else ""
         p = f" (p = {r['rcp_p']:.2g})" if finite(r.get("rcp_p", math.nan)) else ""
         rows.append([
             _td(r["variant"], "text"), _td(r["hardware"], "text"), _td(target_name(r["metric"], r["target"]), "text"),
-            _td(f"{r['n_reached']} of {r['n_runs']}"), _td(_num(r.get("steps_to_target_median"))),
+            _td(f"{r['n_reached']} of {r['n_runs']}"), _td(median_words(r)),
             _td(f"{_num(r.get('steps_ratio', math.nan))} {_interval(r.get('steps_ci_low'), r.get('steps_ci_high'))}"),
-            verdict_cell(r["steps_verdict"]), _td((flag or "–") + p, "text"),
+            _td(tost_interval(r), "text"), verdict_cell(r["steps_verdict"]), _td((flag or "–") + p, "text"),
             _td(f"{_num(r.get('speedup', math.nan))} {_interval(r.get('speedup_ci_low'), r.get('speedup_ci_high'))}"),
             _td(f"{_num(r.get('cost_ratio', math.nan))} "
                 f"{_interval(r.get('cost_ratio_ci_low'), r.get('cost_ratio_ci_high'))}"),
             _td(r.get("note") if isinstance(r.get("note"), str) else "", "text"),
         ])  # fmt: skip
-    return page("Time to target", f"{NOTE} Intervals at {confidence:.0%}.", header, rows)
+    alpha = 1 - confidence
+    pairs, per = seeds_to_flag(alpha, True), seeds_to_flag(alpha, False)
+    note = NOTE.format(pairs=pairs, pairs_less=pairs - 1, p_pairs=smallest_p(pairs - 1), per=per, per_less=per - 1,
+                       p_per=smallest_p(2 * per - 2, per - 1))  # fmt: skip
+    return page("Time to target", f"{note} Intervals at {confidence:.0%}, the TOST's at {1 - 2 * alpha:.0%}.", header, rows)
 
 
 def figure(curves: pd.DataFrame, runs: pd.DataFrame, targets: list, baseline: str, path) -> None:
