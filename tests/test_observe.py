@@ -349,6 +349,10 @@ def test_the_lr_bound_fits_the_optimizer_and_recipe_args_stand_for_the_plan():
     assert any(w.startswith("recipe.optimizer.lr, recipe.optimizer.weight_decay") and "not_passed" in w
                for w in resolve(neither).warnings)  # fmt: skip
     assert not any(w.startswith("recipe.optimizer.lr") for w in resolve(word_lm_config()).warnings)  # args.lr
+    from hwsweep.contracts import command
+
+    trainer = resolve(word_lm_config()).trainer  # a recipe setting's name is on record; the plan's locks are not
+    assert command.args_values(trainer, {"lr": 20, "steps": 5, "bptt": 8, "seed": 3}) == {"lr": 20}
 
 
 @pytest.mark.slow

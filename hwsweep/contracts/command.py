@@ -179,11 +179,12 @@ def arguments(inv: Invocation, values: dict, script_args: dict) -> list[str]:
 
 
 def args_values(trainer: Trainer, script_args: dict) -> dict:
-    """Plan values a script takes from recipe.args instead of the plan: a recipe.args flag named after a plan value
-    that trainer.args does not pass (`lr: 20` for a script whose --lr gets no plan value). The run's record holds
-    these values in the plan's place."""
+    """Recipe settings a script takes from recipe.args instead of the plan: a recipe.args flag named after one of
+    RECIPE_VALUES that trainer.args does not pass (`lr: 20` for a script whose --lr gets no plan value). The run's
+    record holds these values in the recipe's place. (The plan's locks, steps or batch, are never replaced: the
+    observer holds the script to them.)"""
     mapped = set(trainer.invocation.args.values())
-    return {name: value for name, value in script_args.items() if name in PLAN_VALUES and name not in mapped}
+    return {name: value for name, value in script_args.items() if name in RECIPE_VALUES and name not in mapped}
 
 
 def not_passed(trainer: Trainer, script_args: dict) -> list[str]:

@@ -43,9 +43,11 @@ def main(argv=None) -> int:
     train, held_out = fam.tables(recipe)
     loader = run.loader(TensorDataset(*train))
     model = fam.build(recipe)
-    run.count_flops(model, loader.peek())  # on the eager model, before run.wrap compiles it (recipe.compile)
+    # Counted on the eager model where it was built, before run.wrap moves it and compiles it (recipe.compile).
+    counted = tuple(t.to(next(model.parameters()).device) for t in loader.peek())  # the loader's may be on the GPU
+    run.count_flops(model, counted)
     # HRM: ACT halts samples early, so a step's FLOPs are those of the segments it ran (per sample, by kind)
-    units = model.work_flops(loader.peek()) if hasattr(model, "work_flops") else None
+    units = model.work_flops(counted) if hasattr(model, "work_flops") else None
     net = run.wrap(model)
     optimizer = run.adamw(model.parameters())  # recipe.optimizer, in its kernel (recipe.optimizer.kernel)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
