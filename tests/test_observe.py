@@ -385,6 +385,10 @@ def test_a_script_without_a_torch_optimizer_through_snakemake_is_observed_and_ke
     assert float(row["lr"]) == 20 and row["checks"] == departure
     [cell] = list(csv.DictReader(open(tmp_path / "results" / "lm" / "comparison.csv")))
     assert departure in cell["checks"]  # carried to the report's comparison table
+    report = tmp_path / "report.html"
+    proc = snakemake(tmp_path, None, "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "planned 20 steps = 20 backward passes, observed 24" in report.read_text()  # the report says it too
 
 
 @pytest.mark.slow
