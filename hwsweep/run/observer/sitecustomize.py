@@ -142,9 +142,16 @@ def _install(torch):
         torch.nn.Module.__call__ = module_call
 
     backward = torch.autograd.backward  # Tensor.backward calls it too
+    running = []  # a backward pass under way: one inside it (reentrant activation checkpointing) is part of it
 
     def counted_backward(*args, **kwargs):
-        result = backward(*args, **kwargs)
+        if running:
+            return backward(*args, **kwargs)
+        running.append(True)
+        try:
+            result = backward(*args, **kwargs)
+        finally:
+            running.pop()
         try:
             state.backward()
         except Exception:
