@@ -97,9 +97,11 @@ class TextParser:
         # A match inside a longer one belongs to the longer: "val loss 1.2" is val_loss, not loss.
         matches = [(m, rx, x) for m, rx, x in matches
                    if not any(y is not x and y.start() <= x.start() and x.end() <= y.end() for _, _, y in matches)]  # fmt: skip
-        whole = [(m, rx, x) for m, rx, x in matches if m.pattern or whole_name(line, x.start())]
-        for m, _, x in matches:
-            if (m, _, x) not in whole:
+        whole = []
+        for m, rx, x in matches:
+            if m.pattern or whole_name(line, x.start()):
+                whole.append((m, rx, x))
+            else:  # kept to name in the one line of a metric never found
                 word = LEADING_WORD.search(line, 0, x.start()).group(1)
                 self.longer.setdefault(m.name, set()).add(f"{word} {line[x.start() : x.start(1)].rstrip(' :=')}")
         matches = whole

@@ -770,9 +770,9 @@ def _unmapped_warnings(trainer: Trainer, cells=()) -> tuple[str, ...]:
     if "micro_batch" in mapped and not mapped & set(BATCH_CARRIERS):
         out.append("trainer.args maps micro_batch but no accumulation: the script accumulates by its own default, which "
                    "must be 1 (the run fails if the global batch it is seen to train differs from the plan's)")
-    # recipe.args passing a plan value by its name in every cell (lr: 20) passes it too: its value is on record
-    shared = {k: v for k, v in cells[0].recipe.args.items() if all(c.recipe.args.get(k) == v for c in cells)} if cells else {}
-    unpassed = not_passed(trainer, shared)
+    # a recipe setting given in recipe.args under its name in every cell (lr: 20) is passed: its value is on record
+    everywhere = [k for k in (cells[0].recipe.args if cells else {}) if all(k in c.recipe.args for c in cells)]
+    unpassed = not_passed(trainer, dict.fromkeys(everywhere))
     if unpassed:
         names = [v for v, key in RECIPE_VALUES.items() if f"recipe.{key}" in unpassed]
         out.append(f"{', '.join(unpassed)} reach no flag of the script: it uses its own values, and records say "
