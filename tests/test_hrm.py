@@ -555,6 +555,10 @@ def test_final_evaluation_reports_every_declared_metric():
     assert m["computational_cost"] == (None if m["exact_accuracy"] == 0 else 4e7 / (100 * m["exact_accuracy"]))
     assert m["steps_to_exact_accuracy_50"] is None
     assert m["segments_per_sample"] is None  # no segments logged
+    assert m["eval_segments_per_sample"] == 2  # counted as the predictions ran: all halt_max_steps, no halting
+    deep, _, _ = model_and_batch(model={"name": "deep_transformer", "width": 16, "heads": 2, "mlp_ratio": 2, "depth": 1})
+    with torch.no_grad():
+        assert puzzle_tasks.evaluate(deep.eval(), r, held, curves)["eval_segments_per_sample"] is None
     cost = flops.computational_cost(1e12, 0.25, 1000)
     assert cost == {"computational_cost": 1e12 / 25, "flops_per_sample": 1e9}
 
@@ -788,6 +792,7 @@ def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embe
     metrics = json.loads((tmp_path / "run" / "eval.json").read_text())["metrics"]
     assert metrics["segments_per_sample"] == pytest.approx(sum(segments) / 5)
     assert metrics["flops_per_sample"] == pytest.approx(spent / (5 * 16), rel=1e-6)
+    assert metrics["eval_segments_per_sample"] == 4  # evaluation runs every segment, whatever Q says
 
 
 @pytest.mark.slow

@@ -77,6 +77,10 @@ PUZZLE_METRICS = {
     "segments_per_sample": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e6],
                             "description": "HRM: supervised segments per training sample, as ACT halted (empty: "
                                            "a model without segments)"},
+    "eval_segments_per_sample": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e6],
+                                 "description": "HRM: segments per held-out prediction of the final evaluation, as they "
+                                                "ran (halt_max_steps: evaluation does not halt; empty: a model without "
+                                                "segments)"},
     "final_loss": SEQUENCE_METRICS["final_loss"],
 }  # fmt: skip
 PUZZLE_PERIODIC = ("exact_accuracy", "token_accuracy", "pass_at_1", "pass_at_2", "pass_at_10", "pass_at_100")

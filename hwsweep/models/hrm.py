@@ -61,6 +61,7 @@ class HRM(nn.Module):
         # Sample-segments run since the last `take_work()`, by kind (WORK): compute is counted at these, not at
         # the maximum.
         self.work = dict.fromkeys(("samples",) + WORK, 0)
+        self.predicted = {"samples": 0, "segments": 0}  # the same, for predictions (evaluation): counted as run
         if act_mode not in ACT_MODES:
             raise ValueError(f"act_mode {act_mode!r}: use one of {ACT_MODES}")
         self.h_cycles, self.l_cycles = h_cycles, l_cycles
@@ -111,8 +112,10 @@ class HRM(nn.Module):
     def predict(self, inputs: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tensor:
         """Tokens after halt_max_steps segments for every sample: the same maximum compute in every act_mode."""
         x, carry = self.start(inputs, puzzle_ids)
+        self.predicted["samples"] += len(inputs)
         for _ in range(self.halt_max_steps):
             carry = self.segment(carry, x)
+            self.predicted["segments"] += len(inputs)
         return self.outputs(carry[0])[0].argmax(-1)
 
     def forward(self, inputs: torch.Tensor, targets: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tensor:

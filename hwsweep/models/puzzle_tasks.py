@@ -64,8 +64,9 @@ def predict(model, inputs: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tens
 def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
     """exact_accuracy, token_accuracy and pass_at_{1,2,10,100} on `held_out`; with `curves` (the
     final evaluation: the run's logged series) also training_efficiency (steps_to_*, None where
-    not reached) and segments_per_sample. Periodic evaluations during training (curves None) leave those
-    out: they describe the finished run. The costs (computational_cost, flops_per_sample) come from the
+    not reached), segments_per_sample (training's) and eval_segments_per_sample (this evaluation's, counted as
+    its predictions ran). Periodic evaluations during training (curves None) leave those out: they describe
+    the finished run. The costs (computational_cost, flops_per_sample) come from the
     run record's FLOPs spent (hwsweep.run.evaluate)."""
     task = recipe.task
     inputs, targets, ids = (t.cpu() for t in held_out)  # voting on the CPU; the model predicts on its device
@@ -73,6 +74,8 @@ def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
     views = min(task.eval_views, n) + 1
     view = torch.arange(views)[:, None].expand(views, len(inputs))
     shown = puzzles.apply_views(inputs, targets, ids // (n + 1), view, n, VIEW_SEED, base_spec(task))
+    counts = getattr(model, "predicted", None)  # a model with segments counts those its predictions ran
+    before = dict(counts) if counts is not None else None
     candidates = shown.invert(torch.stack([predict(model, x, p) for x, p in zip(shown.inputs, shown.puzzle_ids)]))
     if task.name == "arc":  # every rule keeps the grid's extent: the canvas outside it is padding, not an answer
         candidates = torch.where(inputs == puzzles.PAD, puzzles.PAD, candidates)
@@ -82,7 +85,11 @@ def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
     if curves is None:
         return metrics
     metrics |= passk.training_efficiency(curves, MILESTONES)
-    return metrics | {"segments_per_sample": mean_curve(curves, "segments_per_sample")}
+    evaluated = None
+    if counts is not None and counts["samples"] > before["samples"]:
+        evaluated = (counts["segments"] - before["segments"]) / (counts["samples"] - before["samples"])
+    return metrics | {"segments_per_sample": mean_curve(curves, "segments_per_sample"),
+                      "eval_segments_per_sample": evaluated}  # fmt: skip
 
 
 def mean_curve(curves: dict, name: str) -> float | None:
