@@ -5,6 +5,8 @@ of its torch-side module, which provides
     tables(recipe) -> (train, held_out)     tuples of tensors, dim 0 the sample, from fixed seeds
     build(recipe) -> nn.Module              forward(*batch) -> the micro-batch's mean loss
     evaluate(model, recipe, held_out, curves=None) -> {metric: value or None}
+                                            (the training costs, computational_cost and flops_per_sample,
+                                            come from the run record: hwsweep.run.evaluate.costs)
 
 Adding a family is one entry here and one module; nothing else lists family names."""
 
