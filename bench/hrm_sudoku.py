@@ -16,7 +16,7 @@ import time
 import torch
 import yaml
 
-from hwsweep.models import families
+from hwsweep.models import families, flops
 from hwsweep.models.blocks import SignSGD, sparse_embeddings
 from hwsweep.plan.config import resolve
 
@@ -43,6 +43,11 @@ def train(recipe, seed: int, eval_every: int, eval_subset: int) -> dict:
     emb_sched = torch.optim.lr_scheduler.LambdaLR(emb_opt, lambda s: lr_at(s, recipe)) if emb_opt else None
     g = torch.Generator().manual_seed(seed)
     curves = {}
+    first = tuple(t[: recipe.global_batch] for t in train_t)
+    # FLOPs spent: HRM's per segment kind times the segments ACT ran, as the trainer counts; else one counted step
+    units = model.work_flops(first) if hasattr(model, "work_flops") else None
+    step_flops = None if units else flops.train_step_flops(model, first)
+    spent = 0.0
     t0 = time.perf_counter()
     for step in range(1, recipe.schedule.steps + 1):
         idx = torch.randint(0, len(train_t[0]), (recipe.global_batch,), generator=g)
@@ -57,10 +62,12 @@ def train(recipe, seed: int, eval_every: int, eval_subset: int) -> dict:
         if emb_opt:
             emb_opt.step()
             emb_sched.step()
-        if hasattr(model, "take_work"):  # the segments ACT ran: the cost is counted at them
+        if units:  # the segments ACT ran: the cost is counted at them
             work = model.take_work()
+            spent += sum(work[kind] * units[kind] for kind in units)
+            no_grad = work["extra_segments"] + work["state_segments"]
             for name, value in (("segments_per_sample", work["segments"] / work["samples"]),
-                                ("extra_segments_per_sample", work["extra_segments"] / work["samples"])):
+                                ("extra_segments_per_sample", no_grad / work["samples"])):
                 curve = curves.setdefault(name, {"steps": [], "values": []})
                 curve["steps"].append(step)
                 curve["values"].append(value)
@@ -78,7 +85,10 @@ def train(recipe, seed: int, eval_every: int, eval_subset: int) -> dict:
     model.eval()
     with torch.no_grad():
         final = fam.evaluate(model, recipe, held, curves)
-    return {"train_seconds": round(train_seconds, 1), **final}
+    samples = recipe.schedule.steps * recipe.global_batch
+    spent = spent if units else step_flops * recipe.schedule.steps
+    cost = flops.computational_cost(spent, final["exact_accuracy"], samples)
+    return {"train_seconds": round(train_seconds, 1), **final, **cost}
 
 
 def main(argv=None):

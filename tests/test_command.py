@@ -97,6 +97,41 @@ def test_default_pattern_reads_the_usual_log_lines():
     assert parser.feed("lossless 3 accuracy 4 my_loss 5 loss.txt") == []
 
 
+WORD_LM = [  # the lines of the PyTorch word-language-model example's style (tests/data/scripts/word_lm_like.py)
+    "| epoch   1 |    20/   24 batches | lr 20.00 | ms/batch  5.32 | loss  4.12 | ppl    61.36",
+    "| end of epoch   1 | time:  0.12s | valid loss  4.10 | valid ppl    60.42",
+    "| End of training | test loss  4.00 | test ppl    54.47",
+]
+
+
+def test_default_patterns_match_whole_names_only():
+    parser = TextParser([metric("loss"), metric("test_loss"), metric("ppl")], r"\|\s*(\d+)/\s*\d+ batches")
+    found = [parser.feed(line) for line in WORD_LM]
+    assert found[0] == [{"metric": "loss", "step": 20, "value": 4.12}, {"metric": "ppl", "step": 20, "value": 61.36}]
+    assert found[1] == []  # valid loss, valid ppl: other names
+    assert found[2] == [{"metric": "test_loss", "step": None, "value": 4.0}]  # not loss, not ppl
+    assert parser.longer == {"loss": {"valid loss"}, "ppl": {"valid ppl", "test ppl"}}  # test loss: test_loss
+    alone = TextParser([metric("loss"), metric("acc"), metric("val_loss")], STEP)
+    assert alone.feed("step 3 | train loss 0.5 | batch loss 0.4") == []
+    seen = alone.feed("step 4: loss 0.3 val_loss nan acc 0.5")  # a value before a name is no word of it
+    assert [(o["metric"], o["value"]) for o in seen if o["metric"] != "val_loss"] == [("loss", 0.3), ("acc", 0.5)]
+    assert alone.feed("final val_loss 0.2, last loss: 0.1") == [  # final / last say when, not what
+        {"metric": "loss", "step": None, "value": 0.1}, {"metric": "val_loss", "step": None, "value": 0.2}]  # fmt: skip
+    mine = TextParser([metric("loss", pattern=r"test loss\s+([0-9.]+)")], STEP)  # a user's pattern says otherwise
+    assert mine.feed(WORD_LM[2]) == [{"metric": "loss", "step": None, "value": 4.0}]
+
+
+def test_a_metric_printed_only_inside_longer_names_fails_with_one_line_naming_them(tmp_path, capsys):
+    code, _ = run_stage(tmp_path, """
+        for step in range(1, 21):
+            print(f"step {step} | train loss {1 / step:.4f} | valid loss {2 / step:.4f} | acc 0.5")
+    """, metrics={"loss": {"goal": "min"}, "acc": {"goal": "max"}})
+    assert code == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert ("metric loss not found in its output (metric loss printed only inside longer names: train loss, valid "
+            "loss; declare those, e.g. train_loss, or give metrics.loss.pattern)") in line
+
+
 def test_a_user_pattern_may_name_its_step_and_value():
     parser = TextParser([metric("ppl", pattern=r"\[(?P<step>\d+)/\d+\] ppl=(?P<value>[0-9.]+)")], STEP)
     assert parser.feed("[30/100] ppl=12.5") == [{"metric": "ppl", "step": 30, "value": 12.5}]
@@ -195,6 +230,10 @@ def run_stage(tmp_path, body, **changes):
     return code, tmp_path / "run" / "train.json"
 
 
+UNVERIFIED = ("unverified: no process of the command ran a torch backward pass or optimizer step hwsweep could see, "
+              "so its device, batch and steps are unverified")
+
+
 def test_a_script_that_prints_its_metrics_gives_a_record(tmp_path, capsys):
     code, path = run_stage(tmp_path, """
         import sys
@@ -206,7 +245,9 @@ def test_a_script_that_prints_its_metrics_gives_a_record(tmp_path, capsys):
     assert code == 0
     record = read(RunRecord, path)
     assert record.metrics == {"val_loss": 0.05, "acc": 0.5}
-    assert record.curve("val_loss").steps == list(range(1, 21)) and record.checks == []
+    assert record.curve("val_loss").steps == list(range(1, 21))
+    # no torch: nothing to observe, and a one-process plan says so instead of passing silently
+    assert record.checks == [UNVERIFIED] and record.observed is None
     assert record.provenance["script"]["sha256"] and record.trainer == "command"
     assert "step 20: val_loss" in capsys.readouterr().out  # passed through to the job's log
 
@@ -217,7 +258,8 @@ def test_a_script_that_ignores_the_plan_is_flagged(tmp_path, capsys):
         print("step 1: val_loss 0.5 acc 0.5")
     """, trainer=COMMAND["trainer"] | {"plan_check": {"global_batch": r"global batch size: (\d+)"}})
     assert code == 0
-    assert read(RunRecord, path).checks == ["the script logged global_batch 12, the plan says 32: it does not follow the plan"]
+    assert read(RunRecord, path).checks == ["the script logged global_batch 12, the plan says 32: it does not follow the plan",
+                                            UNVERIFIED]  # fmt: skip
     assert "does not follow the plan" in capsys.readouterr().err
 
 

@@ -1,10 +1,13 @@
 """The model-family contract (hwsweep/models/families.py), checked for every registered family."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from hwsweep.models.families import FAMILIES, family, torch_side
 from hwsweep.plan.config import resolve
+from hwsweep.run.evaluate import costs
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -14,7 +17,8 @@ def test_every_family_honours_the_contract(name, small_config):
     else:  # the puzzle families: a small 4x4 sudoku, every other key from the schema's defaults
         small_config["recipe"]["task"] = {"name": "sudoku", "size": 4, "blanks": 4, "train_size": 64, "eval_size": 32}
         small_config["recipe"]["model"] = {"name": name, "width": 32, "heads": 2}
-    recipe = resolve(small_config).spec("tiny", "default", "cpu1", 0).recipe
+    spec = resolve(small_config).spec("tiny", "default", "cpu1", 0)
+    recipe = spec.recipe
     fam = torch_side(name)
     train, held_out = fam.tables(recipe)
     again, _ = fam.tables(recipe)
@@ -29,6 +33,7 @@ def test_every_family_honours_the_contract(name, small_config):
     model.eval()
     with torch.no_grad():
         metrics = fam.evaluate(model, recipe, tuple(t[:16] for t in held_out), curves={})  # the final evaluation
+    metrics |= costs(spec, SimpleNamespace(flops_per_step=1e9), 10, metrics)  # from the training record's FLOPs
     declared = {m: body for m, body in family(name).metrics.items() if body["stage"] == "eval"}
     assert set(metrics) == set(declared)
     for m, v in metrics.items():

@@ -129,8 +129,9 @@ def test_a_diverging_command_fails_under_action_fail(tmp_path, capsys):
 def test_a_diverging_command_is_kept_and_flagged_under_action_flag(tmp_path):
     code, path = _command_run(tmp_path, "flag")
     checks = read(RunRecord, path).checks
-    assert code == 0 and len(checks) == 1 and checks[0].startswith("divergence: loss blew up: ")
+    assert code == 0 and len(checks) == 2 and checks[0].startswith("divergence: loss blew up: ")
     assert f"at step {BLOWN_UP_AT}," in checks[0]
+    assert checks[1].startswith("unverified: no process of the command")  # the script trains no torch model
 
 
 def test_the_guard_watches_the_loss_metric():

@@ -138,6 +138,16 @@ def test_flagged_seeds_and_their_remedy_close_the_headline():
     assert sentences[-1].startswith("⚠ cpu2: seed 2 lies apart in token accuracy") and "add seeds 3, 4, 5" in sentences[-1]
 
 
+def test_the_runs_checks_close_the_headline_also_on_one_hardware():
+    unverified = ("unverified: no process of the command ran a torch backward pass or optimizer step hwsweep could "
+                  "see, so its device, batch and steps are unverified")  # fmt: skip
+    alone = pd.DataFrame([comp("cpu1", True)]).assign(checks=[unverified])
+    assert headline.suite_headline(alone, pd.DataFrame())["default"] == [f"⚠ cpu1, runs' checks: {unverified}."]
+    c = pd.DataFrame([comp("cpu1", True), comp("cpu2", speedup=1.2)]).assign(checks=["", unverified])
+    sentences = headline.suite_headline(c, pd.DataFrame([eq("cpu2", "final_loss", "equivalent")]))["default"]
+    assert sentences[-1] == f"⚠ cpu2, runs' checks: {unverified}." and not any("cpu1, runs'" in x for x in sentences)
+
+
 def test_no_prices_says_cost_unknown():
     c = pd.DataFrame([comp("cpu1", True, cost=math.nan), comp("cpu2", speedup=2.0, cost=math.nan)])
     sentences = headline.suite_headline(c, pd.DataFrame([eq("cpu2", "final_loss", "equivalent")]))["default"]

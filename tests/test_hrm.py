@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from hwsweep.contracts.typed import SpecError
 from hwsweep.models import deep_transformer, families, flops, footprint, hrm, passk, puzzle_tasks, puzzles
 from hwsweep.models.blocks import IGNORE, SignSGD, log_stablemax, sequence_loss, sparse_embeddings
 from hwsweep.plan.config import ConfigError, resolve
+from hwsweep.run import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 HRM = {"name": "hrm", "width": 16, "heads": 2, "mlp_ratio": 2, "h_layers": 1, "l_layers": 1, "h_cycles": 2,
@@ -244,23 +246,66 @@ def test_act_halts_some_samples_early_and_counts_the_segments_it_ran():
     assert work["extra_segments"] == 64  # every sample's last continue target: one no-grad segment
 
 
-def test_training_flops_are_counted_at_the_segments_run():
-    net, batch, _ = model_and_batch(model={"halt_max_steps": 4})
-    with_grad, forward_only = net.segment_flops(batch)
-    assert 0 < forward_only < with_grad
-    full = {"segments_per_sample": {"steps": [1, 2], "values": [4.0, 4.0]},
-            "extra_segments_per_sample": {"steps": [1, 2], "values": [1.0, 1.0]}}
-    early = {"segments_per_sample": {"steps": [1, 2], "values": [1.0, 2.0]},
-             "extra_segments_per_sample": {"steps": [1, 2], "values": [1.0, 1.0]}}  # fmt: skip
-    per_full, segments = puzzle_tasks.training_flops_per_sample(net, batch, full)
-    assert segments == 4.0 and per_full == 4 * with_grad + forward_only
-    per_early, segments = puzzle_tasks.training_flops_per_sample(net, batch, early)
-    assert segments == 1.5 and per_early == 1.5 * with_grad + forward_only < per_full
-    # the whole step, counted by torch with no halting, is what the segments add up to (to the head and Q)
+# Held-out configs for the FLOPs spent: every act_mode, cycles and depths the shipped configs do not use,
+# learned positions, the puzzle embedding, ARC-sized grids; Q heads set so that samples halt apart.
+SPENT = [
+    ({"halt_max_steps": 4, "halt_exploration_prob": 0.5}, None),
+    ({"halt_max_steps": 3, "h_cycles": 1, "l_cycles": 3, "positions": "learned", "width": 24, "heads": 3}, None),
+    ({"halt_max_steps": 5, "h_cycles": 3, "l_cycles": 1, "h_layers": 2, "puzzle_emb_ndim": 20,
+      "halt_exploration_prob": 0.2},
+     {"name": "arc", "min_size": 2, "max_size": 5, "num_puzzles": 3, "train_size": 48, "eval_size": 8}),
+    ({"halt_max_steps": 3, "act_mode": "fixed", "mlp_ratio": 3}, None),
+    ({"halt_max_steps": 4, "act_mode": "none", "l_layers": 2}, None),
+    ({"halt_max_steps": 1}, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("model, task", SPENT)
+def test_a_steps_flops_are_the_segments_it_ran_times_their_counted_flops(model, task):
+    """The check from outside: torch's FlopCounterMode over real training steps (forward and backward, ACT
+    halting samples after differing numbers of segments) against what the trainer spends per step, the
+    model's tally times HRM.work_flops, counted on other samples than the step's."""
+    from flops_spent import counter
+
+    net, batch, _ = model_and_batch(model=model, task=task, batch=12)
+    units = net.work_flops(tuple(t[-5:] for t in batch))  # per sample: measured on 5 samples, used on 12
     net.train()
-    set_q(net, halt=-5.0, cont=5.0)
-    step = flops.train_step_flops(net, batch) / len(batch[0])
-    assert abs(step - per_full) / step < 0.02
+    net.take_work()
+    halting = set()
+    for step in range(3):
+        torch.manual_seed(step)
+        if net.q_head is not None:  # halt against continue apart by sample, and from step to step
+            with torch.no_grad():
+                net.q_head.weight.normal_()
+                net.q_head.bias.zero_()
+        with counter() as outside:
+            net(*batch).backward()
+        work = net.take_work()
+        assert work["samples"] == 12
+        assert sum(work[kind] * units[kind] for kind in hrm.WORK) == pytest.approx(outside.get_total_flops(), rel=1e-12)
+        halting.add(work["segments"])
+    m = net.halt_max_steps
+    expected = {"fixed": {12 * m}, "none": {12}}.get(net.act_mode)
+    if expected is not None:
+        assert halting == expected
+    elif m > 1:  # ACT halted some samples before the maximum, and not always alike
+        assert len(halting) > 1 and 12 <= min(halting) < 12 * m, halting
+
+
+def test_act_spends_less_than_the_count_at_the_most_segments():
+    net, batch, _ = model_and_batch(model={"halt_max_steps": 4}, batch=16)
+    units = net.work_flops(batch)
+    net.train()
+    most = flops.train_step_flops(net, batch)  # before Q has learned: no sample halts
+    set_q(net, halt=5.0, cont=-5.0)  # every sample halts after its first segment
+    net.take_work()
+    net(*batch)
+    work = net.take_work()
+    spent = sum(work[kind] * units[kind] for kind in hrm.WORK)
+    assert (work["segments"], work["extra_segments"]) == (16, 16)
+    assert spent == 16 * (units["segments"] + units["extra_segments"])
+    assert most == 16 * (4 * units["segments"] + units["extra_segments"])
+    assert spent < 0.5 * most
 
 
 # -- puzzle embeddings -----------------------------------------------------------------------------
@@ -503,13 +548,17 @@ def test_final_evaluation_reports_every_declared_metric():
     with torch.no_grad():
         m = puzzle_tasks.evaluate(net, r, held, curves)
     declared = {k for k, v in families.PUZZLE_METRICS.items() if v["stage"] == "eval"}
+    spec = SimpleNamespace(recipe=r, plan=SimpleNamespace(global_batch=8))
+    m |= evaluate.costs(spec, SimpleNamespace(flops_per_step=4e6), 10, m)  # the record's FLOPs spent
     assert set(m) == declared
+    assert m["flops_per_sample"] == 4e6 / 8
+    assert m["computational_cost"] == (None if m["exact_accuracy"] == 0 else 4e7 / (100 * m["exact_accuracy"]))
     assert m["steps_to_exact_accuracy_50"] is None
-    train, _ = puzzle_tasks.tables(r)
-    per_sample = flops.train_step_flops(net, tuple(t[:4] for t in train)) / 4
-    assert m["flops_per_sample"] == per_sample
-    if m["exact_accuracy"] == 0:
-        assert m["computational_cost"] is None  # no accuracy point was bought
+    assert m["segments_per_sample"] is None  # no segments logged
+    assert m["eval_segments_per_sample"] == 2  # counted as the predictions ran: all halt_max_steps, no halting
+    deep, _, _ = model_and_batch(model={"name": "deep_transformer", "width": 16, "heads": 2, "mlp_ratio": 2, "depth": 1})
+    with torch.no_grad():
+        assert puzzle_tasks.evaluate(deep.eval(), r, held, curves)["eval_segments_per_sample"] is None
     cost = flops.computational_cost(1e12, 0.25, 1000)
     assert cost == {"computational_cost": 1e12 / 25, "flops_per_sample": 1e9}
 
@@ -697,35 +746,53 @@ def test_every_act_mode_trains_under_ddp(tmp_path, mode):
 
 
 @pytest.mark.slow
-def test_the_trainer_steps_the_sparse_embedding_and_logs_the_segments_it_ran(tmp_path):
-    """The built-in trainer and evaluator end to end on a tiny ARC-like HRM: the puzzle embedding is
-    trained (by its SignSGD: the main AdamW never sees it), every step logs the segments ACT ran, and
-    the evaluation costs the training at them."""
+def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embedding(tmp_path):
+    """The built-in trainer and evaluator end to end on a tiny ARC-like HRM under torchrun, 2 ranks whose ACT
+    halts samples apart (tests/flops_spent.py gives the Q head random weights): the record's flops_per_step is
+    what torch's FlopCounterMode counted around every micro-batch's forward and backward on both ranks, per
+    step; the evaluation costs the training at it; every step logs the segments ACT ran; the puzzle embedding
+    is trained (by its SignSGD: the main AdamW never sees it)."""
     import json
     import subprocess
     import sys
 
+    from conftest import BIN
+
     from hwsweep.contracts import io
 
-    cfg = config(model={**HRM, "puzzle_emb_ndim": 8}, task={"name": "arc", "min_size": 3, "max_size": 4,
-                 "num_puzzles": 4, "train_size": 64, "eval_size": 16})  # fmt: skip
-    cfg["recipe"] |= {"checkpoint_every": 5, "schedule": {"steps": 6, "warmup_steps": 1}}
-    spec = resolve(cfg).spec("s", "default", "cpu1", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
+    cfg = config(model={**HRM, "puzzle_emb_ndim": 8, "halt_max_steps": 4}, task={"name": "arc", "min_size": 3,
+                 "max_size": 4, "num_puzzles": 4, "train_size": 64, "eval_size": 16})  # fmt: skip
+    cfg["hardware"] = {"cpu2": {"accelerator": "cpu", "devices_per_node": 2}}
+    cfg["baseline"] = "cpu2"
+    cfg["recipe"] |= {"checkpoint_every": 5, "log_every": 2, "schedule": {"steps": 5, "warmup_steps": 1},
+                      "global_batch": 16, "micro_batch": 8}
+    spec = resolve(cfg).spec("s", "default", "cpu2", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
     io.write_json(tmp_path / "spec.json", spec)
-    env = {"OMP_NUM_THREADS": "1", "PATH": "", "PYTHONPATH": str(ROOT)}
-    for module in ("hwsweep.run.train", "hwsweep.run.evaluate"):
-        subprocess.run([sys.executable, "-m", module, str(tmp_path / "spec.json")], env=env, check=True,
-                       capture_output=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    env = {"OMP_NUM_THREADS": "1", "PATH": "", "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
+    helper = [str(ROOT / "tests" / "flops_spent.py"), str(tmp_path / "spec.json"), str(tmp_path / "counted")]
+    for argv in ([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2"] + helper,
+                 [sys.executable, "-m", "hwsweep.run.evaluate", str(tmp_path / "spec.json")]):  # fmt: skip
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((tmp_path / "run" / "train.json").read_text())
-    segments = record["curves"]["segments_per_sample"]["values"]
-    assert len(segments) == 6 and all(1 <= v <= HRM["halt_max_steps"] for v in segments)
+    counted = [json.loads((tmp_path / "counted" / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [c["micro_batches"] for c in counted] == [5, 5]
+    spent = sum(c["flops"] for c in counted)
+    assert record["flops_per_step"] * 5 == pytest.approx(spent, rel=1e-6)  # float32 on its way through the ranks
+    segments = record["curves"]["segments_per_sample"]["values"]  # rank 0's
+    assert len(segments) == 5 and all(1 <= v < 4 for v in segments)  # halted early
+    net, batch, _ = model_and_batch(model={**HRM, "puzzle_emb_ndim": 8, "halt_max_steps": 4},
+                                    task=cfg["recipe"]["task"], batch=4)  # fmt: skip
+    at_most = flops.train_step_flops(net, batch) / 4 * 16  # no sample halts before Q has learned
+    assert record["flops_per_step"] < 0.9 * at_most
     final = torch.load(tmp_path / "run" / "final.pt", weights_only=False)
     table = final["model"]["input.puzzle.weight"]
     assert table.abs().sum() > 0  # trained from its zero start
     assert all(len(group["params"]) for group in final["embedding_optimizer"]["param_groups"])
     metrics = json.loads((tmp_path / "run" / "eval.json").read_text())["metrics"]
-    assert metrics["segments_per_sample"] == pytest.approx(sum(segments) / 6)
-    assert metrics["flops_per_sample"] > 0
+    assert metrics["segments_per_sample"] == pytest.approx(sum(segments) / 5)
+    assert metrics["flops_per_sample"] == pytest.approx(spent / (5 * 16), rel=1e-6)
+    assert metrics["eval_segments_per_sample"] == 4  # evaluation runs every segment, whatever Q says
 
 
 @pytest.mark.slow

@@ -68,6 +68,30 @@ def test_a_grad_scaler_skip_does_not_move_the_batch_and_other_nodes_are_extrapol
     assert half["global_batch"] == 16 and half["global_batch_from"] == "2 of 4 ranks"
 
 
+def by_hand(passes=24, samples=4, rank=None, world=None, pid=1):
+    """A process that updated its weights itself: backward passes, no optimizer step."""
+    return report(rank, world, samples=(), steps=0, pid=pid) | {"backward_passes": passes,
+                                                                 "samples_per_backward": [samples] * min(passes, 64)}
+
+
+def test_a_script_without_a_torch_optimizer_is_held_to_the_plan_by_its_backward_passes():
+    one = plan(world_size=1, global_batch=8)  # micro-batch 4, accumulation 2: 2 backward passes a step
+    summary = observe.observed([by_hand(passes=20)])
+    assert summary["steps_from"].startswith("backward passes") and summary["samples_per_backward"] == {"pid 1": 4}
+    assert observe.differences(summary, one, 10) == []  # 10 steps x 2 micro-batches
+    assert observe.differences(observe.observed([by_hand(passes=22)]), one, 10) == []  # a step more: a loop's habit
+    assert observe.differences(observe.observed([by_hand(passes=24)]), one, 10) == [
+        "planned 10 steps x 2 micro-batches = 20 backward passes, observed 24 (no torch optimizer: steps read from "
+        "backward passes)"]  # fmt: skip
+    assert observe.differences(observe.observed([by_hand(passes=20, samples=8)]), one, 10) == [
+        "planned micro-batch 4, observed 8 samples per backward pass (no torch optimizer: steps read from backward "
+        "passes)"]  # fmt: skip
+    two = observe.observed([by_hand(passes=20, rank=0, world=2, pid=1), by_hand(passes=20, rank=1, world=2, pid=2)])
+    assert observe.differences(two, plan(), 10) == []  # the process group is checked as with an optimizer
+    assert "observed 1 training alone" in observe.differences(observe.observed([by_hand(passes=20)]), plan(), 10)[0]
+    assert observe.differences(observe.observed([by_hand(passes=50)]), one, None) == []  # resumed: its own start
+
+
 def run_script(tmp_path, body: str, batch_dim="0") -> list[dict]:
     """`body` in a fresh interpreter with the observer on its path, as the runner starts commands."""
     (tmp_path / "script.py").write_text(textwrap.dedent(body))
@@ -98,6 +122,26 @@ def test_the_observer_counts_training_forwards_per_step_and_every_step(tmp_path)
     r = reports[0]
     assert r["samples_per_step"] == [15, 15, 15, 15] and r["optimizer_steps"] == 7
     assert r["process_group"] is None and r["device"] == "cpu"
+
+
+def test_the_observer_counts_the_backward_passes_of_a_script_that_updates_its_weights_itself(tmp_path):
+    reports = run_script(tmp_path, """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+        model = torch.nn.GRU(3, 4)
+        for step in range(70):
+            out, _ = model(torch.randn(5, 6, 3))  # (time, batch, features)
+            # a reentrant checkpoint runs a backward inside the backward: still one pass
+            checkpoint(torch.tanh, out, use_reentrant=True).pow(2).mean().backward()
+            with torch.no_grad():
+                model(torch.randn(5, 100, 3))  # evaluation: not training
+            for p in model.parameters():
+                p.data.add_(p.grad, alpha=-20)
+                p.grad = None
+    """, batch_dim="1")
+    [r] = reports
+    assert r["optimizer_steps"] == 0 and r["backward_passes"] == 70
+    assert r["samples_per_backward"] == [6] * 64  # the first 64 counted; then only counted
 
 
 def test_the_observer_reads_the_batch_dimension_it_is_told_and_keeps_a_scripts_sitecustomize(tmp_path):
@@ -170,7 +214,8 @@ def test_recipe_settings_no_flag_receives_are_warned_and_a_flag_map_follows_its_
     assert any("recipe.optimizer.weight_decay" in w and "not_passed" in w for w in matrix.warnings)
     cfg = nanogpt_config(args={"batch_size": "micro_batch", "gradient_accumulation_steps": "micro_batches_per_step",
                                "device": "device", "backend": "device", "weight_decay": "weight_decay",
-                               "beta1": "beta1", "beta2": "beta2", "grad_clip": "grad_clip", "min_lr": "min_lr"},
+                               "beta1": "beta1", "beta2": "beta2", "grad_clip": "grad_clip", "min_lr": "min_lr",
+                               "lr": "lr"},
                          values={"backend": {"cpu": "gloo", "cuda": "nccl"}})  # fmt: skip
     matrix = resolve(cfg)
     assert not any("not_passed" in w for w in matrix.warnings)
@@ -270,3 +315,108 @@ def test_show_commands_prints_what_the_train_job_runs(tmp_path, capsys, monkeypa
     cwd, env = out[out.index("s/default/cpu2/seed0:") + 2], out[out.index("s/default/cpu2/seed0:") + 3]
     assert cwd.endswith(str(tmp_path / "results/s/default/cpu2/seed0"))
     assert f"PYTHONPATH={observe.OBSERVER}:{SCRIPTS}" in env and "HWSWEEP_OBSERVE_DIR=" in env
+
+
+# -- third-party-style scripts: one without a torch optimizer, one printing several losses ------------------
+
+
+def word_lm_config(**trainer):
+    return {
+        "trainer": {"command": ["python", "word_lm_like.py"], "workdir": str(SCRIPTS),
+                    "args": {"batch_size": "micro_batch", "seed": "seed"},
+                    "step_pattern": r"\|\s*(\d+)/\s*\d+ batches", "batch_dim": 1, "observe": "flag"} | trainer,
+        # 20 steps planned, the script's epoch is 24 batches; its own SGD lr of 20 through recipe.args
+        "recipe": {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 20, "warmup_steps": 0},
+                   "args": {"lr": 20}},
+        "metrics": {"loss": {"goal": "min"}, "test_loss": {"goal": "min"}},
+        "suites": {"lm": {}},
+        "seeds": [0],
+        "hardware": {"cpu1": {"accelerator": "cpu"}},
+        "baseline": "cpu1",
+    }  # fmt: skip
+
+
+def test_the_lr_bound_fits_the_optimizer_and_recipe_args_stand_for_the_plan():
+    cfg = word_lm_config(args={"batch_size": "micro_batch", "seed": "seed", "lr": "lr"})
+    cfg["recipe"] |= {"optimizer": {"lr": 20}, "args": {}}
+    matrix = resolve(cfg)  # a script's own SGD at 20: passed, with a warning
+    assert any(w.startswith("recipe.optimizer.lr: 20 is above 10: usual for plain SGD") for w in matrix.warnings)
+    assert not any("recipe.optimizer.lr" in w and "not_passed" in w for w in matrix.warnings)
+    with pytest.raises(ConfigError) as e:  # the built-in trainer's AdamW still refuses it, in one line
+        resolve({"recipe": {"optimizer": {"lr": 20}}} | {k: v for k, v in word_lm_config().items()
+                                                           if k in ("suites", "seeds", "hardware", "baseline")})
+    assert str(e.value).startswith("recipe.optimizer.lr: 20 is above 10") and "\n" not in str(e.value)
+    neither = word_lm_config()
+    neither["recipe"]["args"] = {}
+    assert any(w.startswith("recipe.optimizer.lr, recipe.optimizer.weight_decay") and "not_passed" in w
+               for w in resolve(neither).warnings)  # fmt: skip
+    assert not any(w.startswith("recipe.optimizer.lr") for w in resolve(word_lm_config()).warnings)  # args.lr
+    from hwsweep.contracts import command
+
+    trainer = resolve(word_lm_config()).trainer  # a recipe setting's name is on record; the plan's locks are not
+    assert command.args_values(trainer, {"lr": 20, "steps": 5, "bptt": 8, "seed": 3}) == {"lr": 20}
+
+
+@pytest.mark.slow
+def test_a_script_without_a_torch_optimizer_through_snakemake_is_observed_and_keeps_its_metrics_apart(tmp_path):
+    """The word-language-model-style script through the real snakemake CLI: its hand-written SGD is seen through its
+    backward passes (24 in its epoch against the plan's 20 steps: flagged), its `loss` is the training loss and not
+    the `test loss` line, and the lr it got through recipe.args is the one on record."""
+    import csv
+
+    from conftest import snakemake
+
+    proc = snakemake(tmp_path, word_lm_config(), "--cores", "1")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    run = tmp_path / "results" / "lm" / "default" / "cpu1" / "seed0"
+    record = read(RunRecord, run / "train.json")
+    seen = record.observed
+    assert (seen["backward_passes"], seen["optimizer_steps"]) == (24, 0)
+    assert list(seen["samples_per_backward"].values()) == [4]  # batch_dim 1: sequence first
+    departure = ("observed: planned 20 steps = 20 backward passes, observed 24 (no torch optimizer: steps read from "
+                 "backward passes)")  # fmt: skip
+    assert record.checks == [departure]
+    log = (tmp_path / "logs" / "lm" / "default" / "cpu1" / "seed0" / "train.log").read_text()
+    progress = [float(line.split("| loss")[1].split("|")[0]) for line in log.splitlines() if "| loss " in line]
+    test = float(log.split("test loss")[1].split("|")[0])
+    assert record.metrics == {"loss": progress[-1], "test_loss": test} and progress[-1] != test
+    assert record.curves["loss"]["steps"] == [10, 20]
+    assert record.plan["lr"] == 20 and record.spec["recipe"]["optimizer"]["lr"] == 20  # what the script got
+    assert "recipe.optimizer.lr" not in record.not_passed and "recipe.optimizer.weight_decay" in record.not_passed
+    [row] = list(csv.DictReader(open(tmp_path / "results" / "lm" / "runs.csv")))
+    assert float(row["lr"]) == 20 and row["checks"] == departure
+    [cell] = list(csv.DictReader(open(tmp_path / "results" / "lm" / "comparison.csv")))
+    assert departure in cell["checks"]  # carried to the report's comparison table
+    report = tmp_path / "report.html"
+    proc = snakemake(tmp_path, None, "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "planned 20 steps = 20 backward passes, observed 24" in report.read_text()  # the report says it too
+
+
+@pytest.mark.slow
+def test_a_script_printing_several_losses_records_each_under_its_whole_name(tmp_path):
+    cfg = {
+        "trainer": {"command": ["python", "several_losses.py"], "workdir": str(SCRIPTS),
+                    "args": {"steps": "steps", "batch": "micro_batch", "seed": "seed"}},
+        "recipe": {"global_batch": 8, "micro_batch": 8, "schedule": {"steps": 20, "warmup_steps": 0}},
+        "metrics": {"train_loss": {"goal": "min"}, "valid_loss": {"goal": "min"}, "test_loss": {"goal": "min"}},
+        "suites": {"s": {}},
+        "seeds": [0],
+        "hardware": {"cpu1": {"accelerator": "cpu"}},
+        "baseline": "cpu1",
+    }  # fmt: skip
+    proc = launch(tmp_path, cfg, "cpu1")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [line for line in proc.stdout.splitlines() if "loss" in line]
+    record = read(RunRecord, tmp_path / "run" / "train.json")
+    assert record.metrics == {"train_loss": float(lines[-2].split("train loss ")[1].split()[0]),
+                              "valid_loss": float(lines[-2].split("valid loss ")[1]),
+                              "test_loss": float(lines[-1].split("test loss ")[1])}  # fmt: skip
+    assert record.curves["valid_loss"]["steps"] == [5, 10, 15, 20] and "test_loss" not in record.curves
+    assert record.observed["optimizer_steps"] == 20 and record.checks == []
+    cfg["metrics"] = {"loss": {"goal": "min"}}  # no bare `loss` in its output: one line naming what is there
+    proc = launch(tmp_path / "bare", cfg, "cpu1") if (tmp_path / "bare").mkdir() is None else None
+    assert proc.returncode == 1
+    assert ("wrote no metrics (looked for loss in its output) (metric loss printed only inside longer names: test "
+            "loss, train loss, valid loss; declare those, e.g. test_loss, or give metrics.loss.pattern)") \
+        in proc.stderr.strip().splitlines()[-1]  # fmt: skip

@@ -136,3 +136,41 @@ def test_periodic_evaluation_adds_curves_and_leaves_training_alone(tmp_path, sma
     rec = records[0]  # FLOPs counted on a real micro-batch; MFU against the catalog's (measured) cpu peak per thread
     assert rec["flops_per_step"] > 0 and 0 < rec["mfu"] < 1
     assert rec["tflops_per_device"] * 1e12 == pytest.approx(rec["flops_per_step"] * rec["samples_per_second"] / 32)
+
+
+SPENDING = """
+import os, sys, torch
+from torch.utils.data import TensorDataset
+from hwsweep import runtime
+
+run = runtime.init(sys.argv[1])
+loader = run.loader(TensorDataset(torch.ones(64, 1)))
+model = run.wrap(torch.nn.Linear(1, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+run.resume(model=model, optimizer=optimizer)
+for step in run.steps():
+    for (x,) in run.accumulate(loader):
+        run.backward(model(x).pow(2).mean())
+    run.optimizer_step(optimizer)
+    run.spend_flops(1000 * (step + 1))  # a step's work that grows: its mean is 1000 x (steps + 1) / 2
+    if step + 1 == int(os.environ.get("DIE_AFTER", 0)):
+        os._exit(9)  # killed between checkpoints: the steps after the last one are trained again
+run.finish()
+"""
+
+
+def test_flops_spent_step_by_step_are_recorded_as_their_mean_across_a_kill_and_resume(tmp_path, small_config):
+    """run.spend_flops: the record's flops_per_step is the mean of what the steps spent (HRM's ACT), counted once
+    per step though a kill between checkpoints trains some steps twice."""
+    small_config["recipe"] |= {"checkpoint_every": 5, "log_every": 2, "schedule": {"steps": 10, "warmup_steps": 1}}
+    spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
+    io.write_json(tmp_path / "spec.json", spec)
+    (tmp_path / "spend.py").write_text(SPENDING)
+    cmd = [str(BIN / "python"), str(tmp_path / "spend.py"), str(tmp_path / "spec.json")]
+    killed = subprocess.run(cmd, env=ENV | {"DIE_AFTER": "7"}, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == 9 and not (tmp_path / "run" / "train.json").exists(), killed.stderr[-2000:]
+    proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads((tmp_path / "run" / "train.json").read_text())
+    assert record["resumed_from_step"] == 5
+    assert record["flops_per_step"] == 1000 * 11 / 2

@@ -14,8 +14,9 @@ declared metric, on the same hardware:
 
 Overall, an intersection-union over the primary metrics: better only when every primary metric is better (the
 level holds without correction), worse only when every one is worse, mixed when some differ either way.
-Training FLOPs (flops_per_step x steps) of both sides stand beside the verdict, flagged when they differ by more
-than FLOPS_TOLERANCE: a better variant that trained on more compute is not better at equal compute."""
+Training FLOPs (flops_per_step x steps: the FLOPs the steps spent, for HRM at the segments ACT ran) of both sides
+stand beside the verdict, flagged when they differ by more than FLOPS_TOLERANCE: a better variant that trained on
+more compute is not better at equal compute."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def side_by_side(row) -> str:
 
 
 def training_flops(frame: pd.DataFrame) -> float:
-    """Mean training FLOPs of a side's runs (flops_per_step x steps); NaN where a run does not say."""
+    """Mean training FLOPs of a side's runs (flops_per_step, the mean FLOPs a step spent, x steps); NaN where a run
+    does not say."""
     if not {"flops_per_step", "steps"} <= set(frame):
         return math.nan
     values = pd.to_numeric(frame.flops_per_step, errors="coerce") * pd.to_numeric(frame.steps, errors="coerce")

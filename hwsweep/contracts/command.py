@@ -60,8 +60,8 @@ PLAN_VALUES = {
 }
 # Recipe settings a script only follows through a flag: unmapped, they are recorded as not passed.
 RECIPE_VALUES = {
-    "weight_decay": "optimizer.weight_decay", "beta1": "optimizer.beta1", "beta2": "optimizer.beta2",
-    "grad_clip": "optimizer.grad_clip", "min_lr": "schedule.min_lr_ratio",
+    "lr": "optimizer.lr", "weight_decay": "optimizer.weight_decay", "beta1": "optimizer.beta1",
+    "beta2": "optimizer.beta2", "grad_clip": "optimizer.grad_clip", "min_lr": "schedule.min_lr_ratio",
 }
 # Plan values that carry the per-device batch to a script, beside micro_batch (with which accumulation and
 # micro_batches_per_step make it); a script that gets micro_batch alone accumulates by its own default.
@@ -176,6 +176,22 @@ def arguments(inv: Invocation, values: dict, script_args: dict) -> list[str]:
     for flag, value in script_args.items():
         out += _flag(inv.arg_style, flag, render(value))
     return out
+
+
+def args_values(trainer: Trainer, script_args: dict) -> dict:
+    """Recipe settings a script takes from recipe.args instead of the plan: a recipe.args flag named after one of
+    RECIPE_VALUES that trainer.args does not pass (`lr: 20` for a script whose --lr gets no plan value). The run's
+    record holds these values in the recipe's place. (The plan's locks, steps or batch, are never replaced: the
+    observer holds the script to them.)"""
+    mapped = set(trainer.invocation.args.values())
+    return {name: value for name, value in script_args.items() if name in RECIPE_VALUES and name not in mapped}
+
+
+def not_passed(trainer: Trainer, script_args: dict) -> list[str]:
+    """The recipe settings (RECIPE_VALUES) that reach the script neither by trainer.args nor by recipe.args: the
+    script used its own values for them."""
+    passed = set(trainer.invocation.args.values()) | set(args_values(trainer, script_args))
+    return [f"recipe.{key}" for value, key in RECIPE_VALUES.items() if value not in passed]
 
 
 def command_argv(spec, inv: Invocation) -> list[str]:

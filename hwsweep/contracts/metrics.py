@@ -18,6 +18,11 @@ from hwsweep.contracts.typed import Typed
 FLOAT = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
 # A step number on the same line: "step 120", "iter 120:", "step=120", "[step 120/500]".
 STEP_PATTERN = r"\b(?:step|iter|iteration|global_step)\b\s*[:=#]?\s*(\d+)"
+# The word before a name, when only blanks part them: "test loss 5.7" is the metric test_loss, not loss. A default
+# pattern matches whole names only; words saying when, not what, may lead ("final val_loss 0.4" is val_loss).
+LEADING_WORD = re.compile(r"(?<![\w.])([A-Za-z][A-Za-z0-9]*)[ \t]+$")
+WHEN_WORDS = ("final", "last")
+NUMBER_WORDS = ("nan", "inf", "infinity")  # the value of the metric before it ("val_loss nan acc 0.5")
 REDUCE = {
     "last": lambda v: v[-1],
     "min": min,
@@ -85,12 +90,21 @@ class TextParser:
     def __init__(self, metrics: list[Metric], step_pattern: str = STEP_PATTERN):
         self.metrics = [(m, m.regex()) for m in metrics]
         self.step = re.compile(step_pattern)
+        self.longer: dict[str, set[str]] = {}  # metric -> the longer names it was seen inside ("test loss")
 
     def feed(self, line: str) -> list[dict]:
         matches = [(metric, rx, match) for metric, rx in self.metrics for match in rx.finditer(line)]
         # A match inside a longer one belongs to the longer: "val loss 1.2" is val_loss, not loss.
         matches = [(m, rx, x) for m, rx, x in matches
                    if not any(y is not x and y.start() <= x.start() and x.end() <= y.end() for _, _, y in matches)]  # fmt: skip
+        whole = []
+        for m, rx, x in matches:
+            if m.pattern or whole_name(line, x.start()):
+                whole.append((m, rx, x))
+            else:  # kept to name in the one line of a metric never found
+                word = LEADING_WORD.search(line, 0, x.start()).group(1)
+                self.longer.setdefault(m.name, set()).add(f"{word} {line[x.start() : x.start(1)].rstrip(' :=')}")
+        matches = whole
         found = []
         line_step = self.step.search(line)
         for metric, rx, match in matches:
@@ -103,6 +117,12 @@ class TextParser:
                 step = int(line_step.group(1)) if line_step else None
             found.append({"metric": metric.name, "step": step, "value": value})
         return found
+
+
+def whole_name(line: str, start: int) -> bool:
+    """Whether a name found at `start` is the whole name printed there, not the end of a longer one ("test loss")."""
+    word = LEADING_WORD.search(line, 0, start)
+    return word is None or word.group(1).lower() in WHEN_WORDS + NUMBER_WORDS
 
 
 def parse_jsonl_line(line: str, metrics: list[Metric]) -> list[dict]:

@@ -5,6 +5,8 @@ of its torch-side module, which provides
     tables(recipe) -> (train, held_out)     tuples of tensors, dim 0 the sample, from fixed seeds
     build(recipe) -> nn.Module              forward(*batch) -> the micro-batch's mean loss
     evaluate(model, recipe, held_out, curves=None) -> {metric: value or None}
+                                            (the training costs, computational_cost and flops_per_sample,
+                                            come from the run record: hwsweep.run.evaluate.costs)
 
 Adding a family is one entry here and one module; nothing else lists family names."""
 
@@ -77,6 +79,10 @@ PUZZLE_METRICS = {
     "segments_per_sample": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e6],
                             "description": "HRM: supervised segments per training sample, as ACT halted (empty: "
                                            "a model without segments)"},
+    "eval_segments_per_sample": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e6],
+                                 "description": "HRM: segments per held-out prediction of the final evaluation, as they "
+                                                "ran (halt_max_steps: evaluation does not halt; empty: a model without "
+                                                "segments)"},
     "final_loss": SEQUENCE_METRICS["final_loss"],
 }  # fmt: skip
 PUZZLE_PERIODIC = ("exact_accuracy", "token_accuracy", "pass_at_1", "pass_at_2", "pass_at_10", "pass_at_100")

@@ -22,6 +22,10 @@ from hwsweep.models.blocks import Block, PuzzleInput, sequence_loss, sequence_so
 from hwsweep.models.puzzle_tasks import evaluate, tables  # noqa: F401 (the family's contract)
 
 ACT_MODES = ("act", "fixed", "none")
+# The kinds of sample-segment a training forward runs, each of fixed FLOPs per sample (HRM.work_flops):
+# supervised (forward and backward, with its outputs), forward-only with its outputs (ACT's continue target of
+# a sample that halted), forward-only moving the state alone (act_mode none's first halt_max_steps - 1).
+WORK = ("segments", "extra_segments", "state_segments")
 
 
 class ReasoningModule(nn.Module):
@@ -54,9 +58,10 @@ class HRM(nn.Module):
                  positions: str = "rope", loss: str = "stablemax_cross_entropy"):  # fmt: skip
         super().__init__()
         self.loss = loss
-        # Sample-segments run since the last `take_work()`: with gradients, and forward-only (ACT's
-        # continue targets of samples that halted). Compute is counted at these, not at the maximum.
-        self.work = {"samples": 0, "segments": 0, "extra_segments": 0}
+        # Sample-segments run since the last `take_work()`, by kind (WORK): compute is counted at these, not at
+        # the maximum.
+        self.work = dict.fromkeys(("samples",) + WORK, 0)
+        self.predicted = {"samples": 0, "segments": 0}  # the same, for predictions (evaluation): counted as run
         if act_mode not in ACT_MODES:
             raise ValueError(f"act_mode {act_mode!r}: use one of {ACT_MODES}")
         self.h_cycles, self.l_cycles = h_cycles, l_cycles
@@ -107,8 +112,10 @@ class HRM(nn.Module):
     def predict(self, inputs: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tensor:
         """Tokens after halt_max_steps segments for every sample: the same maximum compute in every act_mode."""
         x, carry = self.start(inputs, puzzle_ids)
+        self.predicted["samples"] += len(inputs)
         for _ in range(self.halt_max_steps):
             carry = self.segment(carry, x)
+            self.predicted["segments"] += len(inputs)
         return self.outputs(carry[0])[0].argmax(-1)
 
     def forward(self, inputs: torch.Tensor, targets: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tensor:
@@ -132,7 +139,7 @@ class HRM(nn.Module):
                     carry = self.segment(carry, x)
             z_h, _ = self.segment(carry, x)
             self.work["segments"] += b
-            self.work["extra_segments"] += b * (m - 1)
+            self.work["state_segments"] += b * (m - 1)
             return sequence_loss(self.outputs(z_h)[0], targets, self.loss).mean()
 
         min_steps = self.exploration_min_steps(b, inputs.device)
@@ -187,26 +194,31 @@ class HRM(nn.Module):
         work, self.work = self.work, dict.fromkeys(self.work, 0)
         return work
 
-    def segment_flops(self, batch) -> tuple[float, float]:
-        """FLOPs per sample of one segment with its loss, forward and backward (a supervised segment),
-        and of one segment forward only (a no-grad one), counted by torch on `batch`. Runs outside
-        the training state: gradients and the work tally are as they were."""
+    def work_flops(self, batch) -> dict[str, float]:
+        """FLOPs per sample of each kind of segment a training forward runs (WORK), counted by torch on `batch`:
+        a step's FLOPs are the sum over kinds of these times its tally (take_work). Runs outside the training
+        state: gradients, the random streams and the work tally are as they were."""
         inputs, targets, puzzle_ids = batch
         saved, work = {p: p.grad for p in self.parameters()}, dict(self.work)
-        x, carry = self.start(inputs, puzzle_ids)
-        with flops.counting() as forward_only, torch.no_grad():
-            self.outputs(self.segment(carry, x)[0])
-        with flops.counting() as with_grad, flops.FusedAttentionOnMeta():
-            logits, q = self.outputs(self.segment(carry, x)[0])
-            loss = sequence_loss(logits, targets, self.loss).sum() + (q.sum() if q is not None else 0)
-            loss.backward()
+        devices = [inputs.device] if inputs.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            x, carry = self.start(inputs, puzzle_ids)
+            with flops.counting() as state_only, torch.no_grad(), flops.FusedAttentionOnMeta():
+                self.segment(carry, x)
+            with flops.counting() as forward_only, torch.no_grad(), flops.FusedAttentionOnMeta():
+                self.outputs(self.segment(carry, x)[0])
+            with flops.counting() as with_grad, flops.FusedAttentionOnMeta():
+                logits, q = self.outputs(self.segment(carry, x)[0])
+                loss = sequence_loss(logits, targets, self.loss).sum() + (q.sum() if q is not None else 0)
+                loss.backward()
         for p, grad in saved.items():
             p.grad = grad
         self.work = work
         for e in sparse_embeddings(self):
             e.pending.clear()
         n = len(inputs)
-        return with_grad.total / n, forward_only.total / n
+        return {"segments": with_grad.total / n, "extra_segments": forward_only.total / n,
+                "state_segments": state_only.total / n}  # fmt: skip
 
     def exploration_min_steps(self, b: int, device) -> torch.Tensor:
         """Per sample, the fewest segments it runs before it may halt: with probability

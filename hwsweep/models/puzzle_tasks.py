@@ -15,12 +15,11 @@ from functools import lru_cache
 
 import torch
 
-from hwsweep.models import flops, passk, puzzles
+from hwsweep.models import passk, puzzles
 from hwsweep.models.families import EVAL_TABLE_SEED, MILESTONES, TRAIN_TABLE_SEED
 
 VIEW_SEED = 3_000_017  # the transforms of view v of puzzle p: fixed, shared by training and evaluation
 EVAL_BATCH = 256
-FLOP_SAMPLES = 8  # the FLOP count is linear in the batch; a few samples measure it per sample
 
 
 def base_spec(task) -> puzzles.GridSpec:
@@ -65,14 +64,18 @@ def predict(model, inputs: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tens
 def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
     """exact_accuracy, token_accuracy and pass_at_{1,2,10,100} on `held_out`; with `curves` (the
     final evaluation: the run's logged series) also training_efficiency (steps_to_*, None where
-    not reached), computational_cost and flops_per_sample. Periodic evaluations during training
-    (curves None) leave those out: they describe the finished run."""
+    not reached), segments_per_sample (training's) and eval_segments_per_sample (this evaluation's, counted as
+    its predictions ran). Periodic evaluations during training (curves None) leave those out: they describe
+    the finished run. The costs (computational_cost, flops_per_sample) come from the
+    run record's FLOPs spent (hwsweep.run.evaluate)."""
     task = recipe.task
     inputs, targets, ids = (t.cpu() for t in held_out)  # voting on the CPU; the model predicts on its device
     n = task.augmentation
     views = min(task.eval_views, n) + 1
     view = torch.arange(views)[:, None].expand(views, len(inputs))
     shown = puzzles.apply_views(inputs, targets, ids // (n + 1), view, n, VIEW_SEED, base_spec(task))
+    counts = getattr(model, "predicted", None)  # a model with segments counts those its predictions ran
+    before = dict(counts) if counts is not None else None
     candidates = shown.invert(torch.stack([predict(model, x, p) for x, p in zip(shown.inputs, shown.puzzle_ids)]))
     if task.name == "arc":  # every rule keeps the grid's extent: the canvas outside it is padding, not an answer
         candidates = torch.where(inputs == puzzles.PAD, puzzles.PAD, candidates)
@@ -82,28 +85,13 @@ def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
     if curves is None:
         return metrics
     metrics |= passk.training_efficiency(curves, MILESTONES)
-    train, _ = tables(recipe)
-    batch = tuple(t[:FLOP_SAMPLES].to(next(model.parameters()).device) for t in train)
-    with torch.enable_grad():  # the caller evaluates under no_grad; a training step needs autograd
-        per_sample, segments = training_flops_per_sample(model, batch, curves)
-    samples = recipe.schedule.steps * recipe.global_batch
-    cost = flops.computational_cost(per_sample * samples, metrics["exact_accuracy"], samples)
-    return metrics | cost | {"segments_per_sample": segments}
+    evaluated = None
+    if counts is not None and counts["samples"] > before["samples"]:
+        evaluated = (counts["segments"] - before["segments"]) / (counts["samples"] - before["samples"])
+    return metrics | {"segments_per_sample": mean_curve(curves, "segments_per_sample"),
+                      "eval_segments_per_sample": evaluated}  # fmt: skip
 
 
 def mean_curve(curves: dict, name: str) -> float | None:
     values = [v for v in (curves.get(name) or {}).get("values", []) if v is not None]
     return sum(values) / len(values) if values else None
-
-
-def training_flops_per_sample(model, batch, curves: dict) -> tuple[float, float | None]:
-    """(training FLOPs per sample, segments per sample or None). A model that counts its segments
-    (HRM: ACT halts samples early, and a halted sample leaves the batch) is costed at the segments
-    its training logged (segments_per_sample, extra_segments_per_sample: the trainer's curves) times
-    the FLOPs of one segment; any other model at one counted training step."""
-    segments = mean_curve(curves, "segments_per_sample")
-    if segments is None or not hasattr(model, "segment_flops"):
-        return flops.train_step_flops(model, batch) / len(batch[0]), None
-    with_grad, forward_only = model.segment_flops(batch)
-    extra = mean_curve(curves, "extra_segments_per_sample") or 0.0
-    return segments * with_grad + extra * forward_only, segments

@@ -29,6 +29,7 @@ from hwsweep.contracts.command import (
     Invocation,
     Trainer,
     expression_value,
+    not_passed,
     plan_values,
     resolve_program,
 )
@@ -223,6 +224,9 @@ def _variant_name(values: dict) -> str:
     return "_".join(f"{k.rsplit('.', 1)[1] if '.' in k else k}-{str(v).lower()}" for k, v in values.items())
 
 
+ADAMW_MAX_LR = 10.0  # the built-in trainer's AdamW refuses more; a script's own optimizer (plain SGD) gets a warning
+
+
 def _check_recipe(recipe: dict, where: str, schema: dict, builtin: bool, sweep: dict | None = None) -> Recipe:
     err = jsonschema.exceptions.best_match(
         Validator(schema["$defs"]["recipe"] | {"$defs": schema["$defs"]}).iter_errors(recipe)
@@ -248,6 +252,9 @@ def _check_recipe(recipe: dict, where: str, schema: dict, builtin: bool, sweep: 
         problem = getattr(r, key).problem()
         if problem:
             raise ConfigError(f"{where}.{key}.{problem}")
+    if builtin and r.optimizer.lr > ADAMW_MAX_LR:
+        raise ConfigError(f"{where}.optimizer.lr: {r.optimizer.lr:g} is above {ADAMW_MAX_LR:g}, beyond any learning rate "
+                          "of the built-in trainer's AdamW; lower it")  # fmt: skip
     if not builtin and r.micro_batch == "auto":
         raise ConfigError(
             f"{where}.micro_batch: auto needs the built-in trainer's memory model; give your script's micro-batch as a number"
@@ -602,8 +609,8 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
         if references[suite] not in seen:
             raise ConfigError(f"{where}.reference: {SHOWN.repr(references[suite])} is not a variant of suite {suite}; "
                               f"use one of {', '.join(list(seen)[:8])}")  # fmt: skip
-    warnings = (_cross_hardware_warnings(cells, hardware, raw["baseline"]) + _unmapped_warnings(trainer)
-                + _stop_at_warnings(cells, trainer))  # fmt: skip
+    warnings = (_cross_hardware_warnings(cells, hardware, raw["baseline"]) + _unmapped_warnings(trainer, cells)
+                + _stop_at_warnings(cells, trainer) + _lr_warnings(cells, trainer))  # fmt: skip
     matrix = Matrix(
         cells=tuple(cells),
         seeds=tuple(raw["seeds"]),
@@ -733,7 +740,19 @@ def _stop_at_warnings(cells, trainer: Trainer) -> tuple[str, ...]:
             "is saved; use stop_at: steps to say so)",)  # fmt: skip
 
 
-def _unmapped_warnings(trainer: Trainer) -> tuple[str, ...]:
+def _lr_warnings(cells, trainer: Trainer) -> tuple[str, ...]:
+    """A learning rate above ADAMW_MAX_LR passed to a script: right for plain SGD, not for an Adam (the built-in
+    trainer refuses it)."""
+    if trainer.kind == "builtin" or "lr" not in trainer.invocation.args.values():
+        return ()
+    high = sorted({c.recipe.optimizer.lr for c in cells if c.recipe.optimizer.lr > ADAMW_MAX_LR})
+    if not high:
+        return ()
+    return (f"recipe.optimizer.lr: {high[-1]:g} is above {ADAMW_MAX_LR:g}: usual for plain SGD (the PyTorch word "
+            "language model's is 20), far too high for Adam; check which optimizer the script's flag sets",)  # fmt: skip
+
+
+def _unmapped_warnings(trainer: Trainer, cells=()) -> tuple[str, ...]:
     """A script only follows the plan through its flags: say which locks it does not receive."""
     if trainer.kind == "builtin":
         return ()
@@ -751,11 +770,14 @@ def _unmapped_warnings(trainer: Trainer) -> tuple[str, ...]:
     if "micro_batch" in mapped and not mapped & set(BATCH_CARRIERS):
         out.append("trainer.args maps micro_batch but no accumulation: the script accumulates by its own default, which "
                    "must be 1 (the run fails if the global batch it is seen to train differs from the plan's)")
-    unpassed = [f"recipe.{key}" for value, key in RECIPE_VALUES.items() if value not in mapped]
+    # a recipe setting given in recipe.args under its name in every cell (lr: 20) is passed: its value is on record
+    everywhere = [k for k in (cells[0].recipe.args if cells else {}) if all(k in c.recipe.args for c in cells)]
+    unpassed = not_passed(trainer, dict.fromkeys(everywhere))
     if unpassed:
+        names = [v for v, key in RECIPE_VALUES.items() if f"recipe.{key}" in unpassed]
         out.append(f"{', '.join(unpassed)} reach no flag of the script: it uses its own values, and records say "
-                   f"not_passed (map {', '.join(v for v in RECIPE_VALUES if v not in mapped)} in trainer.args to pass them; "
-                   "a script on hwsweep.runtime applies them itself)")
+                   f"not_passed (map {', '.join(names)} in trainer.args to pass them, or give the script's value in "
+                   "recipe.args under that name; a script on hwsweep.runtime applies them itself)")
     return tuple(out)
 
 

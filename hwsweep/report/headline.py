@@ -243,10 +243,19 @@ def spread_sentences(comp: pd.DataFrame) -> list[str]:
             if isinstance(r.seed_spread, str) and r.seed_spread]  # fmt: skip
 
 
+def check_sentences(comp: pd.DataFrame) -> list[str]:
+    """'⚠ cpu1, runs' checks: unverified: no process of the command ...' per hardware whose runs' records hold checks
+    (what the script was seen to do against its plan, what could not be verified, its own log against the plan)."""
+    if "checks" not in comp:
+        return []
+    return [f"⚠ {r.hardware}, runs' checks: {r.checks}." for r in comp.itertuples()
+            if isinstance(r.checks, str) and r.checks]  # fmt: skip
+
+
 def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
                    confidence: float = 0.95) -> dict[str, list[str]]:  # fmt: skip
     """Variant -> its sentences (the overall verdicts, equivalence per metric, then time and cost per
-    hardware, then seeds whose spread the intervals' normality does not fit)."""
+    hardware, then seeds whose spread the intervals' normality does not fit, then the runs' checks)."""
     out = {}
     for variant, comp in comparison.groupby("variant", sort=False):
         base_rows = comp[comp.baseline.astype(bool)]
@@ -255,7 +264,7 @@ def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
             continue
         baseline = base_rows.hardware.iloc[0]
         if comp.baseline.astype(bool).all():  # one hardware: nothing to set against it (the landing says it once)
-            out[variant] = spread_sentences(comp)
+            out[variant] = spread_sentences(comp) + check_sentences(comp)
             continue
         equiv = equivalence[equivalence.variant == variant] if len(equivalence) else equivalence
         sentences = [s for s in [overall_sentence(comp, equiv, baseline)] if s]
@@ -266,7 +275,7 @@ def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
                 "baseline_utilisation": utilisation(first.to_dict())}  # fmt: skip
         for _, row in comp[~comp.baseline.astype(bool)].iterrows():
             sentences.append(cost_sentence(row.to_dict() | base, baseline, confidence))
-        out[variant] = sentences + spread_sentences(comp)
+        out[variant] = sentences + spread_sentences(comp) + check_sentences(comp)
     return out
 
 

@@ -211,7 +211,8 @@ def variants_page(frame: pd.DataFrame, title: str, confidence: float = 0.95) -> 
     note = ("Each variant minus its reference on the same hardware, per metric: paired by seed where both ran the same "
             "seeds (Welch otherwise), the difference with its t confidence interval (shares in percentage points); "
             "overall better or worse only when every primary metric is (intersection-union); equivalence (TOST) where "
-            "the metric has a margin. Training FLOPs = FLOPs per step × steps, mean over seeds; a note says when they "
+            "the metric has a margin. Training FLOPs = FLOPs spent per step (HRM: at the segments ACT ran) × steps, mean "
+            "over seeds; a note says when they "
             f"differ by more than {FLOPS_TOLERANCE:.0%}. {NORMALITY} {VARIANT_LEGEND}")
     return page(title, note, header, rows)
 

@@ -18,7 +18,7 @@ import torch
 from hwsweep.contracts import io
 from hwsweep.contracts.records import EvalRecord, RunRecord
 from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec
-from hwsweep.models import families
+from hwsweep.models import families, flops
 from hwsweep.run import runner, tracking
 
 
@@ -39,12 +39,28 @@ def builtin(spec: RunSpec) -> int:
     _, held_out = fam.tables(spec.recipe)
     with torch.no_grad():
         metrics = fam.evaluate(model, spec.recipe, held_out, curves=curves)
+    metrics |= costs(spec, trained, last, metrics)
     record = EvalRecord(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
                         evaluator="builtin", metrics=metrics, eval_seconds=time.perf_counter() - t0)  # fmt: skip
     print(f"hwsweep.run.evaluate: evaluated on {device.type}", file=sys.stderr)
     io.write_json(spec.path(EVAL_RECORD), record.to_dict())
     print(f"{spec.run_dir}: " + ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} none" for k, v in metrics.items()))
     return 0
+
+
+def costs(spec: RunSpec, trained: RunRecord, steps: int, metrics: dict) -> dict:
+    """The family's declared cost metrics (computational_cost, flops_per_sample) from the FLOPs the training
+    record says were spent over the `steps` it ran (HRM: at the segments ACT ran, every rank's)."""
+    declared = families.family(spec.recipe.model.name).metrics
+    wanted = [k for k in ("computational_cost", "flops_per_sample") if k in declared]
+    if not wanted:
+        return {}
+    accuracy, per_step = metrics.get("exact_accuracy"), trained.flops_per_step
+    if accuracy is None or not per_step:
+        return dict.fromkeys(wanted)
+    samples = steps * spec.plan.global_batch
+    cost = flops.computational_cost(per_step * steps, accuracy, samples)
+    return {k: cost[k] for k in wanted}
 
 
 def main(argv=None) -> int:

@@ -1,11 +1,13 @@
 """What a user's command actually trained, against what the plan says it should.
 
 The command's Python processes report themselves (hwsweep/run/observer/sitecustomize.py, put first on
-their PYTHONPATH by the runner): each process that stepped an optimizer writes its process group (rank,
-world size, backend), device, threads, the samples its first optimizer steps saw, and its step count.
-`observed` turns those files into one summary of the run; `differences` lists, one phrase each, where
-it departs from the plan: the number of processes and their group, their devices, the global batch,
-the number of optimizer steps. Torch-free: the runner reads files."""
+their PYTHONPATH by the runner): each process that ran a backward pass or stepped an optimizer writes its
+process group (rank, world size, backend), device, threads, the samples its first optimizer steps and
+backward passes saw, and its counts of both. `observed` turns those files into one summary of the run;
+`differences` lists, one phrase each, where it departs from the plan: the number of processes and their
+group, their devices, the global batch, the number of optimizer steps. A script without a torch optimizer
+(weights updated by hand) is held to the plan through its backward passes: one per micro-batch, so the
+plan's steps x accumulation of them, each of the plan's micro-batch. Torch-free: the runner reads files."""
 
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ def read(run_dir: Path) -> list[dict]:
             report = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(report, dict) and report.get("optimizer_steps"):
+        if isinstance(report, dict) and (report.get("optimizer_steps") or report.get("backward_passes")):
             out.append(report)
     return sorted(out, key=lambda r: ((r.get("process_group") or {}).get("rank", 1 << 30), r.get("host", ""), r.get("pid", 0)))
 
@@ -59,10 +61,16 @@ def _rank(report: dict) -> str:
     return str(group["rank"]) if group else f"pid {report.get('pid')}"
 
 
-def _per_step(report: dict) -> int | None:
-    """A process's samples per optimizer step: the most common count of its first steps (a step the grad
-    scaler skipped folds two steps' samples into one); None when no training forward was seen."""
-    counts = [c for c in report.get("samples_per_step", []) if c]
+def by_hand(reports: list[dict]) -> bool:
+    """No process stepped a torch optimizer, but some ran backward passes: the script updates its weights
+    itself, and its steps are known from its backward passes."""
+    return bool(reports) and not any(r.get("optimizer_steps") for r in reports)
+
+
+def _per_step(report: dict, key: str = "samples_per_step") -> int | None:
+    """A process's samples per optimizer step (or per backward pass): the most common count of its first ones
+    (a step the grad scaler skipped folds two steps' samples into one); None when no training forward was seen."""
+    counts = [c for c in report.get(key, []) if c]
     if not counts:
         return None
     common = Counter(counts).most_common()
@@ -73,7 +81,10 @@ def observed(reports: list[dict]) -> dict:
     """One summary of the processes that trained (what the record keeps)."""
     groups = [r["process_group"] for r in reports if r.get("process_group")]
     sizes = sorted({g["world_size"] for g in groups})
+    hand = by_hand(reports)
     per_rank = {_rank(r): _per_step(r) for r in reports}
+    if hand:  # no optimizer: a step is read as one backward pass per micro-batch
+        per_rank = {_rank(r): _per_step(r, "samples_per_backward") for r in reports}
     summary = {
         "processes": len(reports),
         "process_group": {"world_size": sizes[0] if len(sizes) == 1 else sizes,
@@ -84,9 +95,14 @@ def observed(reports: list[dict]) -> dict:
         "hosts": sorted({r.get("host") for r in reports}),
         "threads": {_rank(r): r.get("threads") for r in reports},
         "samples_per_step": per_rank,
-        "optimizer_steps": max((r["optimizer_steps"] for r in reports), default=0),
+        "optimizer_steps": max((r.get("optimizer_steps", 0) for r in reports), default=0),
+        "backward_passes": max((r.get("backward_passes", 0) for r in reports), default=0),
         "global_batch": None,
     }
+    if hand:  # what a step is, without an optimizer, is the script's own: per micro-batch only
+        summary |= {"samples_per_step": {}, "samples_per_backward": per_rank,
+                    "steps_from": "backward passes (no torch optimizer stepped: the script updates its weights itself)"}
+        return summary
     if reports and all(v is not None for v in per_rank.values()):
         world = summary["process_group"]["world_size"] if groups and len(sizes) == 1 else len(reports)
         if len(per_rank) == world:
@@ -123,6 +139,8 @@ def differences(summary: dict, plan, steps: int | None) -> list[str]:
         shared = [d for d, k in Counter(summary["devices"].values()).items() if k > 1 and d and d.startswith("cuda")]
         if shared:
             out.append(f"{Counter(summary['devices'].values())[shared[0]]} ranks share {shared[0]}")
+    if "samples_per_backward" in summary:
+        return out + _by_hand_differences(summary, plan, steps)
     batch = summary["global_batch"]
     if batch is not None and batch != plan.global_batch:
         shares = sorted({v for v in summary["samples_per_step"].values()})
@@ -131,4 +149,20 @@ def differences(summary: dict, plan, steps: int | None) -> list[str]:
     # Scripts that loop `while step <= max_steps` make one step more: off by one is the script's own habit.
     if steps is not None and abs(summary["optimizer_steps"] - steps) > 1:
         out.append(f"planned {steps} optimizer steps, observed {summary['optimizer_steps']}")
+    return out
+
+
+def _by_hand_differences(summary: dict, plan, steps: int | None) -> list[str]:
+    """A script without a torch optimizer against the plan: one backward pass per micro-batch, so each process
+    runs steps x accumulation of them, each on the plan's micro-batch."""
+    out, how = [], "no torch optimizer: steps read from backward passes"
+    seen = sorted({v for v in summary["samples_per_backward"].values() if v is not None})
+    if seen and seen != [plan.micro_batch]:
+        shown = f"{seen[0]} samples" if len(seen) == 1 else f"samples {seen}"
+        out.append(f"planned micro-batch {plan.micro_batch}, observed {shown} per backward pass ({how})")
+    if steps is not None:
+        planned, passes = steps * plan.accumulation, summary["backward_passes"]
+        per = f"{steps} steps x {plan.accumulation} micro-batches" if plan.accumulation > 1 else f"{steps} steps"
+        if abs(passes - planned) > plan.accumulation:  # a loop `while step <= max_steps` makes one step more
+            out.append(f"planned {per} = {planned} backward passes, observed {passes} ({how})")
     return out

@@ -21,11 +21,12 @@ from pathlib import Path
 
 from hwsweep.contracts import failure, guard, host, io
 from hwsweep.contracts.command import (
-    RECIPE_VALUES,
     Invocation,
+    args_values,
     command_argv,
     expression_value,
     logged_number,
+    not_passed,
     plan_values,
     script_provenance,
 )
@@ -142,6 +143,15 @@ class Stage:
     def last_lines(self) -> str:
         return " | ".join(list(self.tail)[-TAIL:]) or "(no output)"
 
+    def _inside_longer(self, name: str) -> str:
+        """' (metric loss printed only inside longer names: ...)' where the output held the metric's name only as the
+        end of longer ones (a default pattern matches whole names: `test loss` is not `loss`), else ''."""
+        longer = sorted(self.parser.longer.get(name, ())) if self.parser else []
+        if not longer:
+            return ""
+        return (f" (metric {name} printed only inside longer names: {', '.join(longer)}; declare those, e.g. "
+                f"{longer[0].replace(' ', '_')}, or give metrics.{name}.pattern)")  # fmt: skip
+
     def results(self, code: int, history: list[dict] | None = None) -> tuple[dict, dict]:
         """Final values and curves, or RunFailed with one line saying why."""
         if self.signalled is not None:
@@ -155,14 +165,16 @@ class Stage:
             self.observations = [o for line in lines for o in parse_jsonl_line(line, self.metrics)]
         observations = (history or []) + self.observations
         if not observations:
+            hints = "".join(self._inside_longer(m.name) for m in self.metrics)
             raise RunFailed(
                 f"the command exited 0 but wrote no metrics (looked for {', '.join(m.name for m in self.metrics)} "
-                f"in {self.where()}); last {TAIL} lines: {self.last_lines()}"
+                f"in {self.where()}){hints}; last {TAIL} lines: {self.last_lines()}"
             )
         finals, curves = summarise(observations, self.metrics)
         for m in self.metrics:
             if m.name not in finals:
-                raise RunFailed(f"metric {m.name} not found in {self.where()}; last {TAIL} lines: {self.last_lines()}")
+                raise RunFailed(f"metric {m.name} not found in {self.where()}{self._inside_longer(m.name)}; "
+                                f"last {TAIL} lines: {self.last_lines()}")  # fmt: skip
         bad = problems(finals, self.metrics)
         if bad:
             raise RunFailed(f"{bad[0]}; last {TAIL} lines: {self.last_lines()}")
@@ -229,18 +241,22 @@ def _plan_checks(spec: RunSpec, seen: dict) -> list[str]:
     return out
 
 
-def _observed(spec: RunSpec, run_dir: Path, steps: int | None) -> tuple[dict | None, list[str]]:
-    """What the command's processes reported (hwsweep.run.observe) and where it departs from the plan. A run
-    of several processes that reported nothing (no torch optimizer step seen) is said to be unverified."""
+def _observed(spec: RunSpec, run_dir: Path, steps: int | None) -> tuple[dict | None, list[str], list[str]]:
+    """What the command's processes reported (hwsweep.run.observe), where it departs from the plan, and what could
+    not be verified. A run in which no process reported (no torch backward pass or optimizer step seen: not a
+    Python torch script) is unverified: a departure for a plan of several processes (their group is the point),
+    a flag for one."""
     if spec.trainer.observe == "off":
-        return None, []
+        return None, [], []
     reports = observe.read(run_dir)
     if not reports:
-        unseen = ("not observed: no process of the command stepped a torch optimizer hwsweep could see, so its "
-                  f"{spec.plan.world_size} processes, devices and batch are unverified")  # fmt: skip
-        return None, [unseen] if spec.plan.world_size > 1 else []
+        n = spec.plan.world_size
+        what = f"its {n} processes, devices, batch and steps are" if n > 1 else "its device, batch and steps are"
+        unseen = (f"unverified: no process of the command ran a torch backward pass or optimizer step hwsweep could "
+                  f"see, so {what} unverified")  # fmt: skip
+        return None, ([unseen] if n > 1 else []), ([] if n > 1 else [unseen])
     summary = observe.observed(reports)
-    return summary, observe.differences(summary, spec.plan, steps)
+    return summary, observe.differences(summary, spec.plan, steps), []
 
 
 def loss_metric(metrics) -> str | None:
@@ -323,7 +339,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
             raise RunFailed(f"{verdict} (guard.action: fail; flag keeps such runs)")
         own = _own_record(spec, started)  # a runtime-API script's, which may have stopped at its targets
         planned = (own and own.stopped_at_step) or spec.plan.steps
-        seen_run, departures = _observed(spec, run_dir, planned if fresh else None)
+        seen_run, departures, unverified = _observed(spec, run_dir, planned if fresh else None)
         if departures and trainer.observe == "fail":
             raise RunFailed(f"what trained is not the plan: {'; '.join(departures)} (trainer.observe: flag keeps such runs)")
         if own is not None:
@@ -338,18 +354,18 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     startup = stage.first_step_seconds if stage.first_step_seconds is not None else 0.0
     train_seconds = max(seconds - startup, 1e-9)
     segments = attempts + [{"start_step": first_step, "resumed": resuming}]
+    plan, spec_dict = _as_passed(spec)
     record = RunRecord(
         status="complete", suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
-        trainer="command", spec=spec.to_dict(), plan=spec.plan.__dict__ | {"threads_per_process": None},
+        trainer="command", spec=spec_dict, plan=plan | {"threads_per_process": None},
         metrics=finals, curves=curves, train_seconds=train_seconds, startup_seconds=startup, wall_seconds=seconds,
         samples_per_second=spec.plan.global_batch * (spec.plan.steps - first_step) / train_seconds,
         data_order={"sampler": "script", "dataset_size": None, "num_workers": spec.recipe.num_workers},
         segments=segments, restarts=len(segments) - 1, resumed_from_step=first_step if resuming else None,
         provenance=_provenance(spec, trainer.invocation, env) | {"contention": contention},
         checks=_plan_checks(spec, seen) + ([f"divergence: {verdict}"] if verdict else [])
-        + [f"observed: {d}" for d in departures],
-        observed=seen_run, not_passed=[f"recipe.{key}" for value, key in RECIPE_VALUES.items()
-                                       if value not in trainer.invocation.args.values()],
+        + [f"observed: {d}" for d in departures] + unverified,
+        observed=seen_run, not_passed=not_passed(trainer, spec.recipe.args),
         # The script's own GPU memory is not visible from here: its largest process's host memory is.
         planned_memory_gb=spec.plan.est_memory_gb, peak_memory_gb=host.peak_rss_bytes(children=True) / 2**30,
         peak_memory_source="host_rss", tracking=feed.drain(),
@@ -359,6 +375,17 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     for check in record.checks:
         print(f"hwsweep: warning: {check}", file=sys.stderr)
     return 0
+
+
+def _as_passed(spec: RunSpec) -> tuple[dict, dict]:
+    """The plan and the spec as the script got them: a value it took from recipe.args in place of the plan's
+    (command.args_values) is the one on record, in the plan and in the recipe's optimizer."""
+    given = args_values(spec.trainer, spec.recipe.args)
+    plan = spec.plan.__dict__ | {k: v for k, v in given.items() if k in spec.plan.__dict__}
+    spec_dict = spec.to_dict()
+    optimizer = spec_dict["recipe"]["optimizer"]
+    optimizer |= {k: v for k, v in given.items() if k in optimizer}
+    return plan, spec_dict
 
 
 class TrackerFeed:

@@ -128,6 +128,7 @@ class Run:
                                             layout=layout_fingerprint(spec) if self.sharded else None)
         self.checkpoint.register(scaler=self.scaler, run=self)
         self.flops_per_step = None
+        self._spent = None  # this rank's FLOPs since the last flush (run.spend_flops); None: the script never says
         self.optimizer_kernel = None  # the AdamW kernel run.adamw resolved; None: the script built its own
         self.peak_memory = None  # (GB, source) per device, max over ranks: read by run.finish() on every rank
         self.module = None  # the model as built (unwrapped): what checkpoints and evaluations see
@@ -147,7 +148,9 @@ class Run:
         self._timed = 0  # step times already sent to the other ranks (tracking: the per-rank spread)
         self._spread = None  # the slowest rank's step time over the median rank's, since the last flush
         # What a resumed run carries on: every logged line, step times, one segment per start.
-        self.history = {"lines": [], "step_seconds": [], "segments": [], "checks": []}
+        # spent_flops: [steps flushed, FLOPs every rank spent in them together] once run.spend_flops was called.
+        self.history = {"lines": [], "step_seconds": [], "segments": [], "checks": [], "spent_flops": None}
+        self._flushed = 0  # the last step flushed
         self._guard = Guard(self.spec.guard)  # fed the all-reduced losses: every rank judges alike
         # schedule.stop_at: target: (target, the keys its metric's values are logged under, the metric's goal).
         by_name = {m.name: m for m in spec.metrics}
@@ -219,6 +222,12 @@ class Run:
         self.flops_per_step = flops.train_step_flops(model, batch) * self.plan.world_size * self.plan.accumulation
         return self.flops_per_step
 
+    def spend_flops(self, flops: float) -> None:
+        """The FLOPs this rank spent in the current step, for a model whose work varies from step to step (HRM's
+        ACT halts samples early): from the next flush on, `flops_per_step` (the record's, behind TFLOP/s and MFU) is
+        the mean over the steps run of every rank's sum, not count_flops's one step counted before training."""
+        self._spent = (self._spent or 0.0) + float(flops)
+
     @property
     def evaluates(self) -> bool:
         """Whether this rank takes part in an evaluation during training: rank 0, or every rank of a sharded
@@ -249,6 +258,7 @@ class Run:
             self.resume()
         self.clock.mark("model")
         segment = {"start_step": self.start, "startup_seconds": process_age(), "startup_parts": self.clock.parts()}
+        self._flushed = self.start
         if self.checkpoint.resharded_from is not None:  # a sharded checkpoint written at another world size
             segment["resharded_from_world_size"] = self.checkpoint.resharded_from
         self.history["segments"].append(segment)
@@ -347,22 +357,32 @@ class Run:
         (the step loss is their sum in global order, so it is the same at any world size), every
         rank's stop flag and which targets its values logged since the last flush reached (schedule.stop_at:
         target; the evaluation may run on one rank, the losses are known to all after it), so every rank holds
-        the same targets reached and all stop at the same step. With tracking on, each rank's step seconds
-        since the last flush ride along first (the step-time spread). Returns (stop, every target reached)."""
+        the same targets reached and all stop at the same step. Each rank's FLOPs spent since the last flush
+        (run.spend_flops) and, with tracking on, its step seconds (the step-time spread) ride along first.
+        Returns (stop, every target reached)."""
         mine = self._hits(self._logged.values())
-        tail = [float(bool(self._signalled))] + [float(i in mine) for i in range(len(self._targets))]
+        flags = [float(bool(self._signalled))] + [float(i in mine) for i in range(len(self._targets))]
+        flags.append(float(self._spent is not None))
         timed = self.tracking.on  # the same on every rank
+        per_rank = [self._spent or 0.0]
         if timed:
-            tail.insert(0, sum(self.history["step_seconds"][self._timed :]))
+            per_rank.append(sum(self.history["step_seconds"][self._timed :]))
             self._timed = len(self.history["step_seconds"])
-        flags = torch.tensor(tail, device=self.device)
-        local = torch.stack(self._pending).flatten() if self._pending else flags.new_empty(0)
-        everything = gather_in_order(torch.cat([local, flags])).view(self.world_size, -1)
-        seen = everything[:, -len(tail) + int(timed) :].amax(dim=0).tolist()
+        tail = torch.tensor(per_rank + flags, device=self.device)
+        local = torch.stack(self._pending).flatten() if self._pending else tail.new_empty(0)
+        everything = gather_in_order(torch.cat([local, tail])).view(self.world_size, -1)
+        seen = everything[:, -len(flags) :].amax(dim=0).tolist()
         stop = seen[0] > 0
-        self._hit |= {i for i, hit in enumerate(seen[1:]) if hit > 0}
+        self._hit |= {i for i, hit in enumerate(seen[1:-1]) if hit > 0}
+        if seen[-1] > 0:  # the script spends FLOPs step by step: the record's figure is their mean
+            steps, spent = self.history["spent_flops"] or (0, 0.0)
+            spent += float(everything[:, -len(tail)].double().sum())
+            self.history["spent_flops"] = [steps + done - self._flushed, spent]
+            self._spent = 0.0 if self._spent is not None else None
+            self._use_spent()
+        self._flushed = done
         if timed and self.world_size > 1:
-            seconds = everything[:, -len(tail)].tolist()
+            seconds = everything[:, -len(tail) + 1].tolist()
             median = statistics.median(seconds)
             self._spread = max(seconds) / median if median > 0 else None
         losses = {}
@@ -377,6 +397,12 @@ class Run:
         self._hit |= self._hits({"loss": value} for value in losses.values())  # the same on every rank
         self._write(losses)
         return stop, bool(self._targets) and len(self._hit) == len(self._targets)
+
+    def _use_spent(self) -> None:
+        """flops_per_step from the FLOPs spent so far (run.spend_flops), where the script said any."""
+        spent = self.history.get("spent_flops")
+        if spent and spent[0] > 0:
+            self.flops_per_step = spent[1] / spent[0]
 
     def _hits(self, lines) -> set[int]:
         """The targets (their indices) that a value in `lines` (dicts of logged values) reached."""
@@ -475,7 +501,9 @@ class Run:
         return {"history": self.history}
 
     def load_state_dict(self, state: dict) -> None:
-        self.history = state["history"] | {"checks": state["history"].get("checks", [])}
+        self.history = state["history"] | {k: state["history"].get(k, empty) for k, empty in
+                                           (("checks", []), ("spent_flops", None))}  # fmt: skip
+        self._use_spent()
         for line in self.history["lines"]:  # the guard sees the whole series, as if never interrupted
             if "loss" in line:
                 self._guard.feed(line["step"], line["loss"])

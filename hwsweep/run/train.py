@@ -43,7 +43,11 @@ def main(argv=None) -> int:
     train, held_out = fam.tables(recipe)
     loader = run.loader(TensorDataset(*train))
     model = fam.build(recipe)
-    run.count_flops(model, loader.peek())  # on the eager model, before run.wrap compiles it (recipe.compile)
+    # Counted on the eager model where it was built, before run.wrap moves it and compiles it (recipe.compile).
+    counted = tuple(t.to(next(model.parameters()).device) for t in loader.peek())  # the loader's may be on the GPU
+    run.count_flops(model, counted)
+    # HRM: ACT halts samples early, so a step's FLOPs are those of the segments it ran (per sample, by kind)
+    units = model.work_flops(counted) if hasattr(model, "work_flops") else None
     net = run.wrap(model)
     optimizer = run.adamw(model.parameters())  # recipe.optimizer, in its kernel (recipe.optimizer.kernel)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
@@ -56,9 +60,8 @@ def main(argv=None) -> int:
             states["embedding_optimizer"], lambda s: lr_factor(s, recipe.schedule))
         states["embedding_optimizer"].zero_grad()  # drop the rows the FLOP count above handed out
     run.resume(**states)
-    counts_work = hasattr(model, "take_work")  # HRM: the segments ACT ran, for the FLOPs actually spent
-    if counts_work:
-        model.take_work()  # the FLOP count above is not training
+    if units:
+        model.take_work()  # the FLOP counts above are not training
 
     for step in run.steps():
         for batch in run.accumulate(loader):
@@ -69,10 +72,12 @@ def main(argv=None) -> int:
         if embeddings:
             states["embedding_optimizer"].step()
             states["embedding_scheduler"].step()
-        if counts_work:  # this rank's samples (rank 0's are logged): segments with gradients, forward-only ones
+        if units:  # this rank's samples (rank 0's are logged): supervised segments, forward-only ones
             work = model.take_work()
+            run.spend_flops(sum(work[kind] * units[kind] for kind in units))  # the record's flops_per_step: all ranks
+            no_grad = work["extra_segments"] + work["state_segments"]
             run.log(segments_per_sample=work["segments"] / work["samples"],
-                    extra_segments_per_sample=work["extra_segments"] / work["samples"])
+                    extra_segments_per_sample=no_grad / work["samples"])
         done = step + 1
         if recipe.eval_every and run.evaluates and (done % recipe.eval_every == 0 or done == plan.steps):
             subset = tuple(t[: recipe.eval_subset] for t in held_out)

@@ -2,12 +2,14 @@
 
 hwsweep's runner puts this folder first on the command's PYTHONPATH, so every Python process the
 command starts (torchrun's workers, processes a script spawns itself, data-loader workers) runs this
-at startup. Nothing happens until the process imports torch; then two hooks count, for the first
-few optimizer steps, the samples each step's training forwards saw (the outermost module call,
-training mode, gradients on, the first input tensor's `batch_dim`), and a third counts every
-optimizer step. A process that stepped an optimizer writes one small JSON file: its rank and world
-size (the process group's, else the environment's), backend, device, threads, samples per step and
-steps. hwsweep.run.observe compares them with the plan.
+at startup. Nothing happens until the process imports torch; then hooks count, for the first few
+optimizer steps, the samples each step's training forwards saw (the outermost module call, training
+mode, gradients on, the first input tensor's `batch_dim`), every optimizer step, and every backward
+pass with the samples its forwards saw: a script that updates its weights by hand (`p.data.add_(p.grad,
+alpha=-lr)`, no torch.optim) is seen through its backward passes. A process that ran a backward pass or
+stepped an optimizer writes one small JSON file: its rank and world size (the process group's, else the
+environment's), backend, device, threads, samples per step and per backward pass, steps and backward
+passes. hwsweep.run.observe compares them with the plan.
 
 Self-contained on purpose (standard library and torch only): the command may run another
 interpreter than hwsweep's. Any failure here is swallowed: observing must never break a run.
@@ -24,6 +26,9 @@ import sys
 
 OUT = os.environ.get("HWSWEEP_OBSERVE_DIR")
 STEPS_COUNTED = 4  # steps whose samples are counted; later steps only count (no per-call cost after these)
+# Backward passes whose samples are counted when no optimizer has stepped yet: enough for the first steps of any
+# usual gradient accumulation; past them a script without a torch optimizer is only counted.
+BACKWARDS_COUNTED = 64
 
 
 class _State:
@@ -31,6 +36,7 @@ class _State:
         self.torch, self.batch_dim = torch, batch_dim
         self.depth, self.top, self.samples, self.per_step = 0, None, 0, []
         self.steps, self.main, self.device, self.group, self.unpatch = 0, None, None, None, None
+        self.backwards, self.per_backward, self.since_backward = 0, [], 0
 
     def forward(self, module, args, kwargs):
         if self.top is None:
@@ -45,6 +51,19 @@ class _State:
             self.device = str(param.device if param is not None else tensor.device)
         if self.batch_dim is not None and tensor.dim() > self.batch_dim:
             self.samples += int(tensor.shape[self.batch_dim])
+            self.since_backward += int(tensor.shape[self.batch_dim])
+
+    def backward(self):
+        """A backward pass: with no torch optimizer, what a step is made of (the script updates by hand)."""
+        self.backwards += 1
+        if self.group is None:
+            self._group()
+        if self.unpatch is not None and len(self.per_backward) < BACKWARDS_COUNTED:
+            self.per_backward.append(self.since_backward)
+        self.since_backward = 0
+        if not self.steps and self.backwards >= BACKWARDS_COUNTED and self.unpatch is not None:
+            self.unpatch()  # no optimizer so far: the forwards' per-call cost ends here too
+            self.unpatch = None
 
     def step(self, optimizer):
         if self.main is None:
@@ -53,6 +72,7 @@ class _State:
             return  # a second optimizer (a GAN's) steps on the same samples
         self.steps += 1
         self.depth = 0  # a forward that raised never came back down
+        self.since_backward = 0
         if self.group is None:
             self._group()
         if self.unpatch is not None:
@@ -73,7 +93,7 @@ class _State:
             pass
 
     def write(self):
-        if not self.steps:
+        if not self.steps and not self.backwards:
             return
         if self.group is None:
             self._group()
@@ -81,7 +101,8 @@ class _State:
         env = {k: os.environ[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE") if k in os.environ}
         record = {"host": socket.gethostname(), "pid": os.getpid(), "process_group": self.group, "env": env,
                   "device": self.device, "threads": torch.get_num_threads(), "samples_per_step": self.per_step,
-                  "optimizer_steps": self.steps, "batch_dim": self.batch_dim}
+                  "optimizer_steps": self.steps, "batch_dim": self.batch_dim, "backward_passes": self.backwards,
+                  "samples_per_backward": self.per_backward}
         path = os.path.join(OUT, f"{record['host']}-{record['pid']}.json")
         with open(path + ".tmp", "w") as f:
             json.dump(record, f)
@@ -120,9 +141,27 @@ def _install(torch):
     def unpatch():
         torch.nn.Module.__call__ = module_call
 
+    backward = torch.autograd.backward  # Tensor.backward calls it too
+    running = []  # a backward pass under way: one inside it (reentrant activation checkpointing) is part of it
+
+    def counted_backward(*args, **kwargs):
+        if running:
+            return backward(*args, **kwargs)
+        running.append(True)
+        try:
+            result = backward(*args, **kwargs)
+        finally:
+            running.pop()
+        try:
+            state.backward()
+        except Exception:
+            pass  # observing must never break a run
+        return result
+
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     register_optimizer_step_post_hook(lambda optimizer, args, kwargs: state.step(optimizer))
+    torch.autograd.backward = counted_backward
     atexit.register(state.write)
     torch.nn.Module.__call__ = call  # last: a failure above leaves torch as it was
     state.unpatch = unpatch
