@@ -26,10 +26,11 @@ def suite_complete(suite):
 
 
 def all_inputs():
-    """Every target; while a report is built, only what exists (see REPORTING)."""
+    """Every target; while a report is built, only what exists and is current (see REPORTING)."""
     if not REPORTING:
         return all_targets() + [p for s in MATRIX.suites for p in suite_pages(s)]
-    done = [s for s in MATRIX.suites if suite_complete(s)]
+    # A suite whose tables are out of date is left out like one without tables (the landing page says why).
+    done = [s for s in MATRIX.suites if suite_complete(s) and s not in stale_suites()]
     targets = [p for s in done for p in suite_outputs(s)]
     combined = [t for t in all_targets() if t.count("/") == 1]  # results/<table>
     missing = len(done) < len(MATRIX.suites)
@@ -60,11 +61,25 @@ def made_from(rule):
 STALE = {}
 
 
+def stale_suites():
+    """While a report is built: suite -> why its tables are out of date (hwsweep.report.current), said on stderr."""
+    if "suites" not in STALE:
+        STALE["suites"] = {}
+        for suite in MATRIX.suites:
+            why = current.why_suite_stale(MATRIX, suite)
+            if why:
+                STALE["suites"][suite] = why
+                print(f"hwsweep warning: {landing.left_out(why)}", file=sys.stderr)
+    return STALE["suites"]
+
+
 def stale_combined():
     """While a report is built: rule -> (its table, why it is out of date) for each
     of plan, combine and compare_suites whose table is (hwsweep.report.current),
-    said on stderr."""
+    said on stderr. A table made from an out-of-date suite's table is out of date too.
+    """
     if "found" not in STALE:
+        outdated = [p for s in stale_suites() for p in suite_outputs(s)]
         checks = {
             "plan": ("results/plan.tsv", dict(text=plan_table(None))),
             "combine": (
@@ -78,7 +93,7 @@ def stale_combined():
         }
         STALE["found"] = {}
         for rule, (table, check) in checks.items():
-            why = current.why_stale(table, made_from(rule), **check)
+            why = current.why_stale(table, made_from(rule), outdated=outdated, **check)
             if why:
                 STALE["found"][rule] = (table, why)
                 print(f"hwsweep warning: {landing.left_out(why)}", file=sys.stderr)
@@ -98,7 +113,11 @@ def report_text():
     complete = {s: suite_complete(s) for s in MATRIX.suites}
     path = Path(".snakemake", "hwsweep", "landing.rst").resolve()
     stale = dict(stale_combined().values())
-    return str(landing.write(MATRIX, complete, template, path, descriptions, stale))
+    return str(
+        landing.write(
+            MATRIX, complete, template, path, descriptions, stale, stale_suites()
+        )
+    )
 
 
 def metric_about(wildcards):
