@@ -11,6 +11,11 @@ REPORTING = (
     and "--report-after-run" not in sys.argv
 )
 TABLE_PAGES = ["comparison", "equivalence", "speedup", "variants"]
+# The captions' folder beside this file, wherever the workflow is (a clone, or inside the installed package when
+# a Snakefile elsewhere includes it); workflow.basedir is the folder of the Snakefile snakemake was given.
+REPORT_DIR = (
+    Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent / "report"
+)
 
 
 def suite_pages(suite):
@@ -103,7 +108,7 @@ def stale_combined():
 def report_text():
     """The landing page: while a report is built, the headline of every suite (or why it has
     none) computed from the tables, then workflow.rst; otherwise workflow.rst alone."""
-    template = Path(workflow.basedir) / "workflow" / "report" / "workflow.rst"
+    template = REPORT_DIR / "workflow.rst"
     if not REPORTING:
         return str(template)
     descriptions = {
