@@ -179,6 +179,31 @@ def test_a_report_after_a_suite_changed_leaves_out_its_older_tables_until_all_re
     assert "Out of date" not in (folder / ".snakemake/hwsweep/landing.rst").read_text()
 
 
+def test_a_report_after_the_statistics_changed_leaves_out_tables_made_with_the_older_ones(two_suites):
+    """The runs stay current when only the statistics change, but every suite's tables (and the landing page's
+    verdicts, read from them) hold intervals at the older confidence: left out until `all` reruns the aggregates,
+    which it does without training."""
+    folder, cfg = two_suites
+    cfg["statistics"] = {"confidence": 0.9}
+    proc = snakemake(folder, cfg, "--report", str(folder / "report.html"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    landing = (folder / ".snakemake/hwsweep/landing.rst").read_text()
+    for suite in ("tiny", "other"):
+        why = (f"**Out of date** — results/{suite}/comparison.csv was made with other settings than this config's "
+               f"(baseline, statistics, metrics, prices, references or targets; results/{suite}/settings.sha256): "
+               "left out of this report")  # fmt: skip
+        assert why in landing, landing
+        assert f"results/{suite}/tables/" not in (folder / "report.html").read_text()
+    assert "Overall against" not in landing
+
+    proc = snakemake(folder, None, "--cores", "2", "all")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rule aggregate_suite:" in proc.stderr and "rule train:" not in proc.stderr, proc.stderr[-3000:]
+    proc = snakemake(folder, None, "--report", str(folder / "report.html"))
+    assert proc.returncode == 0 and "hwsweep warning" not in proc.stderr, proc.stderr[-3000:]
+    assert "Overall against" in (folder / ".snakemake/hwsweep/landing.rst").read_text()
+
+
 def test_jobs_see_exactly_the_replaced_config_and_refuse_a_changed_spec(tmp_path, small_config):
     # A workflow config beside the run that must not leak into it (the repo's config/config.yaml case).
     (tmp_path / "config").mkdir()

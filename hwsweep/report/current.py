@@ -61,9 +61,10 @@ def suite_table(suite: str, results: Path = Path("results")) -> Path:
     return results / suite / "comparison.csv"
 
 
-def why_suite_stale(matrix, suite: str, results: Path = Path("results")) -> str | None:
+def why_suite_stale(matrix, suite: str, results: Path = Path("results"), stamps: dict | None = None) -> str | None:
     """Why the tables of `suite` are out of date, or None when they are current (or missing). They are made from
-    the suite's runs: every run must be done as `status` judges it, for the config of now, and no record newer."""
+    the suite's runs: every run must be done as `status` judges it, for the config of now, and no record newer;
+    and with the settings of now: `stamps`, the file each job writes beside its tables -> what it must read."""
     table = suite_table(suite, results)
     if not table.is_file():
         return None
@@ -75,5 +76,11 @@ def why_suite_stale(matrix, suite: str, results: Path = Path("results")) -> str 
         runs = ", ".join(f"{n} {'was' if n == 1 else 'were'} {NOT_DONE[state]}" for state, n in counts.items())
         return (f"{table} is out of date: of the {len(states)} runs suite {suite} has now, {runs} "
                 "(`snakemake -f status` names them)")  # fmt: skip
+    for stamp, text in (stamps or {}).items():
+        if not Path(stamp).is_file():
+            return f"{table} has no record of the settings its suite's tables were made with ({stamp} is missing)"
+        if why_stale(stamp, text=text):
+            return (f"{table} was made with other settings than this config's (baseline, statistics, metrics, "
+                    f"prices, references or targets; {stamp})")  # fmt: skip
     records = [Path(spec.run_dir) / name for spec in specs for name in (TRAIN_RECORD, EVAL_RECORD)]
     return why_stale(table, records)

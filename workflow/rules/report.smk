@@ -71,7 +71,8 @@ def stale_suites():
     if "suites" not in STALE:
         STALE["suites"] = {}
         for suite in MATRIX.suites:
-            why = current.why_suite_stale(MATRIX, suite)
+            stamps = suite_stamps(suite)  # common.smk
+            why = current.why_suite_stale(MATRIX, suite, stamps=stamps)
             if why:
                 STALE["suites"][suite] = why
                 print(f"hwsweep warning: {landing.left_out(why)}", file=sys.stderr)
