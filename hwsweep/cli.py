@@ -131,7 +131,8 @@ def init(args) -> int:
         print(f"hwsweep init: {e}", file=sys.stderr)
         return 1
     if folder.exists() and not folder.is_dir():
-        print(f"hwsweep init: {folder} is not a folder; give a folder to set up (default: the current one)", file=sys.stderr)
+        print(f"hwsweep init: {folder} is not a folder; give a folder to set up (default: the current one)",
+              file=sys.stderr)  # fmt: skip
         return 1
     lines = []
     for name, source in files.items():
@@ -187,10 +188,10 @@ def run(argv=None) -> int:
                    help="on a GPU, plan from the memory estimate instead of measuring each cell's peak")  # fmt: skip
     profile.add_parser(sub)
     resources.add_parser(sub)
-    i = sub.add_parser("init", help="set up a folder to run the installed workflow from: Snakefile, config/, profiles/local")
-    i.add_argument("folder", type=Path, nargs="?", default=Path("."), help="the folder to set up (default: this one)")
+    i = sub.add_parser("init", help="set up a folder to run the installed workflow from (docs/package.md)")
+    i.add_argument("folder", type=Path, nargs="?", default=Path("."), help="the folder (default: this one)")
     i.set_defaults(handler=init)
-    w = sub.add_parser("workflow", help='the installed Snakefile\'s path: snakemake --snakefile "$(hwsweep workflow)" ...')
+    w = sub.add_parser("workflow", help='the Snakefile\'s path: snakemake --snakefile "$(hwsweep workflow)" ...')
     w.set_defaults(handler=show_workflow)
     args = parser.parse_args(argv)
     if hasattr(args, "handler"):

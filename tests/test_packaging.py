@@ -134,6 +134,25 @@ def test_the_installed_package_is_the_only_hwsweep_and_its_dependencies_hold(ins
     assert "global_batch" in plan.stdout and len(plan.stdout.splitlines()) > 2
 
 
+def test_init_writes_a_folder_to_run_from_and_never_replaces_a_file(tmp_path, capsys):
+    from hwsweep import cli
+
+    folder = tmp_path / "new"
+    assert cli.main(["init", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert f"run: cd {folder} && snakemake --profile profiles/local all" in out
+    assert "include: hwsweep_snakefile()" in (folder / "Snakefile").read_text()
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == sorted(
+        ["Snakefile", *workflow_files.starter_files()])  # fmt: skip
+    (folder / "config/config.yaml").write_text("mine\n")
+    assert cli.main(["init", str(folder)]) == 0
+    assert "wrote" not in capsys.readouterr().out and (folder / "config/config.yaml").read_text() == "mine\n"
+    (tmp_path / "file").write_text("")
+    assert cli.main(["init", str(tmp_path / "file")]) == 1
+    err = capsys.readouterr().err
+    assert err == f"hwsweep init: {tmp_path / 'file'} is not a folder; give a folder to set up (default: the current one)\n"
+
+
 def tiny_config() -> dict:
     """The smallest sweep that still trains, evaluates and aggregates: one suite, one seed, cpu1, 6 steps."""
     cfg = copy.deepcopy(SMALL)
@@ -163,6 +182,9 @@ def test_an_empty_folder_runs_the_installed_workflow_after_hwsweep_init(installe
     assert run.returncode == 0, run.stderr[-4000:]
     record = yaml.safe_load((folder / "results/tiny/default/cpu1/seed0/train.json").read_text())
     assert record["status"] == "complete" and len(record["curves"]["loss"]["values"]) == 6
+    status = _run([*snakemake, "--cores", "1", "-f", "status"], cwd=folder, env=env)
+    assert status.returncode == 0, status.stderr[-3000:]
+    assert (folder / "results/partial/status.csv").read_text().count(",done,") == 1
     report = _run([*snakemake, "--report", "report.html"], cwd=folder, env=env)
     assert report.returncode == 0, report.stderr[-3000:]
     html = (folder / "report.html").read_text()
@@ -203,6 +225,8 @@ def test_the_installed_snakefile_runs_from_a_folder_of_its_own_and_the_cluster_c
     assert slurm.returncode == 0 and re.search(r"^train\s+1$", slurm.stdout, re.M), slurm.stderr[-3000:]
     plan = _run([str(bin_dir / "hwsweep"), "plan", "--profile", "slurm"], cwd=folder, env=env)
     assert plan.returncode == 0 and "cpu1" in plan.stdout, plan.stderr
+    resources = _run([str(bin_dir / "hwsweep"), "resources"], cwd=folder, env=env)
+    assert resources.returncode == 0 and "gpu-h100" in resources.stdout, resources.stderr
 
 
 def test_environment_yml_installs_this_checkout():

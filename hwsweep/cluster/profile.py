@@ -3,8 +3,9 @@
 `snakemake --profile slurm` looks for a folder `slurm` in the working directory, then in the user's
 snakemake config folder (platformdirs: $XDG_CONFIG_HOME/snakemake or ~/.config/snakemake on Linux),
 then in the site folder (/etc/xdg/snakemake). The template is profiles/slurm/config.yaml of the workflow
-files (hwsweep.contracts.workflow_files: the installed package's copy, or the clone's); the installed copy gets the account and partition asked for by flags, and a summary of
-the partitions and GPU types `sinfo` reports, as comments.
+files (hwsweep.contracts.workflow_files: the installed package's copy, or the clone's); the installed copy
+gets the account and partition asked for by flags, and a summary of the partitions and GPU types `sinfo`
+reports, as comments.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from hwsweep.cluster import slurm
 from hwsweep.contracts import workflow_files
+
 SITE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # as the config schema's partition pattern
 
 
