@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from hwsweep.analysis import quarantine
+from hwsweep.analysis.aggregate import prices_of
 from hwsweep.contracts import spec as layout
 from hwsweep.plan import interrupt, placement, shared
 from hwsweep.plan.config import ConfigError, resolve_or_exit
@@ -363,3 +364,38 @@ def plan_table(wildcards):
     from hwsweep.plan.table import format_table, plan_rows
 
     return format_table(plan_rows(MATRIX), sep="\t")
+
+
+def settings_sha256(*more):
+    """What a suite's tables depend on besides its runs, hashed: a job parameter, so a changed margin, price or
+    target reruns the job (and the report's job parameters stay one line), and a stamp the job writes beside
+    its tables, so a report built before that rerun leaves them out (report.smk, hwsweep.report.current).
+    """
+    return layout.sha256(
+        json.dumps(
+            [
+                MATRIX.baseline,
+                MATRIX.statistics,
+                [m.to_dict() for m in MATRIX.metrics],
+                prices_of(MATRIX.hardware),
+                *more,
+            ],
+            sort_keys=True,
+        )
+    )
+
+
+AGGREGATE_SHA256 = settings_sha256(MATRIX.references)
+TARGET_SHA256 = settings_sha256(
+    {s: [t.to_dict() for t in ts] for s, ts in MATRIX.targets.items()}
+)
+STAMPS = {
+    "aggregate": ("results/{suite}/settings.sha256", AGGREGATE_SHA256),
+    "time_to_target": ("results/{suite}/time_to_target.sha256", TARGET_SHA256),
+}
+
+
+def suite_stamps(suite):
+    """Each stamp of a suite's tables -> what it reads when they were made with this config's settings."""
+    jobs = ["aggregate"] + (["time_to_target"] if MATRIX.targets.get(suite) else [])
+    return {STAMPS[j][0].format(suite=suite): STAMPS[j][1] + "\n" for j in jobs}
