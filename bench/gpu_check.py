@@ -3,7 +3,7 @@
 The two commands, from the repository root:
 
     # 1. here, where PyPI is reachable, with the project's venv: the packages the check needs beyond torch,
-    #    for the GPU machine's Python 3.12 on x86_64 Linux, into .gpu-wheels/ (ignored by git; about 29 MiB)
+    #    for the GPU machine's Python 3.12 on x86_64 Linux, into .gpu-wheels/ (ignored by git; about 28 MiB)
     .venv/bin/python bench/gpu_check.py --wheels .gpu-wheels
 
     # 2. there, on the GPU machine, with its own python3 and torch, offline (the device tool: carry
@@ -142,12 +142,12 @@ def check(args) -> int:
     result = {"check": "bench/gpu_check.py", "smoke": args.smoke, "started": time.strftime("%Y-%m-%d %H:%M:%S %Z",
               time.localtime(t0)), "deadline_seconds": deadline_s, "device": device, "hardware": hardware,
               "git_commit": _git_commit(), "sections": []}  # fmt: skip
-    banked = 0.0  # what the sections before left of their budgets
-    for section in chosen:
+    for i, section in enumerate(chosen):
         budget = section.smoke_budget_s if args.smoke else section.budget_s
-        # Its own budget and what the sections before it left unused, within the check's deadline.
-        allowed = min(budget + banked, t0 + deadline_s - time.time())
-        started = time.monotonic()
+        later = sum(s.smoke_budget_s if args.smoke else s.budget_s for s in chosen[i + 1 :])
+        left = t0 + deadline_s - time.time()
+        # Its own budget, or more where the later sections' budgets leave more; never past the deadline.
+        allowed = min(left, max(budget, left - later))
         if problem:
             found = _skipped(section, f"not run: {problem}")
         elif allowed < 5:
@@ -155,7 +155,6 @@ def check(args) -> int:
         else:
             found = _run_section(section, allowed, budget, work, args.smoke, device, hardware, log)
         result["sections"].append(found)
-        banked = max(0.0, budget + banked - (time.monotonic() - started))
         result["seconds"] = round(time.time() - t0, 1)
         io.write_json(out / "gpu_check.json", _ordered(result))  # after every section: a killed check keeps them
     result = _ordered(result)

@@ -723,7 +723,9 @@ def test_the_trainer_steps_the_sparse_embedding_and_logs_the_segments_it_ran(tmp
     table = final["model"]["input.puzzle.weight"]
     assert table.abs().sum() > 0  # trained from its zero start
     assert all(len(group["params"]) for group in final["embedding_optimizer"]["param_groups"])
-    metrics = json.loads((tmp_path / "run" / "eval.json").read_text())["metrics"]
+    evaluated = json.loads((tmp_path / "run" / "eval.json").read_text())
+    assert evaluated["device"] == "cpu"  # the device that trained (a GPU run: cuda; bench/gpu_check.py checks it)
+    metrics = evaluated["metrics"]
     assert metrics["segments_per_sample"] == pytest.approx(sum(segments) / 6)
     assert metrics["flops_per_sample"] > 0
 

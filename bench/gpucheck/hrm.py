@@ -38,6 +38,8 @@ def _spec(ctx, folder: Path):
     cfg.pop("compare", None)  # comparisons across the suites left out
     r = cfg["recipe"]
     r["task"] |= TABLES if not ctx.smoke else {"train_size": 256, "eval_size": 32}
+    if ctx.smoke:  # two micro-batches of 8: accumulation's code path at a CPU's size
+        r |= {"global_batch": 16, "micro_batch": 8}
     r["schedule"] = {"steps": STEPS, "warmup_steps": 1}
     r |= {"checkpoint_every": STEPS, "log_every": 1, "eval_every": STEPS, "eval_subset": r["task"]["eval_size"]}
     spec = resolve(cfg, config_dir=REPO / "config").spec("baseline", "default", name, 0)

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 import trainer_vs_bare_loop as tvb
 
-from gpucheck.record import judged, size
+from gpucheck.record import bytes_text, judged
 
 TOLERANCE = 0.15
 USE_GOAL = 0.70
@@ -36,7 +36,7 @@ SMOKE = {"width": 32, "depth": 2, "length": 8, "micro": 4}
 
 def _layouts(ctx) -> list[tuple[str, str, str]]:
     sizes = ["tiny"] if ctx.smoke else list(tvb.SIZES)
-    return [(size, precision, strategy) for size in sizes for precision in ("fp32", "bf16-mixed")
+    return [(model, precision, strategy) for model in sizes for precision in ("fp32", "bf16-mixed")
             for strategy in ("ddp", "fsdp")]  # fmt: skip
 
 
@@ -57,7 +57,7 @@ def memory(ctx) -> None:
     os.environ["HWSWEEP_MEMORY_CACHE"] = str(ctx.work / "memory.json")  # the probe's cache: this check's own
     torch.set_num_threads(1 if ctx.smoke else 4)
     layouts = _layouts(ctx)
-    names = [f"{size} {precision} {strategy} ws1" for size, precision, strategy in layouts]
+    names = [f"{model} {precision} {strategy} ws1" for model, precision, strategy in layouts]
     auto = ["micro_batch auto, from the estimate", "micro_batch auto, from the probe"]
     rec.declare(names + auto)
     device = _group(ctx)
@@ -65,15 +65,15 @@ def memory(ctx) -> None:
     if not cuda:
         rec.note("no CUDA device: peaks are the growth of the process's peak resident set, not max_memory_allocated "
                  "(the goal's measure): not judged")  # fmt: skip
-    for (size, precision, strategy), name in zip(layouts, names):
+    for (model, precision, strategy), name in zip(layouts, names):
         with rec.guarded(name):
-            shape = SMOKE if ctx.smoke else tvb.SIZES[size][0]
-            micro = SMOKE["micro"] if ctx.smoke else MICRO[size]
+            shape = SMOKE if ctx.smoke else tvb.SIZES[model][0]
+            micro = SMOKE["micro"] if ctx.smoke else MICRO[model]
             args = SimpleNamespace(width=shape["width"], depth=shape["depth"], length=shape["length"],
                                    micro_batch=micro, steps=STEPS, precision=precision, strategy=strategy)  # fmt: skip
             found = fsdp.layout_peak(args, device)
             ratio = found["peak_bytes"] / found["planned_bytes"]
-            shown = f"**{ratio:.3f}** ({size(found['peak_bytes'])} of {size(found['planned_bytes'])})"
+            shown = f"**{ratio:.3f}** ({bytes_text(found['peak_bytes'])} of {bytes_text(found['planned_bytes'])})"
             detail = (f"micro-batch {micro}, {found['parameters'] / 1e6:.1f}M parameters; peak: {found['source']}; "
                       "planned: footprint.device_bytes without the CUDA context")  # fmt: skip
             status = judged(abs(ratio - 1) <= TOLERANCE) if cuda else "info"
@@ -127,18 +127,18 @@ def _auto(ctx, device, names: list[str]) -> None:
                     detail=f"global batch {global_batch}; {how}")  # fmt: skip
             return
         used = (peak + context) / budget
-        shown = f"micro-batch {micro}: **{used:.0%}** of the budget ({size(peak + context)} of {size(budget)})"
+        shown = f"micro-batch {micro}: **{used:.0%}** of the budget ({bytes_text(peak + context)} of {bytes_text(budget)})"
         rec.row(name, judged(used >= USE_GOAL) if cuda else "info", shown, goal, round(used, 4),
                 f"large bf16-mixed, global batch {global_batch}; {how}; peak: {source}" + (
                     "" if cuda else "; CPU stand-in (the budget is made up)"))  # fmt: skip
 
     with rec.guarded(names[0]):
         _, spec = memory_plan.plan_at(shape, global_batch, "auto", precision, hardware, cuda)
-        judge(names[0], spec.plan.micro_batch, f"planned {size(spec.plan.est_memory_gb * GB)} (estimate)")
+        judge(names[0], spec.plan.micro_batch, f"planned {bytes_text(spec.plan.est_memory_gb * GB)} (estimate)")
     with rec.guarded(names[1]):
         peaks = probe.probe(recipe, hardware["gpu_type"], precision, global_batch, budget - context,
                             lambda micro: (_peak(ctx, device, recipe, micro, precision)[0], 0))  # fmt: skip
         # The cache now holds the measured peaks: the plan takes them (memory_source measured) on a GPU.
         _, spec = memory_plan.plan_at(shape, global_batch, "auto", precision, hardware, cuda)
-        tried = ", ".join(f"{m}: {'OOM' if b is None else size(b)}" for m, b in sorted(peaks.items()))
+        tried = ", ".join(f"{m}: {'OOM' if b is None else bytes_text(b)}" for m, b in sorted(peaks.items()))
         judge(names[1], spec.plan.micro_batch, f"probed {tried}; plan memory_source {spec.plan.memory_source}")

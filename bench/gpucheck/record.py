@@ -26,7 +26,7 @@ def judged(ok: bool) -> str:
     return "pass" if ok else "fail"
 
 
-def size(n: float) -> str:
+def bytes_text(n: float) -> str:
     """Bytes as the table shows them: GiB, or MiB under one GiB."""
     return f"{n / 2**30:.2f} GiB" if abs(n) >= 2**30 else f"{n / 2**20:.1f} MiB"
 

@@ -156,14 +156,19 @@ def bootstrap(folder: Path, repo: Path, argv: list[str]) -> int:
     python = VENV / "bin" / "python"
     if VENV.exists():
         shutil.rmtree(VENV)  # a venv left by an earlier run may hold other versions
-    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    # Without pip of its own (no ensurepip needed, seconds saved): the machine's pip installs into it (--python).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(VENV)], check=True)
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
     # After the venv's own site-packages: what pip installs there wins over the machine's versions.
     Path(purelib, "hwsweep_gpu_check.pth").write_text("\n".join([str(repo), *_site_dirs()]) + "\n")
     env = os.environ | {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CONFIG_FILE": os.devnull}
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(folder),
-                           *manifest["roots"]], env=env)  # fmt: skip
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    if subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode:
+        subprocess.run([str(python), "-m", "ensurepip", "--default-pip"], check=True, capture_output=True)
+        pip = [str(python), "-m", "pip"]  # this python has no pip: the venv's own, from ensurepip
+    proc = subprocess.run([*pip, "install", "--quiet", "--no-index", "--find-links", str(folder), *manifest["roots"]],
+                          env=env)  # fmt: skip
     if proc.returncode:
         sys.exit(f"bench/gpu_check.py: the offline install from {folder} failed (pip's lines above)")
     if not (VENV / "bin" / "torchrun").exists():  # torch's console script lives beside the machine's python
