@@ -85,6 +85,7 @@ sys.path.insert(0, sys.argv[1])
 from gpucheck.record import Recorder
 context = json.load(open(sys.argv[sys.argv.index("--context") + 1]))
 rec = Recorder(context["rows"], "speed")
+open(context["work"] + "/pid", "w").write(str(__import__("os").getpid()))
 rec.declare(["tiny fp32 eager", "tiny fp32 compiled"])
 rec.row("tiny fp32 eager", "pass", "**0.990**", ">= 0.97", 0.99)
 """
@@ -93,6 +94,7 @@ rec.row("tiny fp32 eager", "pass", "**0.990**", ">= 0.97", 0.99)
 def test_a_section_over_its_budget_is_stopped_and_keeps_its_rows(tmp_path):
     found, seconds = _section(tmp_path, STAND_IN + "time.sleep(600)\n", allowed=3)
     assert seconds < 3 + 10, "a section over its budget was not stopped"
+    _gone(tmp_path)
     assert found["status"] == "over budget" and "stopped after" in found["line"]
     rows = {r["name"]: r for r in found["rows"]}
     assert rows["tiny fp32 eager"]["status"] == "pass"  # finished before the stop: kept
@@ -105,6 +107,13 @@ def test_a_section_that_stops_ignoring_sigterm_is_killed(tmp_path):
     found, seconds = _section(tmp_path, program, allowed=2)
     assert found["status"] == "over budget"
     assert seconds < 2 + 10 + 15  # the grace period, then SIGKILL
+    _gone(tmp_path)
+
+
+def _gone(tmp_path) -> None:
+    pid = int((tmp_path / "speed" / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the section's process is gone (reaped), not left running on the GPU
 
 
 def test_a_section_that_fails_says_why_in_one_line(tmp_path):
