@@ -139,11 +139,18 @@ def trainer_in_process(spec, folder: Path) -> dict:
     """The RunRecord (train.json) of hwsweep.run.train run in this process, world size 1 (a process group of
     one on a free local port, as a plain start of the trainer makes): for a pairing with bare_loop in the same
     process, where neither side pays a process start."""
-    from hwsweep.run import train
+    import signal
+
+    from hwsweep.run import runtime, train
 
     folder.mkdir(parents=True, exist_ok=True)
     io.write_json(folder / "spec.json", spec.to_dict() | {"run_dir": str(folder)})
-    train.main([str(folder / "spec.json"), "--threads", "1"])
+    handlers = {sig: signal.getsignal(sig) for sig in runtime.STOP_SIGNALS}
+    try:
+        train.main([str(folder / "spec.json"), "--threads", "1"])
+    finally:  # the run's handlers hold the run, its model and optimizer: not past its end
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     return json.loads((folder / "train.json").read_text())
 
 

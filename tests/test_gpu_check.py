@@ -164,6 +164,42 @@ def test_each_section_gets_its_budget_and_what_the_ones_before_left_within_the_d
     assert "**skipped**: not run" in (tmp_path / "gpu_check.md").read_text()
 
 
+# -- the GPU rows, planned on this machine (what a GPU run would train and measure) ---------------------------
+@pytest.mark.parametrize("gpu", [("H100-80GB", 79.6), ("H200-141GB", 139.8)])
+def test_every_gpu_row_plans_on_this_machine_within_its_step_bounds(gpu):
+    """The sections' GPU paths that --smoke cannot take here: each speed row's spec for an H100 and an H200 (as
+    `hwsweep detect` describes them), its steps between MIN_STEPS and the bench's own count, and the global batch
+    of micro_batch auto, which the plan must split at the largest micro-batch that fits."""
+    from types import SimpleNamespace
+
+    import memory_plan
+    import trainer_vs_bare_loop as tvb
+    from gpucheck import memory, speed
+
+    from hwsweep.contracts.hardware import GB
+    from hwsweep.plan.batch import Advisor, device_need
+
+    gpu_type, memory_gb = gpu
+    hardware = {"accelerator": "cuda", "devices_per_node": 1, "memory_gb": memory_gb, "gpu_type": gpu_type}
+    ctx = SimpleNamespace(smoke=False, gpu_type=gpu_type, hardware=hardware, accelerator="cuda")
+    rows = speed._rows(ctx)
+    assert len(rows) == 12 and len(set(rows)) == 12
+    assert rows[:4] == [("tiny", "fp32", False), ("medium", "fp32", False), ("medium", "bf16-mixed", False),
+                        ("large", "bf16-mixed", False)]  # issue 12's rows first  # fmt: skip
+    for size, precision, compiled in rows:
+        spec = speed._spec(ctx, size, precision, compiled, speed.RUN_SECONDS)
+        assert spec.plan.accelerator == "cuda" and spec.plan.gpu_type == gpu_type and spec.recipe.compile == compiled
+        assert speed.MIN_STEPS <= spec.plan.steps <= tvb.SIZES[size][1]["cuda"][1]
+        assert spec.plan.tf32 == (precision != "fp32")
+    recipe, _ = memory_plan.plan_at(tvb.SIZES["large"][0], 2, 1, "bf16-mixed", hardware, True)
+    budget = Advisor.target_utilisation * memory_gb * GB
+    low = memory.largest_fit(recipe, "cuda", "bf16-mixed", budget)
+    assert device_need(recipe, "cuda", "bf16-mixed", low, 1, 0) <= budget < device_need(recipe, "cuda", "bf16-mixed",
+                                                                                           low + 1, 1, 0)  # fmt: skip
+    _, spec = memory_plan.plan_at(tvb.SIZES["large"][0], 2 * low, "auto", "bf16-mixed", hardware, True)
+    assert spec.plan.micro_batch == low and spec.plan.accumulation == 2
+
+
 # -- the wheel folder and the offline install ------------------------------------------------------------------
 def test_the_wheel_folder_holds_the_closure_the_tests_ran_with_less_the_gpu_images_packages():
     import importlib.metadata as metadata

@@ -30,6 +30,14 @@ def _driver() -> str | None:
         return proc.stdout.split("\n")[0].strip() or None
 
 
+def _nccl(torch) -> str | None:
+    try:
+        version = torch.cuda.nccl.version()
+    except (RuntimeError, AttributeError):
+        return None
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+
+
 def _version(name: str) -> str | None:
     try:
         return importlib.metadata.version(name)
@@ -55,8 +63,8 @@ def facts() -> tuple[dict, dict]:
         props = torch.cuda.get_device_properties(0)
         out |= {"name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
                 "capability": f"{props.major}.{props.minor}", "multiprocessors": props.multi_processor_count,
-                "driver": _driver(), "cudnn": torch.backends.cudnn.version(),
-                "nccl": ".".join(map(str, torch.cuda.nccl.version())), "gpus_visible": torch.cuda.device_count()}  # fmt: skip
+                "driver": _driver(), "cudnn": torch.backends.cudnn.version(), "nccl": _nccl(torch),
+                "gpus_visible": torch.cuda.device_count()}  # fmt: skip
     else:
         out |= {"name": platform.processor() or platform.machine(), "driver": None}
     return out, entry

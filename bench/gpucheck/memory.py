@@ -95,6 +95,23 @@ def _peak(ctx, device, recipe, micro: int, precision: str) -> tuple[int | None, 
     return int(fsdp.layout_peak(args, device)["peak_bytes"]), "host RSS growth (CPU stand-in)"
 
 
+def largest_fit(recipe, accelerator: str, precision: str, budget: float) -> int:
+    """The largest micro-batch whose estimated need (DDP, one device) fits `budget` bytes (at least 1)."""
+    from hwsweep.plan.batch import device_need
+
+    def fits(micro: int) -> bool:
+        return device_need(recipe, accelerator, precision, micro, 1, 0) <= budget
+
+    low = 1
+    while fits(low * 2):
+        low *= 2
+    high = low * 2  # the answer is in [low, high)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
+
+
 def _auto(ctx, device, names: list[str]) -> None:
     from hwsweep.contracts.hardware import GB
     from hwsweep.models.footprint import CUDA_CONTEXT_BYTES
@@ -109,14 +126,7 @@ def _auto(ctx, device, names: list[str]) -> None:
     if not cuda:  # a CPU's memory is the host's: a budget of a few micro-batches, so that the plan must split
         hardware["memory_gb"] = device_need(recipe, "cpu", precision, 8, 1, 0) / (Advisor.target_utilisation * GB)
     budget = Advisor.target_utilisation * hardware["memory_gb"] * GB
-    fits = 1
-    while device_need(recipe, ctx.accelerator, precision, fits * 2, 1, 0) <= budget:
-        fits *= 2
-    low, high = fits, fits * 2  # the largest micro-batch the estimate fits: between them
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if device_need(recipe, ctx.accelerator, precision, mid, 1, 0) <= budget else (low, mid)
-    global_batch = 2 * low
+    global_batch = 2 * largest_fit(recipe, ctx.accelerator, precision, budget)
     context = CUDA_CONTEXT_BYTES if cuda else 0
     goal = f">= {USE_GOAL:.0%} of the budget, no out-of-memory"
 
