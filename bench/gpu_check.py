@@ -217,7 +217,10 @@ def _run_section(section: Section, allowed: float, budget: float, work: Path, sm
     context.write_text(json.dumps({"smoke": smoke, "hardware": hardware, "device": device, "work": str(folder),
                                    "ends": ends, "rows": str(rows_path), "key": section.key}))  # fmt: skip
     log.say(f"[{section.key}] {section.title}: up to {allowed:.0f} s (budget {budget:.0f} s)")
-    cmd = (cmd or [sys.executable, str(Path(__file__).resolve()), "--section", section.key]) + ["--context", str(context)]
+    cmd = (cmd or [sys.executable, str(Path(__file__).resolve()), "--section", section.key]) + [
+        "--context",
+        str(context),
+    ]
     t0 = time.monotonic()
     log.file.write(f"----- [{section.key}] output -----\n")
     with open(folder / "output.log", "w") as output:

@@ -74,9 +74,14 @@ def hrm(ctx) -> None:
               folder / "evaluate.log")  # fmt: skip
         evaluated = json.loads((run / "eval.json").read_text())
         ok = evaluated.get("device") == ctx.accelerator
-        rec.row(NAMES[1], "pass" if ok else "fail", f"**{evaluated.get('device')}**", f"eval.json device: {ctx.accelerator}",
-                detail=f"{evaluated['eval_seconds']:.1f} s; " + ", ".join(f"{k} {v:.3f}" for k, v in evaluated["metrics"].items()
-                                                                          if isinstance(v, float)))  # fmt: skip
+        metrics = ", ".join(f"{k} {v:.3f}" for k, v in evaluated["metrics"].items() if isinstance(v, float))
+        rec.row(
+            NAMES[1],
+            "pass" if ok else "fail",
+            f"**{evaluated.get('device')}**",
+            f"eval.json device: {ctx.accelerator}",
+            detail=f"{evaluated['eval_seconds']:.1f} s; {metrics}",
+        )
     with rec.guarded(NAMES[2]):
         planned = estimate.step_flops(spec.recipe, spec.plan)
         counted = record["flops_per_step"]
@@ -99,7 +104,9 @@ def hrm(ctx) -> None:
 
 def _step(ctx, cmd: list[str], log: Path) -> None:
     with open(log, "w") as out:
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ctx.work, timeout=max(10.0, ctx.left() - 5))
+        proc = subprocess.run(
+            cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ctx.work, timeout=max(10.0, ctx.left() - 5)
+        )
     if proc.returncode:
         tail = log.read_text(errors="replace").strip().splitlines()[-5:]
         print("\n".join(tail), file=sys.stderr)

@@ -137,7 +137,9 @@ def _auto(ctx, device, names: list[str]) -> None:
                     detail=f"global batch {global_batch}; {how}")  # fmt: skip
             return
         used = (peak + context) / budget
-        shown = f"micro-batch {micro}: **{used:.0%}** of the budget ({bytes_text(peak + context)} of {bytes_text(budget)})"
+        shown = (
+            f"micro-batch {micro}: **{used:.0%}** of the budget ({bytes_text(peak + context)} of {bytes_text(budget)})"
+        )
         rec.row(name, judged(used >= USE_GOAL) if cuda else "info", shown, goal, round(used, 4),
                 f"large bf16-mixed, global batch {global_batch}; {how}; peak: {source}" + (
                     "" if cuda else "; CPU stand-in (the budget is made up)"))  # fmt: skip

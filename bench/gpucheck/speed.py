@@ -121,8 +121,8 @@ def speed(ctx) -> None:
             p = spec.plan
             mfu = statistics.median(m for m in mfus if m is not None) if any(m is not None for m in mfus) else None
             detail = (f"global batch {p.global_batch} = {p.micro_batch} x {p.accumulation}, {p.steps} steps, "
-                      f"tf32 {p.tf32}; samples/s trainer {statistics.median(ours):.4g}, bare {statistics.median(bare):.4g}"
-                      + (f"; trainer MFU {mfu:.3f}" if mfu is not None else ""))  # fmt: skip
+                      f"tf32 {p.tf32}; samples/s trainer {statistics.median(ours):.4g}, "
+                      f"bare {statistics.median(bare):.4g}" + (f"; trainer MFU {mfu:.3f}" if mfu is not None else ""))  # fmt: skip
             shown = f"**{median:.3f}** ({', '.join(f'{r:.3f}' for r in ratios)})"
             status = "info" if ctx.smoke else judged(median >= GOAL)
             rec.row(name, status, shown, f">= {GOAL}", round(median, 4), detail, ratios=ratios,

@@ -10,7 +10,8 @@ COUNTED = ("pass", "fail", "info", "skipped", "error")
 def summary(result: dict) -> dict:
     rows = [r for s in result["sections"] for r in s["rows"]]
     return {status: sum(r["status"] == status for r in rows) for status in COUNTED} | {
-        "sections_not_ok": [s["key"] for s in result["sections"] if s["status"] != "ok"]}
+        "sections_not_ok": [s["key"] for s in result["sections"] if s["status"] != "ok"]
+    }
 
 
 def _cell(text) -> str:

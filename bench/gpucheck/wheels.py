@@ -174,5 +174,9 @@ def bootstrap(folder: Path, repo: Path, argv: list[str]) -> int:
     if not (VENV / "bin" / "torchrun").exists():  # torch's console script lives beside the machine's python
         (VENV / "bin" / "torchrun").write_text(f"#!{python}\n{TORCHRUN}")
         (VENV / "bin" / "torchrun").chmod(0o755)
-    print(f"bench/gpu_check.py: installed {folder.name}/ offline into {VENV} in {time.monotonic() - t0:.0f} s", flush=True)
-    os.execve(str(python), [str(python), *argv], os.environ | {"PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ['PATH']}"})
+    print(
+        f"bench/gpu_check.py: installed {folder.name}/ offline into {VENV} in {time.monotonic() - t0:.0f} s", flush=True
+    )
+    os.execve(
+        str(python), [str(python), *argv], os.environ | {"PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    )

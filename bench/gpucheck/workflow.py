@@ -45,7 +45,9 @@ def _config(ctx) -> tuple[dict, str, str]:
 
 def _runs(folder: Path) -> dict[int, Path]:
     """seed -> the run's folder (where its spec.json is)."""
-    return {int(p.parent.name.removeprefix("seed")): p.parent for p in sorted(folder.glob("results/**/seed*/spec.json"))}
+    return {
+        int(p.parent.name.removeprefix("seed")): p.parent for p in sorted(folder.glob("results/**/seed*/spec.json"))
+    }
 
 
 def workflow(ctx) -> None:
@@ -101,8 +103,8 @@ def _provenance(ctx, runs: dict[int, Path]) -> None:
         seen.append(f"seed {seed}: {';'.join(prov['devices'])}, CUDA {prov['cuda']}")
         named = all(ctx.device["name"] in d for d in prov["devices"])
         ok &= named and (prov["cuda"] is not None or ctx.accelerator != "cuda")
-    ctx.rec.row(NAMES[1], "pass" if ok else "fail", f"**{'yes' if ok else 'no'}**", f"each record names {ctx.device['name']}",
-                detail="; ".join(seen))  # fmt: skip
+    goal = f"each record names {ctx.device['name']}"
+    ctx.rec.row(NAMES[1], "pass" if ok else "fail", f"**{'yes' if ok else 'no'}**", goal, detail="; ".join(seen))
 
 
 def _nvml(ctx, runs: dict[int, Path]) -> None:
@@ -141,8 +143,8 @@ def _repeat(ctx, folder: Path, run: Path) -> None:
     (again / relative).mkdir(parents=True)
     shutil.copy2(run / "spec.json", again / relative / "spec.json")
     with open(ctx.work / "repeat.log", "w") as log:
-        proc = subprocess.run([sys.executable, "-m", "hwsweep.run.launch", str(relative / "spec.json"), "--threads", "1"],
-                              cwd=again, stdout=log, stderr=subprocess.STDOUT, timeout=max(10.0, ctx.left() - 5))  # fmt: skip
+        cmd = [sys.executable, "-m", "hwsweep.run.launch", str(relative / "spec.json"), "--threads", "1"]
+        proc = subprocess.run(cmd, cwd=again, stdout=log, stderr=subprocess.STDOUT, timeout=max(10.0, ctx.left() - 5))
     if proc.returncode:
         tail = (ctx.work / "repeat.log").read_text(errors="replace").strip().splitlines()[-3:]
         ctx.rec.row(NAMES[4], "error", detail=f"the repeat failed (exit {proc.returncode}): {' | '.join(tail)[-300:]}")
