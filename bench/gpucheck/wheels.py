@@ -141,6 +141,17 @@ def _site_dirs() -> list[str]:
     return [d for d in dict.fromkeys(dirs) if Path(d).is_dir()]
 
 
+def _pip_for(python: Path) -> list[str]:
+    """This python's pip aimed at the venv (--python: pip 22.3 on); else the venv's own pip, from ensurepip."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True)
+    found = proc.stdout.split()[1:2] if proc.returncode == 0 else []
+    version = tuple(int(x) for x in found[0].split(".")[:2] if x.isdigit()) if found else ()
+    if version >= (22, 3):
+        return [sys.executable, "-m", "pip", "--python", str(python)]
+    subprocess.run([str(python), "-m", "ensurepip", "--default-pip"], check=True, capture_output=True)
+    return [str(python), "-m", "pip"]
+
+
 def bootstrap(folder: Path, repo: Path, argv: list[str]) -> int:
     """Install the check's packages from `folder` (offline) into VENV and run bench/gpu_check.py `argv` there."""
     os.environ.setdefault(T0_ENV, str(time.time()))
@@ -163,10 +174,7 @@ def bootstrap(folder: Path, repo: Path, argv: list[str]) -> int:
     # After the venv's own site-packages: what pip installs there wins over the machine's versions.
     Path(purelib, "hwsweep_gpu_check.pth").write_text("\n".join([str(repo), *_site_dirs()]) + "\n")
     env = os.environ | {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CONFIG_FILE": os.devnull}
-    pip = [sys.executable, "-m", "pip", "--python", str(python)]
-    if subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode:
-        subprocess.run([str(python), "-m", "ensurepip", "--default-pip"], check=True, capture_output=True)
-        pip = [str(python), "-m", "pip"]  # this python has no pip: the venv's own, from ensurepip
+    pip = _pip_for(python)
     proc = subprocess.run([*pip, "install", "--quiet", "--no-index", "--find-links", str(folder), *manifest["roots"]],
                           env=env)  # fmt: skip
     if proc.returncode:
