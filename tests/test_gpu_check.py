@@ -200,6 +200,18 @@ def test_every_gpu_row_plans_on_this_machine_within_its_step_bounds(gpu):
     assert spec.plan.micro_batch == low and spec.plan.accumulation == 2
 
 
+@pytest.mark.parametrize("name, memory_gib, gpu_type", [("NVIDIA H100 80GB HBM3", 79.2, "H100-80GB"),
+                                                          ("NVIDIA H200", 139.8, "H200-141GB")])  # fmt: skip
+def test_the_gpus_the_check_is_written_for_have_their_peaks_in_the_catalog(name, memory_gib, gpu_type):
+    """torch's names of the lent GPUs (the device tool's KINDS.md) find their catalog type, whose dense peaks the
+    MFU rows divide by."""
+    from hwsweep.contracts import catalog
+
+    assert catalog.match(name, memory_gib).name == gpu_type
+    assert catalog.peak_flops(gpu_type, "bf16-mixed", True) == 989.5e12
+    assert catalog.peak_flops(gpu_type, "fp32", True) == 494.5e12 and catalog.peak_flops(gpu_type, "fp32", False) == 67e12
+
+
 # -- the wheel folder and the offline install ------------------------------------------------------------------
 def test_the_wheel_folder_holds_the_closure_the_tests_ran_with_less_the_gpu_images_packages():
     import importlib.metadata as metadata
