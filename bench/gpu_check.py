@@ -6,8 +6,9 @@ The two commands, from the repository root:
     #    for the GPU machine's Python 3.12 on x86_64 Linux, into .gpu-wheels/ (ignored by git; about 28 MiB)
     .venv/bin/python bench/gpu_check.py --wheels .gpu-wheels
 
-    # 2. there, on the GPU machine, with its own python3 and torch, offline (the device tool: carry
-    #    [".gpu-wheels"], timeout_s 600; the results come back from $OUT)
+    # 2. there, on the GPU machine, from a copy of the repository with .gpu-wheels/ sent along (it is ignored by
+    #    git: a copy of the tracked files leaves it out), with the machine's own python3 and torch, offline;
+    #    allow it 10 minutes; $OUT: any folder, where the results go
     PYTHONUNBUFFERED=1 python3 bench/gpu_check.py --from-wheels .gpu-wheels --out $OUT
 
 The second installs .gpu-wheels/ into a fresh venv that sees the machine's own packages (torch among them),

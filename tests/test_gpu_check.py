@@ -203,7 +203,7 @@ def test_every_gpu_row_plans_on_this_machine_within_its_step_bounds(gpu):
 @pytest.mark.parametrize("name, memory_gib, gpu_type", [("NVIDIA H100 80GB HBM3", 79.2, "H100-80GB"),
                                                           ("NVIDIA H200", 139.8, "H200-141GB")])  # fmt: skip
 def test_the_gpus_the_check_is_written_for_have_their_peaks_in_the_catalog(name, memory_gib, gpu_type):
-    """torch's names of the lent GPUs (the device tool's KINDS.md) find their catalog type, whose dense peaks the
+    """torch's names of the H100 and H200 the check is written for find their catalog type, whose dense peaks the
     MFU rows divide by."""
     from hwsweep.contracts import catalog
 

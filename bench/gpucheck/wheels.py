@@ -26,7 +26,7 @@ from pathlib import Path
 # What the check imports beyond torch and the project itself (hwsweep is put on the path, not installed:
 # no build backend needed offline). The SLURM executor plugin is left out: the check runs locally.
 ROOTS = ("snakemake", "jsonschema", "pyyaml", "tqdm", "tensorboard", "nvidia-ml-py")
-# Held by the GPU machine's image (the device tool's KINDS.md, "Python packages already there", read
+# Held by the GPU machine's image (its list of "Python packages already there", read
 # 2026-11-17) and large: not carried; pip keeps the machine's versions. Prefixes end in '-'.
 THERE = ("torch", "triton", "numpy", "scipy", "pandas", "matplotlib", "pillow", "fonttools", "contourpy", "kiwisolver",
          "grpcio", "sympy", "networkx", "pyarrow", "tensorboard", "tensorboard-data-server", "nvidia-", "cuda-")  # fmt: skip
