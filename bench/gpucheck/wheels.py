@@ -172,13 +172,16 @@ def bootstrap(folder: Path, repo: Path, argv: list[str]) -> int:
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
     # After the venv's own site-packages: what pip installs there wins over the machine's versions.
-    Path(purelib, "hwsweep_gpu_check.pth").write_text("\n".join([str(repo), *_site_dirs()]) + "\n")
+    pth = Path(purelib, "hwsweep_gpu_check.pth")
+    pth.write_text("\n".join(_site_dirs()) + "\n")
     env = os.environ | {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CONFIG_FILE": os.devnull}
     pip = _pip_for(python)
     proc = subprocess.run([*pip, "install", "--quiet", "--no-index", "--find-links", str(folder), *manifest["roots"]],
                           env=env)  # fmt: skip
     if proc.returncode:
         sys.exit(f"bench/gpu_check.py: the offline install from {folder} failed (pip's lines above)")
+    # The repository after the install: pip would read a checkout's egg-info (hwsweep's own requirements) as installed.
+    pth.write_text(pth.read_text() + f"{repo}\n")
     if not (VENV / "bin" / "torchrun").exists():  # torch's console script lives beside the machine's python
         (VENV / "bin" / "torchrun").write_text(f"#!{python}\n{TORCHRUN}")
         (VENV / "bin" / "torchrun").chmod(0o755)
