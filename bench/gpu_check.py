@@ -140,6 +140,9 @@ def check(args) -> int:
     log.say(f"bench/gpu_check.py{' --smoke' if args.smoke else ''}: sections {', '.join(s.key for s in chosen)}; "
             f"{deadline_s:.0f} s in all; work folder {work}")  # fmt: skip
     device, hardware, problem = _device(work, log)
+    if not problem and not args.smoke and hardware["accelerator"] != "cuda":
+        problem = "no CUDA device visible here; the check's sizes need one (--smoke runs its code at tiny sizes on a CPU)"
+        log.say(f"bench/gpu_check.py: {problem}")
     result = {"check": "bench/gpu_check.py", "smoke": args.smoke, "started": time.strftime("%Y-%m-%d %H:%M:%S %Z",
               time.localtime(t0)), "deadline_seconds": deadline_s, "device": device, "hardware": hardware,
               "git_commit": _git_commit(), "sections": []}  # fmt: skip

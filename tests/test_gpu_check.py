@@ -164,6 +164,16 @@ def test_each_section_gets_its_budget_and_what_the_ones_before_left_within_the_d
     assert "**skipped**: not run" in (tmp_path / "gpu_check.md").read_text()
 
 
+def test_without_a_gpu_the_full_check_says_so_in_one_line_and_runs_nothing(tmp_path):
+    proc = subprocess.run([sys.executable, str(BENCH / "gpu_check.py"), "--out", str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 1
+    assert "bench/gpu_check.py: no CUDA device visible here; the check's sizes need one (--smoke runs" in proc.stdout
+    result = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert {s["status"] for s in result["sections"]} == {"skipped"} and len(result["sections"]) == 6
+    assert all(s["line"].startswith("not run: no CUDA device visible here") for s in result["sections"])
+
+
 # -- the GPU rows, planned on this machine (what a GPU run would train and measure) ---------------------------
 @pytest.mark.parametrize("gpu", [("H100-80GB", 79.6), ("H200-141GB", 139.8)])
 def test_every_gpu_row_plans_on_this_machine_within_its_step_bounds(gpu):
