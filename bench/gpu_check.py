@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheels", type=Path, metavar="DIR", help="download the packages the check needs into DIR")
     parser.add_argument("--python-version", default="3.12", help="--wheels: the GPU machine's Python (default 3.12)")
     parser.add_argument("--from-wheels", type=Path, metavar="DIR", help="install DIR offline into a venv, run there")
+    parser.add_argument("--keep-work", action="store_true", help="keep the sections' folders (runs, logs, checkpoints)")
     parser.add_argument("--section", help=argparse.SUPPRESS)  # one section, in its own process
     parser.add_argument("--context", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -168,6 +170,8 @@ def check(args) -> int:
     io.write_text(out / "gpu_check.md", markdown)
     log.say("\n" + markdown)
     log.say(f"bench/gpu_check.py: {result['seconds']:.0f} s; wrote {out / 'gpu_check.json'} and gpu_check.md")
+    if not args.keep_work:  # its runs' checkpoints are GBs at the large size; the sections' output is in the log
+        shutil.rmtree(work, ignore_errors=True)
     clean = all(s["status"] in ("ok", "goals missed") for s in result["sections"])
     return 0 if clean else 1
 

@@ -138,7 +138,8 @@ def test_a_row_that_raises_is_an_error_row_and_the_section_goes_on(tmp_path):
 
 def test_each_section_gets_its_budget_and_what_the_ones_before_left_within_the_deadline(tmp_path, monkeypatch):
     gpu_check = _gpu_check()
-    monkeypatch.setattr(gpu_check, "_device", lambda work, log: ({"torch": "x", "python": "3"}, {}, None))
+    facts = ({"torch": "x", "python": "3"}, {"accelerator": "cuda", "gpu_type": "H100-80GB"}, None)
+    monkeypatch.setattr(gpu_check, "_device", lambda work, log: facts)
     calls = []
 
     def run_section(section, allowed, *args, **kwargs):
