@@ -114,6 +114,8 @@ class EvalRecord(Typed):
     metrics: dict
     eval_seconds: float
     checks: list = field(default_factory=list)
+    # The device the built-in evaluator ran on (torch's device type: cuda, cpu); None: a command's evaluation.
+    device: str | None = None
 
 
 def read(cls, path, metrics: list | None = None):
