@@ -33,7 +33,7 @@ def _gpu_check():
 JUDGED = {
     "workflow": ["the sweep finishes (2 seeds: train, evaluate, aggregate)", "provenance records the GPU",
                  "evaluated on the device that trained", "deterministic repeat bitwise equal"],
-    "hrm": ["trains on the device", "evaluated on the device that trained", "FLOPs per step: estimate / record"],
+    "hrm": ["trains on the device", "evaluated on the device that trained", "FLOPs per step: estimate / spent"],
 }  # fmt: skip
 
 
