@@ -355,7 +355,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         peak_memory_source="host_rss", tracking=feed.drain(),
     )  # fmt: skip
     io.write_json(spec.path(TRAIN_RECORD), record.to_dict())
-    feed.close(artifacts=[spec.path(TRAIN_RECORD)])
+    feed.close(record=spec.path(TRAIN_RECORD))
     for check in record.checks:
         print(f"hwsweep: warning: {check}", file=sys.stderr)
     return 0
@@ -370,6 +370,7 @@ class TrackerFeed:
         self.spec, self.run_dir, self.config, self.start_step, self.since = spec, run_dir, config, start_step, since
         self.tracker = None
         self.theirs = False  # the script's own runtime tracks
+        self.drained: dict | None = None  # the status drain() gave the record
 
     def __call__(self, observations: list[dict]) -> None:
         if self.tracker is None and not self.theirs:
@@ -388,12 +389,19 @@ class TrackerFeed:
         for step, values in sorted(by_step.items()):
             self.tracker.log(step, values)
 
-    def drain(self) -> dict | None:
-        return self.tracker.drain() if self.tracker is not None else None
+    def close(self, record=None, failed: bool = False) -> None:
+        """Close the tracked run; with `record` (train.json, just written with drain()'s status) sent as an
+        artifact and its tracking status brought up to date."""
+        if self.tracker is None:
+            return
+        if record is None:
+            self.tracker.close(failed=failed)
+        else:
+            tracking.close_recorded(self.tracker, record, self.drained)
 
-    def close(self, artifacts=(), failed: bool = False) -> None:
-        if self.tracker is not None:
-            self.tracker.close(artifacts=artifacts, failed=failed)
+    def drain(self) -> dict | None:
+        self.drained = self.tracker.drain() if self.tracker is not None else None
+        return self.drained
 
 
 def evaluate(spec: RunSpec, spec_path: str, threads: int) -> int:

@@ -517,7 +517,7 @@ class Run:
                     self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
                 io.write_json(self.run_dir / TRAIN_RECORD, record.to_dict())
                 if self.tracker is not None:
-                    self.tracker.close(artifacts=[self.run_dir / TRAIN_RECORD])
+                    tracking.close_recorded(self.tracker, self.run_dir / TRAIN_RECORD, status)
         dist.broadcast_object_list(problem, src=0)
         dist.barrier()
         dist.destroy_process_group()
