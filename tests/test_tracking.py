@@ -1,6 +1,7 @@
 """Trackers (config tracking:): checked config, a tracker that never holds the run, and real runs read back with
 each tracker's own reader (TensorBoard's EventAccumulator, MLflow's MlflowClient, W&B's offline run folders)."""
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -305,15 +306,19 @@ def _scalars(folder: Path) -> dict:
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}, events
 
 
-def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps: int = 60, env=None, hardware="cpu1"):
+def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps: int = 60, env=None, hardware="cpu1",
+         hard_kill_after: int | None = None, checkpoint_every: int = 10):  # fmt: skip
     """The built-in trainer on one spec in `tmp_path/name`, laid out as results/ is; a kill (SIGTERM once the first
-    checkpoint is written) and a rerun that resumes it when asked. Returns the run folder and the last output."""
+    checkpoint is written; or SIGKILL once metrics.jsonl is past step `hard_kill_after`) and a rerun that resumes
+    it when asked. Returns the run folder and the last output."""
     run_dir = tmp_path / name / f"results/tiny/default/{hardware}/seed0"
-    matrix = resolve(_config(block, steps))
+    cfg = _config(block, steps)
+    cfg["recipe"]["checkpoint_every"] = checkpoint_every
+    matrix = resolve(cfg)
     spec = matrix.spec("tiny", "default", hardware, 0).to_dict() | {"run_dir": str(run_dir)}
     path = tmp_path / f"{name}.json"
     io.write_json(path, spec)
-    io.write_json(run_dir / TRACKING_FILE, matrix.tracking.to_dict())  # what the workflow's tracking rule writes
+    io.write_json(run_dir / TRACKING_FILE, matrix.tracking.to_dict())  # what the workflow writes
     cmd = [sys.executable, "-m", "hwsweep.run.train", str(path)]
     if hardware == "cpu2":
         cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", *cmd[1:]]
@@ -326,6 +331,16 @@ def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 75, out[-3000:]
+    if hard_kill_after is not None:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline, last = time.monotonic() + 180, 0
+        while last <= hard_kill_after and proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError, IndexError, KeyError):
+                last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+            time.sleep(0.01)
+        proc.kill()
+        proc.wait()
+        assert hard_kill_after < last < steps, last  # killed between a checkpoint and the next one
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return run_dir, done.stderr
@@ -398,6 +413,98 @@ def test_killed_and_resumed_run_is_one_tracked_run_in_every_tracker(tmp_path, un
 
     for path in [p for p in (tmp_path / "on").rglob("*") if p.is_file()]:  # W&B's own folders included
         assert SECRET.encode() not in path.read_bytes(), path  # the key stays in the environment
+
+
+def _wandb(run_dir: Path, run_id: str) -> list[list[dict]]:
+    """Each W&B attempt's records (its offline-run-*-ID folders, oldest first), read with W&B's own reader."""
+    attempts = []
+    for folder in sorted((run_dir / "wandb").glob(f"offline-run-*-{run_id}")):
+        (path,) = folder.glob("run-*.wandb")
+        out = subprocess.run([str(BIN / "wandb"), "leet", "inspect", "--json", str(path)], capture_output=True,
+                             text=True, check=True, timeout=120).stdout  # fmt: skip
+        attempts.append([json.loads(line) for line in out.splitlines()])
+    return attempts
+
+
+def _wandb_steps(records: list[dict], key: str) -> list[int]:
+    return [r["history"].get("step", {}).get("num", 0) for r in records if r["type"] == "history" and key in r["history"]["item"]]
+
+
+def _wandb_summary(records: list[dict]) -> dict:
+    return {k: v for r in records if r["type"] == "summary" for k, v in r["summary"].get("update", {}).items()}
+
+
+@pytest.mark.slow
+def test_a_hard_killed_and_resumed_run_holds_every_step_once_in_every_tracker(tmp_path):
+    """kill -9 after the loss at steps past the checkpoint reached the trackers: the resumed attempt repeats those
+    steps (bitwise the same values), and each tracker still holds each step once: TensorBoard's reader purges them,
+    MLflow and W&B are not sent what they hold (W&B offline: what the killed attempt's run file holds)."""
+    block = {"backends": ["tensorboard", "mlflow", "wandb"], "wandb": {"project": "hwsweep-test", "mode": "offline"}}
+    run_dir, err = _run(tmp_path, "killed", block, steps=120, checkpoint_every=60, hard_kill_after=65)
+    record = json.loads((run_dir / "train.json").read_text())
+    assert record["restarts"] == 1 and record["resumed_from_step"] == 60
+    assert record["tracking"]["backends"] == {name: ALL_TAKEN for name in block["backends"]}, err
+    logged = list(range(5, 121, 5))
+    loss = dict(zip(record["curves"]["loss"]["steps"], record["curves"]["loss"]["values"]))
+
+    scalars, _ = _scalars(run_dir / "tensorboard")
+    assert [s for s, _ in scalars["loss"]] == logged
+    assert "system/cpu_percent" in scalars and "system/process_cpu_percent" in scalars  # at each attempt's end
+
+    client = _mlflow(tmp_path / "killed/results")
+    (run,) = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss")) == logged
+    assert run.info.status == "FINISHED"  # the killed attempt's tracker closed it as failed before this one began
+
+    killed, resumed = _wandb(run_dir, record["tracking"]["id"])
+    sent = _wandb_steps(killed, "loss")
+    assert max(sent) > 65 and _wandb_steps(resumed, "loss")[0] > max(sent)  # the repeated steps were held back
+    assert sent + _wandb_steps(resumed, "loss") == logged
+    values = {r["history"]["step"]["num"]: r["history"]["item"]["loss"] for r in killed + resumed
+              if r["type"] == "history" and "loss" in r["history"]["item"]}  # fmt: skip
+    assert values == pytest.approx({s: loss[s] for s in logged}, rel=1e-6)
+    assert _wandb_steps(resumed, "system/cpu_percent")
+
+
+@pytest.mark.slow
+def test_a_stuck_tracker_costs_the_others_nothing_in_the_tracker_s_process(tmp_path, monkeypatch, capfd, loaded):
+    """The real clients in the tracker's process on a loaded machine: MLflow's server accepts connections and never
+    answers, so its open takes longer than close_timeout. TensorBoard and W&B take every row, the system metrics
+    (sampled from the start and at the end) and the evaluation; the close gives up on MLflow alone, one warning
+    line, and the status names it."""
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "300")  # the client would wait minutes for this server
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        block = {"backends": ["tensorboard", "mlflow", "wandb"], "close_timeout": 10, "system_every": 0.5,
+                 "mlflow": {"uri": f"http://127.0.0.1:{server.getsockname()[1]}"},
+                 "wandb": {"project": "hwsweep-test", "mode": "offline"}}  # fmt: skip
+        config = TrackingConfig.from_dict(block, "tracking")
+        folder = tmp_path / "run"
+        target = tracking.Target(run_id="stuck0", experiment="s", name="v/cpu1/seed0", group="s/v", job_type="cpu1",
+                                 folder=folder, results=tmp_path, params={"seed": 0})  # fmt: skip
+        tracker = tracking.Tracker(target, config)
+        for step in range(1, 21):
+            tracker.log(step, {"loss": 1 / step})
+            time.sleep(0.05)
+        tracker.final(20, {"final/accuracy": 0.75})
+        t0 = time.monotonic()
+        status = tracker.close()
+        assert time.monotonic() - t0 < 60
+    mlflow = status["backends"]["mlflow"]
+    assert mlflow["state"] == "failed" and mlflow["why"] == "took nothing for 10 s (tracking.close_timeout) while opening"
+    assert mlflow["undelivered"] >= 22  # 20 rows, the system samples, the evaluation
+    assert status["backends"]["tensorboard"] == status["backends"]["wandb"] == ALL_TAKEN, status
+    err = capfd.readouterr().err
+    assert err.count("warning") == 1 and "tracking: mlflow failed (took nothing for 10 s" in err, err
+
+    scalars, _ = _scalars(folder / "tensorboard")
+    assert [s for s, _ in scalars["loss"]] == list(range(1, 21))
+    assert scalars["final/accuracy"] == [(20, 0.75)]
+    assert {"system/cpu_percent", "system/process_cpu_percent"} <= set(scalars)
+    (attempt,) = _wandb(folder, "stuck0")
+    assert _wandb_steps(attempt, "loss") == list(range(1, 21)) and _wandb_steps(attempt, "system/cpu_percent")
+    assert _wandb_summary(attempt)["final/accuracy"] == 0.75
 
 
 def _free_port() -> int:

@@ -42,6 +42,7 @@ from hwsweep.contracts.tracking import TrackingConfig, aggregate_id, run_id
 FOLDER = "tensorboard"  # in each run's folder (and each suite's, for its tables)
 MLFLOW_FOLDER = "mlruns"  # the default MLflow store, in results/
 ID_TAG = "hwsweep_run_id"
+PID_FILE = "tracking.pid"  # in the tracked folder: the tracker's process that writes there now
 OWNER_FILE = "tracking.owner"  # written by hwsweep.runtime in the run folder: the runner of a command leaves it the tracking
 BATCH = 1000  # queued items a backend takes in one call
 FINAL_PREFIX = "final/"  # the held-out evaluation's metrics, apart from the periodic evaluations' curves
@@ -609,6 +610,21 @@ class Worker:
                     return
 
 
+def _follow(path: Path, limit: float) -> None:
+    """Wait (at most `limit` s) until the tracker's process that last wrote `path` has ended, then write ours:
+    a hard-killed run's tracker closes its tracked runs while the resumed attempt starts, and the resumed one must
+    see what that one sent (W&B's last step) and close after it (MLflow's status)."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(path.read_text())
+        deadline = time.monotonic() + limit
+        while pid != os.getpid() and time.monotonic() < deadline:
+            if "hwsweep.run.tracking import serve" not in Path(f"/proc/{pid}/cmdline").read_text():
+                break  # raises OSError once that process is gone; another process with its number: not ours
+            time.sleep(0.1)
+    with contextlib.suppress(OSError):
+        io.write_text(path, f"{os.getpid()}\n")
+
+
 def serve() -> None:
     """The tracker's process (Tracker, process=True): its first line on stdin says what to track, each next line
     is an item; each mark and the stop are answered on stdout. Apart from the run's process so that the clients'
@@ -651,6 +667,7 @@ def serve() -> None:
 
     worker = Worker(target, config, start["system"], start["pid"], done)
     threading.Thread(target=read, name="hwsweep-tracking-stdin", daemon=True).start()
+    _follow(target.folder / PID_FILE, config.close_limit)
     worker.run(lambda timeout: items.get(timeout=timeout))
     sys.stderr.flush()
     os._exit(0)  # every client closed or given up: a given-up client's thread does not keep the process
