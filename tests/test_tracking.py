@@ -19,7 +19,7 @@ from conftest import BIN, SMALL
 
 from hwsweep.contracts import io
 from hwsweep.contracts.spec import TRACKING_FILE, canonical_json
-from hwsweep.contracts.tracking import TrackingConfig, run_id
+from hwsweep.contracts.tracking import TrackingConfig, delivery_problem, run_id
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run import tracking
 
@@ -46,6 +46,12 @@ def _config(tracking_block, steps: int = 60) -> dict:
         ({"backends": ["mlflow"], "mlflow": {"uri": "http://:5000"}}, "tracking.mlflow.uri"),
         ({"backends": ["mlflow"], "mlflow": {"uri": "http://host:port"}}, "tracking.mlflow.uri"),
         ({"backends": ["mlflow"], "mlflow": {"uri": "http://me:pw@host:5000"}}, "MLFLOW_TRACKING_PASSWORD"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "::garbage::"}}, "tracking.mlflow.uri: '::garbage::' is neither a URI"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "localhost:5000"}}, "which MLflow does not take; use http://host:5000"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "not a uri"}}, "tracking.mlflow.uri: 'not a uri' holds a space"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "sqlite://"}}, "tracking.mlflow.uri: 'sqlite://' names no path"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "file://server/mlruns"}}, "file:///path (three slashes)"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "postgresql:///db"}}, "use postgresql://host:port/database"),
         (["wandb"], "tracking.wandb.project: W&B needs a project"),
         ({"backends": ["wandb"], "wandb": {"project": "p", "api_key": "x"}}, "api_key"),
     ],
@@ -202,6 +208,17 @@ def test_a_slow_tracker_that_keeps_taking_rows_is_waited_for_up_to_close_limit(m
     slow = status["backends"]["slow"]
     assert slow["state"] == "failed" and slow["why"] == "still sending after 1 s (tracking.close_limit)", slow
     assert slow["undelivered"] == 9 - len(_backend(tracker, "slow").other) > 0
+
+
+def test_the_status_phrase_names_each_backend_that_did_not_take_everything():
+    assert delivery_problem(None) == "" and delivery_problem({"backends": {"tensorboard": ALL_TAKEN}}) == ""
+    status = {"backends": {"tensorboard": ALL_TAKEN | {"dropped": 3},
+                           "mlflow": {"state": "failed", "why": "MlflowException: down", "dropped": 0, "undelivered": 12},
+                           "wandb": ALL_TAKEN | {"state": "late", "undelivered": 2}}}  # fmt: skip
+    assert delivery_problem(status) == ("tensorboard: 3 rows dropped; mlflow failed (MlflowException: down), 12 rows "
+                                        "undelivered; wandb late, 2 rows undelivered")  # fmt: skip
+    earlier = {"backends": {"mlflow": "ConnectionError: down", "tensorboard": "ok"}}  # an earlier hwsweep's record
+    assert delivery_problem(earlier) == "mlflow failed (ConnectionError: down)"
 
 
 def test_the_clients_run_in_their_own_process_whose_end_is_one_warning(tmp_path, capfd):
@@ -514,18 +531,40 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_unreachable_tracking_server_is_one_warning_and_the_same_numbers(tmp_path, untracked):
+def test_unreachable_tracking_server_is_one_warning_and_the_same_numbers(tmp_path, untracked, monkeypatch):
+    """MLflow's server refuses connections: training and evaluation are the same as untracked, each job's log has
+    one warning line, TensorBoard still gets the curves, the system metrics and the evaluation, and both records
+    and `status` name MLflow."""
     uri = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
     block = {"backends": ["mlflow", "tensorboard"], "mlflow": {"uri": uri}}
     run_dir, err = _run(tmp_path, "down", block, hardware="cpu2")  # two ranks: only rank 0 tracks
     record = json.loads((run_dir / "train.json").read_text())
     assert record["curves"] == untracked["curves"]
-    assert err.count("warning: tracking:") == 1 and "tracking: mlflow failed" in err, err
-    assert record["tracking"]["backends"]["mlflow"]["state"] == "failed"
+    assert err.count("warning") == 1 and "tracking: mlflow failed (MlflowException: " in err, err
+    mlflow = record["tracking"]["backends"]["mlflow"]
+    assert mlflow["state"] == "failed" and mlflow["why"].startswith("MlflowException: ") and mlflow["undelivered"] > 12
     assert record["tracking"]["backends"]["tensorboard"] == ALL_TAKEN
     scalars, _ = _scalars(run_dir / "tensorboard")
     spread = [v for _, v in scalars["rank_step_time_spread"]]  # the slowest of the two ranks against the median
     assert len(spread) == 12 and all(v >= 1 for v in spread)
+    assert [s for s, _ in scalars["system/cpu_percent"]][-1] == 60  # sampled at the end too
+
+    done = subprocess.run([sys.executable, "-m", "hwsweep.run.evaluate", str(tmp_path / "down.json")], capture_output=True,
+                          text=True, timeout=300, env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert done.returncode == 0 and done.stderr.count("warning") == 1, done.stderr[-3000:]
+    evaluated = json.loads((run_dir / "eval.json").read_text())
+    assert evaluated["tracking"]["backends"]["mlflow"]["state"] == "failed"
+    assert evaluated["tracking"]["backends"]["tensorboard"] == ALL_TAKEN
+    scalars, _ = _scalars(run_dir / "tensorboard")
+    assert scalars["final/token_accuracy"] == [(60, pytest.approx(evaluated["metrics"]["token_accuracy"], rel=1e-6))]
+
+    from hwsweep.analysis.status import write_status
+
+    monkeypatch.chdir(tmp_path / "down")
+    status = write_status(resolve(_config(block)))
+    row = status[(status.hardware == "cpu2") & (status.seed == 0)].iloc[0]
+    assert row.tracking.startswith("train: mlflow failed (MlflowException: ") and " | eval: mlflow failed (" in row.tracking
+    assert "tensorboard" not in row.tracking and set(status[status.seed == 1].tracking) == {""}
 
 
 @pytest.mark.slow
@@ -630,5 +669,8 @@ def test_gpu_metrics_come_from_the_run_s_gpu_under_cuda_visible_devices(monkeypa
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     assert device.nvml_index(torch.device("cuda", 1)) == 5
+    assert tracking.visible_gpu() == 3  # the runner of a command (torch-free): rank 0's, the first visible
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8d3c2f6e-1b2a-4c5d-9e8f-0a1b2c3d4e5f,GPU-0")
+    assert tracking.visible_gpu() == "GPU-8d3c2f6e-1b2a-4c5d-9e8f-0a1b2c3d4e5f"  # NVML finds it by UUID
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert device.nvml_index(torch.device("cuda", 1)) == 1
+    assert device.nvml_index(torch.device("cuda", 1)) == 1 and tracking.visible_gpu() == 0

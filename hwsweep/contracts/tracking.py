@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from hwsweep.contracts import io
 from hwsweep.contracts.spec import TRACKING_FILE
 from hwsweep.contracts.typed import Typed
 
@@ -64,6 +65,20 @@ class TrackingConfig(Typed):
             print(f"hwsweep: warning: tracking: {path} is unreadable ({e}); this run is not tracked; delete it "
                   "and rerun snakemake to rewrite it", file=sys.stderr)  # fmt: skip
             return cls()
+
+
+def refresh_run_file(run_dir, config: TrackingConfig, dry_run: bool = False) -> bool:
+    """Make the run's TRACKING_FILE hold `config` (dry_run: write nothing); whether a file there held another
+    block (the config's tracking changed since the run was started)."""
+    path = Path(run_dir, TRACKING_FILE)
+    text = json.dumps(config.to_dict(), sort_keys=True) + "\n"
+    try:
+        held = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        held = None
+    if held != text and not dry_run:
+        io.write_text(path, text)
+    return held is not None and held != text
 
 
 def uri_problem(uri: str) -> str | None:

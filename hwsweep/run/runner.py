@@ -378,7 +378,7 @@ class TrackerFeed:
             self.theirs = owner.exists() and owner.stat().st_mtime >= self.since
             if self.theirs:
                 return
-            gpu = 0 if self.spec.plan.accelerator == "cuda" else None
+            gpu = tracking.visible_gpu() if self.spec.plan.accelerator == "cuda" else None
             self.tracker = tracking.Tracker.start(self.spec, self.run_dir, self.config, self.start_step, gpu)
         if self.tracker is None:
             return

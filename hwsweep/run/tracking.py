@@ -2,19 +2,22 @@
 
     tracker = Tracker.start(spec, run_dir, config, start_step)   # None when tracking is off; rank 0 only
     tracker.log(step, {"loss": 2.3, "lr": 1e-3})          # never blocks: a full queue drops and counts
-    status = tracker.drain()                              # what the record keeps: each backend ok or why not
+    status = tracker.drain()                              # what the record keeps: each backend's delivery
     tracker.close(artifacts=[record_path])
 
 The clients run in the tracker's own process, fed through a pipe, on the CPUs the run's processes left spare
 (where there are any): the training thread only puts plain floats into a bounded queue, so a slow,
 unreachable or misconfigured tracker can neither fail, hold nor slow a run, the clients' Python never holds
-the run's interpreter lock, and the trained numbers are the same with tracking on or off. That process opens
-the tracked run (which may reach a server), writes the curves and samples system metrics (CPU; GPU through
-NVML where present) every `system_every` seconds. A backend that raises is dropped after one warning line
-on stderr (the run's log). Each run has one tracked run, its id derived from (suite, variant, hardware,
-seed): a resumed run continues it (TensorBoard purges the steps after the checkpoint, MLflow finds it by
-tag, W&B resumes the id). Torch-free: the runner of a user's command uses it too; the trackers' clients are
-imported in the tracker's process only, only when named."""
+the run's interpreter lock, and the trained numbers are the same with tracking on or off. In that process each
+backend has a thread and a queue of its own (Channel): it opens its tracked run (which may reach a server),
+writes and closes whatever the others do, so a slow or failing one never delays or drops another's rows. System
+metrics (CPU; GPU through NVML where present) are sampled every `system_every` seconds from the start and once
+at the end. The end of a job waits while each backend keeps taking rows (close_timeout without progress gives
+it up, close_limit bounds the wait); a backend that raises or is given up is one warning line on stderr (the
+job's log) and its status says so. Each run has one tracked run, its id derived from (suite, variant,
+hardware, seed): a resumed run continues it (TensorBoard purges the steps after the checkpoint, MLflow and W&B
+are sent only the steps past those they hold). Torch-free: the runner of a user's command uses it too; the
+trackers' clients are imported in the tracker's process only, only when named."""
 
 from __future__ import annotations
 
@@ -67,7 +70,7 @@ class Target:
     start_step: int = 0  # a resumed run continues after this step
     params: dict = field(default_factory=dict)
     tags: dict = field(default_factory=dict)
-    gpu: int | None = None  # the NVML index of the run's GPU; None: no GPU metrics
+    gpu: int | str | None = None  # the run's GPU: NVML's index, or its UUID; None: no GPU metrics
 
 
 def _flat(value, prefix: str, out: dict) -> dict:
@@ -87,7 +90,14 @@ def _results(folder: Path, layout: str) -> Path:
     return folder.parents[depth - 1] if len(folder.parents) >= depth else folder
 
 
-def run_target(spec, run_dir, start_step: int = 0, gpu: int | None = None) -> Target:
+def visible_gpu() -> int | str:
+    """The first GPU this process may use, as NVML names it, without torch (the runner of a command): the first
+    entry of CUDA_VISIBLE_DEVICES (SLURM binds a job's GPUs so), an index or a UUID; 0 where it is unset."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return int(first) if first.isdigit() else (first or 0)
+
+
+def run_target(spec, run_dir, start_step: int = 0, gpu: int | str | None = None) -> Target:
     """The tracked run of `spec`: its plan as params (recipe, batch plan, sweep values) and its identity as tags."""
     folder = Path(run_dir).resolve()
     tags = {"suite": spec.suite, "variant": spec.variant, "hardware": spec.hardware_name, "seed": str(spec.seed),
@@ -357,7 +367,7 @@ class System:
     """CPU utilisation of the machine and of the run's process `pid` (and its children waited for), and the
     run's GPU (utilisation, memory, power) through NVML when nvidia-ml-py is installed and a GPU is given."""
 
-    def __init__(self, gpu: int | None, pid: int):
+    def __init__(self, gpu: int | str | None, pid: int):
         self.pid = pid
         self.last = (self._machine(), self._process(), time.monotonic())
         self.nvml = None
@@ -366,7 +376,8 @@ class System:
                 import pynvml
 
                 pynvml.nvmlInit()
-                self.nvml, self.handle = pynvml, pynvml.nvmlDeviceGetHandleByIndex(gpu)
+                by = pynvml.nvmlDeviceGetHandleByIndex if isinstance(gpu, int) else pynvml.nvmlDeviceGetHandleByUUID
+                self.nvml, self.handle = pynvml, by(gpu)
             except Exception:  # no NVML here: CPU metrics only
                 self.nvml = None
 
@@ -572,6 +583,11 @@ class Worker:
                 wake = min([max(ch.progress, start) + c.close_timeout for ch in moving] + [start + c.close_limit])
                 self.changed.wait(max(0.01, wake - now))
 
+    def _sample(self, system: "System") -> None:
+        values = system.sample()
+        if values:
+            self._put("log", [(self.step, values)])
+
     def run(self, get) -> None:
         """Take items from get(timeout) (which raises queue.Empty) until the stop, or the run's end ("eof": the
         run's process is gone without a stop; its tracked runs are closed as failed)."""
@@ -583,7 +599,7 @@ class Worker:
             items = take(get, max(0.0, next_sample - time.monotonic()) if system else None)
             if system and time.monotonic() >= next_sample:
                 next_sample = time.monotonic() + self.config.system_every
-                self._put("log", [(self.step, system.sample())])
+                self._sample(system)
             rows = [tuple(payload) for kind, payload in items if kind == "log"]
             if rows:
                 self.step = max(self.step, max(step for step, _ in rows))
@@ -601,7 +617,7 @@ class Worker:
                 elif kind in ("stop", "eof"):
                     failed, token = payload if kind == "stop" else (True, None)
                     if system:  # the run's last moments, whatever the interval
-                        self._put("log", [(self.step, system.sample())])
+                        self._sample(system)
                     late = self._wait(self._put("close", failed))
                     with self.changed:
                         for channel, why in late:
@@ -701,7 +717,7 @@ class Tracker:
         self._thread.start()
 
     @classmethod
-    def start(cls, spec, run_dir, config: TrackingConfig, start_step: int = 0, gpu: int | None = None,
+    def start(cls, spec, run_dir, config: TrackingConfig, start_step: int = 0, gpu: int | str | None = None,
               system: bool = True, cpus=None) -> "Tracker | None":  # fmt: skip
         """The tracker of a run (`config`: its folder's, TrackingConfig.of_run), or None when it names no tracker.
         `cpus`: where its process runs (the CPUs the run's processes left spare); None: where the run does."""
@@ -824,7 +840,7 @@ class Tracker:
         backends = {}
         for name in self.config.backends:
             b = self.backends.get(name) or {"state": "late", "why": None, "dropped": 0, "undelivered": 0}
-            if self._unanswered and b["state"] == "ok":
+            if self._unanswered and b["state"] != "failed":
                 b = b | {"state": "late", "why": self._unanswered}
             backends[name] = b | {"dropped": b["dropped"] + self.dropped}
         return {"id": self.target.run_id, "backends": backends}
