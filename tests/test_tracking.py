@@ -616,6 +616,12 @@ SEEN_TEXT = """(() => { const out = []; const walk = (n) => { if (n.shadowRoot) 
     walk(document.body); return out.join(' ').replace(/\\s+/g, ' '); })()"""
 
 
+# The same, of the HParams table view alone.
+TABLE_TEXT = SEEN_TEXT.replace("walk(document.body)", """const find = (n) => n.localName === 'tf-hparams-table-view' ? n :
+    [...(n.shadowRoot ? [n.shadowRoot] : []), ...n.children].map(find).find(x => x) || null;
+    const table = find(document.body); if (table) walk(table)""")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_tensorboard_shows_each_run_and_its_plan_in_a_browser(tmp_path):
@@ -650,11 +656,16 @@ def test_tensorboard_shows_each_run_and_its_plan_in_a_browser(tmp_path):
             b.screenshot(shots / "timeseries.png")
             assert shown, b.evaluate(SEEN_TEXT)[:3000]
             b.evaluate("location.hash = '#hparams'")  # the HPARAMS tab: the same page, so no load event
-            # The table's columns are the plan's values; its rows, one per run, say which hardware and seed.
+            # The plan's values are its columns (and filters); the table has a row per run, named by the run
+            # (trial id, not a hash of the values), with its hardware. The table's own text for the rows: the
+            # filters beside it name every value too (issue 34: columns and filters were seen, but no rows).
             columns = ("hardware", "seed", "plan.global_batch", "cpu1", "cpu2")
             shown = b.until(f"(t => {' && '.join(f't.includes({c!r})' for c in columns)})({SEEN_TEXT})", timeout=90)
-            b.screenshot(shots / "hparams.png")
             assert shown, b.evaluate(SEEN_TEXT)[:3000]
+            rows = [f"tiny/default/{hardware}/seed{seed}" for hardware, seed in runs] + ["cpu1", "cpu2"]
+            shown = b.until(f"(t => {' && '.join(f't.includes({c!r})' for c in rows)})({TABLE_TEXT})", timeout=90)
+            b.screenshot(shots / "hparams.png")
+            assert shown, b.evaluate(TABLE_TEXT)[-3000:]
     finally:
         server.terminate()
         server.wait(timeout=30)

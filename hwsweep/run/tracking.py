@@ -140,7 +140,9 @@ class TensorBoard:
         if target.params:
             from tensorboard.plugins.hparams import summary_v2
 
-            summary = summary_v2.hparams_pb(target.params, start_time_secs=time.time())
+            # The trial's id names the run (the HParams table's first column): by default a hash of the values.
+            summary = summary_v2.hparams_pb(target.params, trial_id=f"{target.experiment}/{target.name}",
+                                            start_time_secs=time.time())  # fmt: skip
             self._event(Event(step=first, summary=summary))
 
     def _event(self, event) -> None:
