@@ -166,7 +166,7 @@ def test_each_backend_opens_and_takes_rows_on_its_own(monkeypatch, tmp_path, cap
     take every row, the evaluation and the record, the stuck one is given up at the end, each is one warning
     line, and the status names both."""
     Stuck.release.clear()
-    tracker = _tracker(monkeypatch, tmp_path, ["stuck", "broken", "good"], close_timeout=1)
+    tracker = _tracker(monkeypatch, tmp_path, ["stuck", "broken", "good"], close_timeout=3)
     for step in (1, 2, 3):
         tracker.log(step, {"loss": float(step)})
     tracker.final(3, {"final/accuracy": 0.5})
@@ -177,19 +177,19 @@ def test_each_backend_opens_and_takes_rows_on_its_own(monkeypatch, tmp_path, cap
                                              "dropped": 0, "undelivered": 4}  # fmt: skip
     t0 = time.perf_counter()
     status = tracker.close(artifacts=[tmp_path / "train.json"])
-    assert time.perf_counter() - t0 < 10
+    assert time.perf_counter() - t0 < 2  # the drain waited close_timeout for the stuck one: not again
     Stuck.release.set()
     good = _backend(tracker, "good")
     assert [s for s, _ in good.rows] == [1, 2, 3] and good.closed == "finished"
     assert good.other == [("final", 3, {"final/accuracy": 0.5}), ("artifact", "train.json")]
     assert status["backends"]["good"]["state"] == "ok"
     assert status["backends"]["stuck"] == {"state": "failed", "dropped": 0, "undelivered": 5,
-                                           "why": "took nothing for 1 s (tracking.close_timeout) while opening"}  # fmt: skip
+                                           "why": "took nothing for 3 s (tracking.close_timeout) while opening"}  # fmt: skip
     assert status["backends"]["broken"]["undelivered"] == 5
     err = capsys.readouterr().err
     assert err.count("hwsweep: warning: tracking:") == 2, err
     assert err.count("tracking: broken failed (ConnectionError: tracker down); 4 rows undelivered") == 1, err
-    assert err.count("tracking: stuck failed (took nothing for 1 s (tracking.close_timeout) while opening)") == 1
+    assert err.count("tracking: stuck failed (took nothing for 3 s (tracking.close_timeout) while opening)") == 1
 
 
 def test_a_slow_tracker_that_keeps_taking_rows_is_waited_for_up_to_close_limit(monkeypatch, tmp_path, loaded):
@@ -493,7 +493,8 @@ def test_a_stuck_tracker_costs_the_others_nothing_in_the_tracker_s_process(tmp_p
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(16)
-        block = {"backends": ["tensorboard", "mlflow", "wandb"], "close_timeout": 10, "system_every": 0.5,
+        # close_timeout: W&B's open took 12 s here beside two busy loops on a machine loaded to 20
+        block = {"backends": ["tensorboard", "mlflow", "wandb"], "close_timeout": 30, "system_every": 0.5,
                  "mlflow": {"uri": f"http://127.0.0.1:{server.getsockname()[1]}"},
                  "wandb": {"project": "hwsweep-test", "mode": "offline"}}  # fmt: skip
         config = TrackingConfig.from_dict(block, "tracking")
@@ -507,13 +508,13 @@ def test_a_stuck_tracker_costs_the_others_nothing_in_the_tracker_s_process(tmp_p
         tracker.final(20, {"final/accuracy": 0.75})
         t0 = time.monotonic()
         status = tracker.close()
-        assert time.monotonic() - t0 < 60
+        assert time.monotonic() - t0 < 90
     mlflow = status["backends"]["mlflow"]
-    assert mlflow["state"] == "failed" and mlflow["why"] == "took nothing for 10 s (tracking.close_timeout) while opening"
+    assert mlflow["state"] == "failed" and mlflow["why"] == "took nothing for 30 s (tracking.close_timeout) while opening"
     assert mlflow["undelivered"] >= 22  # 20 rows, the system samples, the evaluation
     assert status["backends"]["tensorboard"] == status["backends"]["wandb"] == ALL_TAKEN, status
     err = capfd.readouterr().err
-    assert err.count("warning") == 1 and "tracking: mlflow failed (took nothing for 10 s" in err, err
+    assert err.count("warning") == 1 and "tracking: mlflow failed (took nothing for 30 s" in err, err
 
     scalars, _ = _scalars(folder / "tensorboard")
     assert [s for s, _ in scalars["loss"]] == list(range(1, 21))

@@ -331,7 +331,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
             return 0  # a runtime-API script wrote the full RunRecord itself
     except RunFailed as e:
         print(f"hwsweep: {spec.suite}/{spec.variant}/{spec.hardware_name}/seed{spec.seed}: {e}", file=sys.stderr)
-        feed.close(failed=stage.signalled is None)
+        feed.close(failed=stage.signalled is None, preempted=stage.signalled is not None)
         # A runtime-API script resumes from its own checkpoints without trainer.resume.
         resumable = trainer.resume_when or any(Path(spec.run_dir, CHECKPOINT_DIR).glob(CHECKPOINTS))
         return EXIT_PREEMPTED if stage.signalled is not None and resumable else 1
@@ -389,13 +389,14 @@ class TrackerFeed:
         for step, values in sorted(by_step.items()):
             self.tracker.log(step, values)
 
-    def close(self, record=None, failed: bool = False) -> None:
+    def close(self, record=None, failed: bool = False, preempted: bool = False) -> None:
         """Close the tracked run; with `record` (train.json, just written with drain()'s status) sent as an
-        artifact and its tracking status brought up to date."""
+        artifact and its tracking status brought up to date. Preempted, it waits at most close_timeout: the
+        scheduler's notice is for the checkpoint."""
         if self.tracker is None:
             return
         if record is None:
-            self.tracker.close(failed=failed)
+            self.tracker.close(failed=failed, timeout=self.config.close_timeout if preempted else None)
         else:
             tracking.close_recorded(self.tracker, record, self.drained)
 

@@ -337,8 +337,8 @@ class Run:
         if stop and done < self.plan.steps and not reached:
             if self.master:
                 print(f"hwsweep: stop requested; checkpoint at step {done}, exiting {EXIT_PREEMPTED}", flush=True)
-                if self.tracker is not None:  # the resumed run continues the same tracked run
-                    self.tracker.close()
+                if self.tracker is not None:  # the resumed run continues the same tracked run; the scheduler's
+                    self.tracker.close(timeout=self.tracking.close_timeout)  # notice is for the checkpoint
             dist.destroy_process_group()
             raise SystemExit(EXIT_PREEMPTED)
 

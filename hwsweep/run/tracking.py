@@ -549,6 +549,7 @@ class Worker:
         # owns: TensorBoard would read a lower one as a restart and drop the curves after it.
         self.step = target.start_step + 1 if target.start_step else 0
         self.seq = 0  # items given to the channels, numbered in order
+        self._short: dict = {}  # the backends the last wait ended short of: since when they took nothing
         self._system, self._pid = system, pid
         self._done = done  # done(token, stopped): a mark or the stop was reached
 
@@ -570,19 +571,23 @@ class Worker:
 
     def _wait(self, seq: int) -> list:
         """Wait while a backend that has not taken item `seq` yet still takes something within close_timeout,
-        at most close_limit in all; the backends still short of it (too slow or stuck), with why."""
+        at most close_limit in all; the backends still short of it (too slow or stuck), with why. A backend short
+        at the last wait too (the close after the record's drain) is timed from that one: a stuck backend costs
+        the job close_timeout once, not per wait."""
         start, c = time.monotonic(), self.config
         with self.changed:
             while True:
                 now = time.monotonic()
                 short = [ch for ch in self.channels if ch.why is None and ch.taken < seq]
-                moving = [ch for ch in short if now - max(ch.progress, start) < c.close_timeout]
+                since = {ch: max(ch.progress, self._short.get(ch, start)) for ch in short}
+                moving = [ch for ch in short if now - since[ch] < c.close_timeout]
                 if not moving or now - start >= c.close_limit:
+                    self._short = since
                     if now - start >= c.close_limit:
                         return [(ch, f"still {ch.doing} after {c.close_limit:g} s (tracking.close_limit)") for ch in short]
                     return [(ch, f"took nothing for {c.close_timeout:g} s (tracking.close_timeout) while {ch.doing}")
                             for ch in short]  # fmt: skip
-                wake = min([max(ch.progress, start) + c.close_timeout for ch in moving] + [start + c.close_limit])
+                wake = min([since[ch] + c.close_timeout for ch in moving] + [start + c.close_limit])
                 self.changed.wait(max(0.01, wake - now))
 
     def _sample(self, system: "System") -> None:
