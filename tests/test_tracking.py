@@ -221,6 +221,22 @@ def test_the_status_phrase_names_each_backend_that_did_not_take_everything():
     assert delivery_problem(earlier) == "mlflow failed (ConnectionError: down)"
 
 
+def test_status_reads_what_each_record_says_its_trackers_took(tmp_path):
+    """`status`'s tracking column, from the stored records: the training's and the evaluation's, each named."""
+    from hwsweep.analysis.status import tracking_problem
+
+    spec = resolve(_config(["tensorboard", "mlflow"])).spec("tiny", "default", "cpu1", 0)
+    spec = type(spec).from_dict(spec.to_dict() | {"run_dir": str(tmp_path)})
+    assert tracking_problem(spec, evaluated=True) == ""  # nothing recorded yet
+    failed = {"state": "failed", "why": "MlflowException: down", "dropped": 0, "undelivered": 12}
+    io.write_json(tmp_path / "train.json", {"tracking": {"id": "x", "backends": {"tensorboard": ALL_TAKEN, "mlflow": failed}}})
+    io.write_json(tmp_path / "eval.json", {"tracking": {"id": "x", "backends": {"tensorboard": ALL_TAKEN, "mlflow": ALL_TAKEN}}})
+    assert tracking_problem(spec, evaluated=True) == "train: mlflow failed (MlflowException: down), 12 rows undelivered"
+    io.write_json(tmp_path / "eval.json", {"tracking": {"id": "x", "backends": {"tensorboard": ALL_TAKEN | {"state": "late", "undelivered": 1}}}})
+    assert tracking_problem(spec, evaluated=True).endswith(" | eval: tensorboard late, 1 row undelivered")
+    assert "eval" not in tracking_problem(spec, evaluated=False)
+
+
 def test_the_clients_run_in_their_own_process_whose_end_is_one_warning(tmp_path, capfd):
     """The clients run in the tracker's process, on the CPUs it is given (those the run's processes left spare),
     so their Python never holds the run's interpreter lock. If that process dies, the run's close returns at

@@ -128,6 +128,11 @@ def config_problem(config: TrackingConfig) -> str | None:
     return None
 
 
+def rows_text(n: int) -> str:
+    """A count of rows as the warnings and `status` say it."""
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
 def delivery_problem(status: dict | None) -> str:
     """What a record's `tracking` (train.json's or eval.json's) says went wrong, one phrase per backend that did
     not take every row it was given ("" when all did, or tracking was off): `status` shows it."""
@@ -135,7 +140,7 @@ def delivery_problem(status: dict | None) -> str:
     for name, b in ((status or {}).get("backends") or {}).items():
         if isinstance(b, str):  # a record of an earlier hwsweep: "ok" or why the backend failed
             b = {"state": "ok"} if b == "ok" else {"state": "failed", "why": b}
-        lost = [f"{b[k]} rows {k}" for k in ("dropped", "undelivered") if b.get(k)]
+        lost = [f"{rows_text(b[k])} {k}" for k in ("dropped", "undelivered") if b.get(k)]
         if b.get("state") != "ok":
             out.append(f"{name} {b.get('state')}" + (f" ({b['why']})" if b.get("why") else "") + "".join(f", {x}" for x in lost))
         elif lost:

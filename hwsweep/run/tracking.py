@@ -40,7 +40,7 @@ from pathlib import Path
 
 from hwsweep.contracts import io
 from hwsweep.contracts.spec import RUN_DIR
-from hwsweep.contracts.tracking import TrackingConfig, aggregate_id, run_id
+from hwsweep.contracts.tracking import TrackingConfig, aggregate_id, rows_text, run_id
 
 FOLDER = "tensorboard"  # in each run's folder (and each suite's, for its tables)
 MLFLOW_FOLDER = "mlruns"  # the default MLflow store, in results/
@@ -487,7 +487,7 @@ class Channel:
             self.undelivered += self.pending
             self.pending = self.rows = 0
             self.items.clear()
-            lost = f"; {self.undelivered} rows undelivered" if self.undelivered else ""
+            lost = f"; {rows_text(self.undelivered)} undelivered" if self.undelivered else ""
             warn(f"tracking: {self.name} failed ({why}){lost}; the run goes on without it")
 
     def _call(self, method: str, *args) -> None:
