@@ -237,6 +237,26 @@ def test_status_reads_what_each_record_says_its_trackers_took(tmp_path):
     assert "eval" not in tracking_problem(spec, evaluated=False)
 
 
+def test_system_memory_counts_the_run_s_children_but_not_the_tracker_s_process(monkeypatch):
+    """system/process_memory_gb: the run's process and its descendants (a command's processes), less the
+    tracker's own process (a child of the run's) and its children (W&B's service)."""
+    child = subprocess.Popen([sys.executable, "-c", "x = b'1' * (300 * 2**20); import time; time.sleep(120)"])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            seen = tracking.System(None, os.getpid()).sample()
+            if seen["system/process_memory_gb"] > 0.3:  # the child has written its 300 MiB
+                break
+            time.sleep(0.2)
+        assert seen["system/process_memory_gb"] > 0.3 and 0 < seen["system/memory_percent"] < 100, seen
+        run = os.getpid()
+        monkeypatch.setattr(os, "getpid", lambda: child.pid)  # as if the child were the tracker's process
+        assert tracking.System(None, run).sample()["system/process_memory_gb"] < seen["system/process_memory_gb"] - 0.25
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_the_clients_run_in_their_own_process_whose_end_is_one_warning(tmp_path, capfd):
     """The clients run in the tracker's process, on the CPUs it is given (those the run's processes left spare),
     so their Python never holds the run's interpreter lock. If that process dies, the run's close returns at
@@ -535,7 +555,7 @@ def test_a_stuck_tracker_costs_the_others_nothing_in_the_tracker_s_process(tmp_p
     scalars, _ = _scalars(folder / "tensorboard")
     assert [s for s, _ in scalars["loss"]] == list(range(1, 21))
     assert scalars["final/accuracy"] == [(20, 0.75)]
-    assert {"system/cpu_percent", "system/process_cpu_percent"} <= set(scalars)
+    assert {"system/cpu_percent", "system/process_cpu_percent", "system/memory_percent", "system/process_memory_gb"} <= set(scalars)
     (attempt,) = _wandb(folder, "stuck0")
     assert _wandb_steps(attempt, "loss") == list(range(1, 21)) and _wandb_steps(attempt, "system/cpu_percent")
     assert _wandb_summary(attempt)["final/accuracy"] == 0.75

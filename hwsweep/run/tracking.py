@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -366,8 +367,9 @@ def markdown_table(path: Path) -> str:
 
 # -- system metrics, sampled where the clients run ----------------------------------------------------
 class System:
-    """CPU utilisation of the machine and of the run's process `pid` (and its children waited for), and the
-    run's GPU (utilisation, memory, power) through NVML when nvidia-ml-py is installed and a GPU is given."""
+    """CPU utilisation and memory in use of the machine and of the run's process `pid` (CPU: with its children
+    waited for; memory: with its live descendants, the tracker's own process left out), and the run's GPU
+    (utilisation, memory, power) through NVML when nvidia-ml-py is installed and a GPU is given."""
 
     def __init__(self, gpu: int | str | None, pid: int):
         self.pid = pid
@@ -399,10 +401,43 @@ class System:
         except (OSError, ValueError, IndexError):
             return None
 
+    @staticmethod
+    def _memory() -> float | None:
+        """Percent of the machine's memory in use (not available to a new process)."""
+        try:
+            fields = {k: float(v.split()[0]) for k, v in (line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())}
+            return 100 * (1 - fields["MemAvailable"] / fields["MemTotal"])
+        except (OSError, ValueError, KeyError, IndexError, ZeroDivisionError):
+            return None
+
+    def _resident(self) -> float | None:
+        """GB resident of the run's process and its live descendants (a command's, dataloader workers), this
+        tracker's process and its own (W&B's service) left out."""
+        total, todo, seen = 0, [self.pid], set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen or (pid == os.getpid() and pid != self.pid):
+                continue
+            seen.add(pid)
+            try:
+                found = re.search(r"^VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
+                total += int(found.group(1)) * 1024 if found else 0
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    todo += [int(child) for child in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                if pid == self.pid:
+                    return None  # the run's process is gone
+        return total / 2**30
+
     def sample(self) -> dict:
         machine, process, now = self._machine(), self._process(), time.monotonic()
         (m0, p0, t0), self.last = self.last, (machine, process, now)
         out = {}
+        memory, resident = self._memory(), self._resident()
+        if memory is not None:
+            out["system/memory_percent"] = memory
+        if resident is not None:
+            out["system/process_memory_gb"] = resident
         if now > t0 and process is not None and p0 is not None:
             out["system/process_cpu_percent"] = 100 * (process - p0) / (now - t0)
         if machine and m0 and machine[0] > m0[0]:
