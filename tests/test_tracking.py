@@ -125,10 +125,26 @@ class Slow(Good):
         super().final(step, values)
 
 
-def _tracker(monkeypatch, tmp_path, names, **config):
+def _tracker(monkeypatch, tmp_path, names, system=False, **config):
     monkeypatch.setattr(tracking, "BACKENDS", {b.name: b for b in (Good, Stuck, Broken, Slow)})
     target = tracking.Target(run_id="x", experiment="s", name="n", group="g", job_type="j", folder=tmp_path, results=tmp_path)
-    return tracking.Tracker(target, TrackingConfig(backends=names, **config), system=False, process=False)
+    return tracking.Tracker(target, TrackingConfig(backends=names, **config), system=system, process=False)
+
+
+def test_system_metrics_are_sampled_from_the_start_and_at_the_end_while_a_tracker_is_stuck(monkeypatch, tmp_path):
+    """A run shorter than system_every still has its system metrics: a second in, and at its end. A tracker
+    stuck in its open holds none of them back."""
+    Stuck.release.clear()
+    tracker = _tracker(monkeypatch, tmp_path, ["stuck", "good"], system=True, system_every=60, close_timeout=1)
+    for step in range(1, 16):
+        tracker.log(step, {"loss": 1 / step})
+        time.sleep(0.1)
+    tracker.close()
+    Stuck.release.set()
+    sampled = [step for step, values in _backend(tracker, "good").rows if "system/cpu_percent" in values]
+    assert len(sampled) == 2 and sampled[0] < 15 and sampled[-1] == 15, sampled
+    assert {"system/process_cpu_percent", "system/memory_percent", "system/process_memory_gb"} <= set(
+        next(values for _, values in _backend(tracker, "good").rows if "system/cpu_percent" in values))
 
 
 def _backend(tracker, name):

@@ -636,7 +636,9 @@ class Worker:
         for channel in self.channels:
             channel.thread.start()  # each opens now, on its own: sampling and rows do not wait for any open
         system = System(self.target.gpu, self._pid) if self._system else None
-        next_sample = time.monotonic() + self.config.system_every
+        # The first sample a second in (a CPU share needs an interval), whatever system_every: a run's start-up
+        # and first steps are seen, as a short run's are.
+        next_sample = time.monotonic() + min(1.0, self.config.system_every)
         while True:
             items = take(get, max(0.0, next_sample - time.monotonic()) if system else None)
             if system and time.monotonic() >= next_sample:
