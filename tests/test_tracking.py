@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -127,6 +128,7 @@ class Slow(Good):
 
 def _tracker(monkeypatch, tmp_path, names, system=False, **config):
     monkeypatch.setattr(tracking, "BACKENDS", {b.name: b for b in (Good, Stuck, Broken, Slow)})
+    monkeypatch.setattr(Stuck, "release", threading.Event())  # each test's stuck tracker is stuck until it says
     target = tracking.Target(run_id="x", experiment="s", name="n", group="g", job_type="j", folder=tmp_path, results=tmp_path)
     return tracking.Tracker(target, TrackingConfig(backends=names, **config), system=system, process=False)
 
@@ -134,7 +136,6 @@ def _tracker(monkeypatch, tmp_path, names, system=False, **config):
 def test_system_metrics_are_sampled_from_the_start_and_at_the_end_while_a_tracker_is_stuck(monkeypatch, tmp_path):
     """A run shorter than system_every still has its system metrics: a second in, and at its end. A tracker
     stuck in its open holds none of them back."""
-    Stuck.release.clear()
     tracker = _tracker(monkeypatch, tmp_path, ["stuck", "good"], system=True, system_every=60, close_timeout=1)
     for step in range(1, 16):
         tracker.log(step, {"loss": 1 / step})
@@ -161,6 +162,23 @@ def loaded():
         loop.wait()
 
 
+def test_a_run_over_before_the_tracker_started_still_has_a_cpu_sample(monkeypatch, tmp_path):
+    """Everything, the stop included, was queued before the clients' side ran (a short run beside a tracker
+    process slow to start): its one system sample, at the end, still measures the CPU over an interval."""
+    monkeypatch.setattr(tracking, "BACKENDS", {"good": Good})
+    # The machine's CPU counters as a coarse clock would have them: they move every 0.2 s (the kernel's, 0.01 s)
+    monkeypatch.setattr(tracking.System, "_machine", staticmethod(lambda: (float(int(time.monotonic() * 5)), 0.0)))
+    target = tracking.Target(run_id="x", experiment="s", name="n", group="g", job_type="j", folder=tmp_path, results=tmp_path)
+    items = queue.Queue()
+    for step in (1, 2, 3):
+        items.put(("log", [step, {"loss": 1 / step}]))
+    items.put(("stop", [False, 1]))
+    worker = tracking.Worker(target, TrackingConfig(backends=["good"], system_every=60), True, os.getpid(), lambda *_: None)
+    worker.run(lambda timeout: items.get(timeout=timeout))
+    (sampled,) = [values for _, values in worker.channels[0].backend.rows if "system/memory_percent" in values]
+    assert "system/cpu_percent" in sampled and "system/process_cpu_percent" in sampled, sampled
+
+
 def test_a_full_queue_drops_and_counts_and_never_holds_the_training_thread(monkeypatch, tmp_path, loaded):
     tracker = _tracker(monkeypatch, tmp_path, ["stuck", "good"], queue_size=5, close_timeout=0.5)
     t0 = time.perf_counter()
@@ -175,13 +193,13 @@ def test_a_full_queue_drops_and_counts_and_never_holds_the_training_thread(monke
     rows = _backend(tracker, "good").rows  # the other one never waited for it
     assert good == {"state": "ok", "why": None, "dropped": 100 - len(rows), "undelivered": 0}
     assert [s for s, _ in rows] == sorted(s for s, _ in rows) and rows[0] == (1, {"loss": 1.0})
+    Stuck.release.set()
 
 
 def test_each_backend_opens_and_takes_rows_on_its_own(monkeypatch, tmp_path, capsys):
     """A tracker stuck in its open (longer than close_timeout) and a failing one cost the others nothing: they
     take every row, the evaluation and the record, the stuck one is given up at the end, each is one warning
     line, and the status names both."""
-    Stuck.release.clear()
     tracker = _tracker(monkeypatch, tmp_path, ["stuck", "broken", "good"], close_timeout=3)
     for step in (1, 2, 3):
         tracker.log(step, {"loss": float(step)})
@@ -256,18 +274,16 @@ def test_status_reads_what_each_record_says_its_trackers_took(tmp_path):
 def test_system_memory_counts_the_run_s_children_but_not_the_tracker_s_process(monkeypatch):
     """system/process_memory_gb: the run's process and its descendants (a command's processes), less the
     tracker's own process (a child of the run's) and its children (W&B's service)."""
-    child = subprocess.Popen([sys.executable, "-c", "x = b'1' * (300 * 2**20); import time; time.sleep(120)"])
+    child = subprocess.Popen([sys.executable, "-c", "x = b'1' * (300 * 2**20); print(flush=True); import time; time.sleep(120)"],
+                             stdout=subprocess.PIPE)  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            seen = tracking.System(None, os.getpid()).sample()
-            if seen["system/process_memory_gb"] > 0.3:  # the child has written its 300 MiB
-                break
-            time.sleep(0.2)
-        assert seen["system/process_memory_gb"] > 0.3 and 0 < seen["system/memory_percent"] < 100, seen
-        run = os.getpid()
+        child.stdout.readline()  # its 300 MiB are written
+        run, system = os.getpid(), tracking.System(None, os.getpid())
+        with_it = system.sample()
         monkeypatch.setattr(os, "getpid", lambda: child.pid)  # as if the child were the tracker's process
-        assert tracking.System(None, run).sample()["system/process_memory_gb"] < seen["system/process_memory_gb"] - 0.25
+        without = system.sample()
+        assert with_it["system/process_memory_gb"] - without["system/process_memory_gb"] > 0.29, (with_it, without)
+        assert 0 < with_it["system/memory_percent"] < 100 and system.pid == run
     finally:
         child.kill()
         child.wait()

@@ -429,7 +429,10 @@ class System:
                     return None  # the run's process is gone
         return total / 2**30
 
-    def sample(self) -> dict:
+    def sample(self, least: float = 0.0) -> dict:
+        """The metrics since the last sample, at least `least` seconds after it (a CPU share needs an interval: the
+        end of a run shorter than the tracker's start-up is its only sample)."""
+        time.sleep(max(0.0, self.last[2] + least - time.monotonic()))
         machine, process, now = self._machine(), self._process(), time.monotonic()
         (m0, p0, t0), self.last = self.last, (machine, process, now)
         out = {}
@@ -625,8 +628,8 @@ class Worker:
                 wake = min([since[ch] + c.close_timeout for ch in moving] + [start + c.close_limit])
                 self.changed.wait(max(0.01, wake - now))
 
-    def _sample(self, system: "System") -> None:
-        values = system.sample()
+    def _sample(self, system: "System", least: float = 0.0) -> None:
+        values = system.sample(least)
         if values:
             self._put("log", [(self.step, values)])
 
@@ -660,8 +663,8 @@ class Worker:
                     self._done(payload, False)
                 elif kind in ("stop", "eof"):
                     failed, token = payload if kind == "stop" else (True, None)
-                    if system:  # the run's last moments, whatever the interval
-                        self._sample(system)
+                    if system:  # the run's last moments, whatever the interval (a fifth of a second at least)
+                        self._sample(system, least=0.2)
                     late = self._wait(self._put("close", failed))
                     with self.changed:
                         for channel, why in late:
