@@ -502,13 +502,14 @@ def test_killed_and_resumed_run_is_one_tracked_run_in_every_tracker(tmp_path, un
 
 def _wandb(run_dir: Path, run_id: str) -> list[list[dict]]:
     """Each W&B attempt's records (its offline-run-*-ID folders, oldest first), read with W&B's own reader."""
-    attempts = []
-    for folder in sorted((run_dir / "wandb").glob(f"offline-run-*-{run_id}")):
-        (path,) = folder.glob("run-*.wandb")
-        out = subprocess.run([str(BIN / "wandb"), "leet", "inspect", "--json", str(path)], capture_output=True,
-                             text=True, check=True, timeout=120).stdout  # fmt: skip
-        attempts.append([json.loads(line) for line in out.splitlines()])
-    return attempts
+    return [_wandb_attempt(folder) for folder in sorted((run_dir / "wandb").glob(f"offline-run-*-{run_id}"))]
+
+
+def _wandb_attempt(folder: Path) -> list[dict]:
+    (path,) = folder.glob("run-*.wandb")
+    out = subprocess.run([str(BIN / "wandb"), "leet", "inspect", "--json", str(path)], capture_output=True, text=True,
+                         check=True, timeout=120).stdout  # fmt: skip
+    return [json.loads(line) for line in out.splitlines()]
 
 
 def _wandb_steps(records: list[dict], key: str) -> list[int]:
@@ -549,6 +550,26 @@ def test_a_hard_killed_and_resumed_run_holds_every_step_once_in_every_tracker(tm
               if r["type"] == "history" and "loss" in r["history"]["item"]}  # fmt: skip
     assert values == pytest.approx({s: loss[s] for s in logged}, rel=1e-6)
     assert _wandb_steps(resumed, "system/cpu_percent")
+
+
+@pytest.mark.slow
+def test_a_fresh_start_moves_earlier_w_b_attempts_out_of_the_sync(tmp_path):
+    """A run started again from scratch (its checkpoints lost) replaces its tracked run, as TensorBoard and MLflow
+    do: the earlier W&B offline attempts move to wandb/replaced/, out of `wandb sync .../wandb/offline-run-*`."""
+    block = {"backends": ["wandb"], "wandb": {"project": "hwsweep-test", "mode": "offline"}}
+    config = TrackingConfig.from_dict(block, "tracking")
+    target = tracking.Target(run_id="fresh0", experiment="s", name="v/cpu1/seed0", group="s/v", job_type="cpu1",
+                             folder=tmp_path, results=tmp_path)  # fmt: skip
+    for steps in ((5, 10, 15), (5, 10)):  # the second starts again from scratch
+        tracker = tracking.Tracker(target, config, system=False)
+        for step in steps:
+            tracker.log(step, {"loss": 1 / step})
+        assert tracker.close()["backends"]["wandb"] == ALL_TAKEN
+        time.sleep(1.1)  # W&B names an attempt's folder by the second it started
+    attempts = _wandb(tmp_path, "fresh0")  # what `wandb sync` takes
+    assert [_wandb_steps(a, "loss") for a in attempts] == [[5, 10]]
+    (replaced,) = (tmp_path / "wandb" / tracking.REPLACED_FOLDER).glob("offline-run-*-fresh0")
+    assert _wandb_steps(_wandb_attempt(replaced), "loss") == [5, 10, 15]  # kept, apart
 
 
 @pytest.mark.slow

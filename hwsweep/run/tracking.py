@@ -46,6 +46,7 @@ from hwsweep.contracts.tracking import TrackingConfig, aggregate_id, rows_text, 
 FOLDER = "tensorboard"  # in each run's folder (and each suite's, for its tables)
 MLFLOW_FOLDER = "mlruns"  # the default MLflow store, in results/
 ID_TAG = "hwsweep_run_id"
+REPLACED_FOLDER = "replaced"  # under a run's wandb/: W&B offline attempts a fresh start replaced (kept, not synced)
 PID_FILE = "tracking.pid"  # in the tracked folder: the tracker's process that writes there now
 OWNER_FILE = "tracking.owner"  # written by hwsweep.runtime in the run folder: the runner of a command leaves it the tracking
 BATCH = 1000  # queued items a backend takes in one call
@@ -277,6 +278,11 @@ class Wandb:
 
         c = config.wandb
         self.offline = (c.mode if c.mode != "auto" else ("online" if os.environ.get("WANDB_API_KEY") else "offline")) == "offline"
+        if self.offline and not target.start_step:  # a fresh start: an earlier attempt's folders are not this run's
+            replaced = target.folder / "wandb" / REPLACED_FOLDER  # out of `wandb sync .../wandb/offline-run-*`
+            for earlier in (target.folder / "wandb").glob(f"offline-run-*-{target.run_id}"):
+                replaced.mkdir(parents=True, exist_ok=True)
+                earlier.rename(replaced / earlier.name)
         self.run = wandb.init(
             project=c.project, entity=c.entity, group=target.group, job_type=target.job_type, name=target.name,
             id=target.run_id, resume="allow", config=target.params, dir=str(target.folder),
