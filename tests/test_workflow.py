@@ -101,16 +101,30 @@ def test_changing_one_suite_reruns_only_that_suite(two_suites):
     assert trains and set(trains) == {"other"}, proc.stdout[-3000:]
 
 
-def test_naming_a_tracker_after_the_runs_finished_retrains_nothing(two_suites):
-    """Issue 22: which trackers watch is not part of what trains, so adding one rewrites each run's
-    tracking.json and schedules no train job (nor anything after it: snakemake does not look past an
-    ancient input, docs/tracking.md)."""
+def test_naming_a_tracker_later_retrains_nothing_and_hides_no_pending_job(two_suites):
+    """Issue 22: which trackers watch is not part of what trains, so adding one rewrites each run's tracking.json
+    and schedules no train job of a finished run. Issue 34: the dry run after it still lists an unfinished run's
+    pending jobs (they were hidden when a rule rewrote tracking.json: snakemake plans nothing after an ancient
+    input's rule that reruns)."""
     folder, cfg = two_suites
+    unfinished = folder / "results/other/default/cpu2/seed0"
+    for path in (unfinished / "train.json", unfinished / "eval.json", folder / "results/other/runs.csv"):
+        path.unlink()  # as if that run had not finished: nor were its suite's tables made
     cfg["tracking"] = ["tensorboard"]
     proc = snakemake(folder, cfg, "-n", "--cores", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "rule tracking:" in proc.stdout and "rule train:" not in proc.stdout, proc.stdout[-3000:]
-    assert "rule evaluate:" not in proc.stdout and "rule aggregate_suite:" not in proc.stdout
+    trains = re.findall(r"rule train:.*?wildcards: suite=(\w+), variant=\w+, hardware=(\w+)", proc.stdout, flags=re.S)
+    assert trains == [("other", "cpu2")], proc.stdout[-3000:]
+    assert "rule evaluate:" in proc.stdout and "rule aggregate_suite:" in proc.stdout
+    assert "tracking.json would be rewritten by a real run (nothing retrains" in proc.stderr, proc.stderr[-3000:]
+    finished = folder / "results/tiny/default/cpu1/seed0"
+    assert json.loads((finished / "tracking.json").read_text())["backends"] == []  # a dry run writes nothing
+
+    trained = (finished / "train.json").stat().st_mtime_ns
+    proc = snakemake(folder, cfg, "--cores", "2", "results/tiny/runs.csv")  # tiny's runs are finished
+    assert proc.returncode == 0 and "Nothing to be done" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    assert json.loads((finished / "tracking.json").read_text())["backends"] == ["tensorboard"]
+    assert (finished / "train.json").stat().st_mtime_ns == trained
 
 
 def test_a_report_after_a_single_suite_run_leaves_out_the_older_all_suites_tables_and_says_so(two_suites):

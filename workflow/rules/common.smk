@@ -1,5 +1,4 @@
 # Bookkeeping only: paths, wildcards, input functions and resources. Never imports torch.
-import json
 import os
 import shlex
 import sys
@@ -8,6 +7,7 @@ from pathlib import Path
 from hwsweep.analysis import quarantine
 from hwsweep.analysis.aggregate import prices_of
 from hwsweep.contracts import spec as layout
+from hwsweep.contracts import tracking as tracking_contract
 from hwsweep.plan import interrupt, placement, shared
 from hwsweep.plan.config import ConfigError, resolve_or_exit
 from hwsweep.plan.matrix import Run
@@ -67,9 +67,31 @@ def run_spec_json(wildcards):
     return layout.canonical_json(run_spec_of(wildcards))
 
 
-def tracking_json(wildcards):
-    """Which trackers see the runs (config tracking), as the run folder's TRACKING_FILE holds it."""
-    return json.dumps(MATRIX.tracking.to_dict(), sort_keys=True) + "\n"
+def tracking_file(wildcards):
+    """The train job's ancient input: which trackers see the run (config tracking), its TRACKING_FILE, written
+    from the config by this process while it builds the DAG (a dry run says so and writes nothing). Not a rule's
+    output: snakemake leaves out of its plan every job after an ancient input's rule that reruns, even a train
+    job whose record is missing, so a changed tracking block hid the pending jobs of unfinished runs.
+    """
+    path = run_file(layout.TRACKING_FILE).format(**wildcards)
+    if executor() is not None and path not in SETTLED_TRACKING:
+        SETTLED_TRACKING.add(path)
+        dry_run = EXECUTOR["dry_run"]
+        changed = tracking_contract.refresh_run_file(
+            Path(path).parent, MATRIX.tracking, dry_run
+        )
+        if changed and not EXECUTOR.get("said_tracking"):
+            EXECUTOR["said_tracking"] = True
+            done = "would be rewritten by a real run" if dry_run else "are rewritten"
+            print(
+                f"hwsweep: the config's tracking block changed: the runs' {layout.TRACKING_FILE} {done} "
+                "(nothing retrains; a run trains with the trackers named when it starts)",
+                file=sys.stderr,
+            )
+    return ancient(path) if os.path.exists(path) else []
+
+
+SETTLED_TRACKING = set()
 
 
 def run_spec_sha256(wildcards):
