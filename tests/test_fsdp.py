@@ -87,7 +87,7 @@ def test_fsdp_refuses_what_it_cannot_keep_in_one_line(small_config, recipe, word
     assert "\n" not in str(err.value)
 
 
-def test_every_block_of_the_built_in_families_is_a_shard_unit():
+def test_every_block_and_the_embeddings_and_head_of_the_built_in_families_are_shard_units():
     from types import SimpleNamespace
 
     from hwsweep.models import families
@@ -96,7 +96,8 @@ def test_every_block_of_the_built_in_families_is_a_shard_unit():
     task = SimpleNamespace(name="sort", length=8, vocab_size=16)
     model = families.torch_side("transformer").build(SimpleNamespace(
         task=task, model=SimpleNamespace(name="transformer", width=32, depth=3, heads=2, mlp_ratio=4)))  # fmt: skip
-    assert shard_units(model) == list(model.blocks)
+    # The blocks, then the embedding, the final norm and the head as units of their own; the root keeps `pos`.
+    assert shard_units(model) == [*model.blocks, model.tok, model.norm, model.head]
     sudoku = SimpleNamespace(name="sudoku", size=4, blanks=6, augmentation=0, eval_views=0, train_size=8, eval_size=8,
                              length=16, vocab_size=5, num_puzzle_ids=1)  # fmt: skip
     hrm = SimpleNamespace(name="hrm", width=32, heads=2, mlp_ratio=4, h_layers=2, l_layers=3, h_cycles=1, l_cycles=1,
@@ -104,7 +105,8 @@ def test_every_block_of_the_built_in_families_is_a_shard_unit():
                           positions="rope", loss="stablemax_cross_entropy")  # fmt: skip
     model = families.torch_side("hrm").build(SimpleNamespace(task=sudoku, model=hrm))
     units = shard_units(model)
-    assert len(units) == 5 and all(type(u).__name__ == "Block" for u in units)
+    assert len(units) == 8 and all(type(u).__name__ == "Block" for u in units[:5])
+    assert units[5:] == [model.input, model.head, model.q_head]  # H and L hold nothing beside their blocks
 
 
 # -- real torchrun (gloo, CPU): FSDP trains, is killed, resumes, matches DDP, reshards -------------------
@@ -269,3 +271,118 @@ def test_the_strategy_is_part_of_the_device_description_and_of_a_diagnosis():
     assert devices({"world_size": 1, "gpu_type": "cpu"}) == "1 × cpu"  # a runs.csv from before the column
     runs, base = pd.DataFrame({"strategy": ["fsdp"]}), pd.DataFrame({"strategy": ["ddp"]})
     assert "parallel strategy: strategy fsdp vs ddp" in differences(runs, base)
+
+
+# -- built on the meta device: the same initial weights at any layout -----------------------------------
+def _layouts(small_config) -> dict:
+    """Hardware entries of 1 and 4 CPU processes (4 also as 2 nodes x 2 for HSDP); a transformer whose shapes do
+    not divide by 4 (vocabulary 18, width 36), so FSDP's shards are uneven."""
+    cfg = small_config
+    cfg["recipe"] |= {"global_batch": 16, "micro_batch": 4, "model": {"width": 36, "depth": 2, "heads": 2}}
+    cfg["recipe"]["task"] |= {"vocab_size": 18, "length": 6}
+    cfg["hardware"] = {"cpu1": {"accelerator": "cpu", "devices_per_node": 1},
+                       "cpu4": {"accelerator": "cpu", "devices_per_node": 4},
+                       "cpu2x2": {"accelerator": "cpu", "nodes": 2, "devices_per_node": 2}}  # fmt: skip
+    cfg["suites"]["tiny"]["sweep"] = {"parallel.strategy": ["ddp", "fsdp", "hsdp"]}
+    return cfg
+
+
+@pytest.mark.slow
+def test_a_model_built_on_meta_gets_the_unsharded_initial_weights_bitwise_under_fsdp_and_hsdp(tmp_path, small_config):
+    """run.wrap on a meta-built model (the built-in family as the trainer builds it, and a user's model with an
+    init function): FSDP over 4 processes and HSDP over 2 x 2 give, gathered, exactly DDP's weights at 1."""
+    matrix = resolve(_layouts(small_config))
+    found = {}
+    for variant, hardware, n, built in [("strategy-ddp", "cpu1", 1, "built"), ("strategy-fsdp", "cpu4", 4, "meta"),
+                                        ("strategy-hsdp", "cpu2x2", 4, "meta")]:  # fmt: skip
+        spec = matrix.spec("tiny", variant, hardware, 0).to_dict() | {"run_dir": str(tmp_path / variant)}
+        io.write_json(tmp_path / f"{variant}.json", spec)
+        out = tmp_path / f"{variant}.pt"
+        _run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(n), str(REPO / "tests" / "runtime_initial_weights.py"),
+              str(tmp_path / f"{variant}.json"), str(out), built])  # fmt: skip
+        found[variant] = torch.load(out, weights_only=False)
+    ddp = found["strategy-ddp"]
+    assert ddp["family"]["tok.weight"].std() > 0.5 and ddp["own"]["scale"].abs().max() > 0.5  # drawn, not empty
+    for sharded in ("strategy-fsdp", "strategy-hsdp"):
+        for model in ("family", "own"):
+            assert sorted(found[sharded][model]) == sorted(ddp[model])
+            assert all(torch.equal(found[sharded][model][k], ddp[model][k]) for k in ddp[model]), (sharded, model)
+
+
+def test_a_meta_module_without_an_initialiser_is_refused_naming_it():
+    from hwsweep.run import weights
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Linear(3, 3)
+            self.gain = torch.nn.Parameter(torch.empty(3))
+
+    with torch.device("meta"):
+        model = Scaled()
+    model.to_empty(device="cpu")
+    with pytest.raises(TypeError) as err:
+        weights.initialise(model, 0)
+    assert str(err.value).startswith("run.wrap: gain (Scaled) has no initialiser; give Scaled a reset_parameters()")
+    weights.initialise(model, 0, init=lambda m: torch.nn.init.ones_(m.gain) if isinstance(m, Scaled) else m.reset_parameters())
+    assert torch.equal(model.gain, torch.ones(3)) and model.inner.weight.abs().max() > 0
+
+
+# -- activation checkpointing: what it keeps, against the plan ------------------------------------------
+def _activation_bytes_per_sample(family: str, task, model_cfg, mode: str, precision: str = "fp32") -> float:
+    """Per sample, the growth of the peak bytes of one forward + backward from micro-batch 4 to 8, as torch's
+    MemTracker counts every live tensor (weights, gradients, activations, the backward's temporaries)."""
+    from types import SimpleNamespace
+
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    from hwsweep.models import families
+    from hwsweep.run import recompute
+    from hwsweep.run.reduce import block_units
+
+    side = families.torch_side(family)
+    peaks = {}
+    for n in (4, 8):
+        torch.manual_seed(0)
+        model = side.build(SimpleNamespace(task=task, model=model_cfg))
+        recompute.apply(block_units(model), mode)
+        batch = tuple(t[:n] for t in side.tables(SimpleNamespace(task=task, model=model_cfg))[0])
+        tracker = MemTracker()
+        tracker.track_external(model)
+        with tracker, torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision != "fp32"):
+            model(*batch).backward()
+        peaks[n] = sum(kinds.get("Total", 0) for kinds in tracker.get_tracker_snapshot("peak").values())
+    return (peaks[8] - peaks[4]) / 4
+
+
+@pytest.mark.parametrize("family, precision", [("transformer", "fp32"), ("transformer", "bf16-mixed"),
+                                               ("deep_transformer", "fp32")])  # fmt: skip
+def test_activation_checkpointing_saves_what_the_plan_counts(family, precision):
+    """The plan's activations per sample under none, full and selective within 15% of what torch keeps, and the
+    saving of full and selective against none within 15% of the plan's (a saving the plan overstates would let
+    micro_batch auto pick a micro-batch that does not fit)."""
+    from types import SimpleNamespace
+
+    if family == "transformer":
+        task = SimpleNamespace(name="sort", length=64, vocab_size=16, train_size=16, eval_size=8)
+        model_cfg = SimpleNamespace(name="transformer", width=32, depth=3, heads=2, mlp_ratio=4)
+        planned = lambda mode: footprint.activation_bytes_per_sample(model_cfg, task, precision, mode)  # noqa: E731
+    else:
+        from hwsweep.contracts.recipe import SudokuTask
+
+        task = SudokuTask(name="sudoku", size=4, blanks=6, distinct_puzzles=4, augmentation=0, eval_views=0,
+                          train_size=16, eval_size=8)  # fmt: skip
+        model_cfg = SimpleNamespace(name="deep_transformer", width=64, heads=2, mlp_ratio=4, depth=4, puzzle_emb_ndim=0,
+                                    positions="rope", loss="softmax_cross_entropy")  # fmt: skip
+        planned = lambda mode: footprint.puzzle_activation_bytes_per_sample(model_cfg, task, mode)  # noqa: E731
+    measured = {mode: _activation_bytes_per_sample(family, task, model_cfg, mode, precision)
+                for mode in ("none", "full", "selective")}  # fmt: skip
+    assert measured["full"] < measured["selective"] < 0.9 * measured["none"]
+    if family != "transformer":  # the puzzle families' activations are a fitted upper bound (tests/test_hrm.py)
+        assert all(value <= planned(mode) <= 1.4 * value for mode, value in measured.items()), measured
+        return
+    for mode, value in measured.items():
+        assert planned(mode) == pytest.approx(value, rel=0.15), (mode, planned(mode), value)
+    for mode in ("full", "selective"):
+        saving = measured["none"] - measured[mode]
+        assert planned("none") - planned(mode) == pytest.approx(saving, rel=0.15), (mode, saving)

@@ -42,9 +42,10 @@ def main(argv=None) -> int:
 
     train, held_out = fam.tables(recipe)
     loader = run.loader(TensorDataset(*train))
-    model = fam.build(recipe)
-    run.count_flops(model, loader.peek())  # on the eager model, before run.wrap compiles it (recipe.compile)
-    net = run.wrap(model)
+    with torch.device("meta"):  # shapes only: run.wrap gives each rank its memory (its shards under FSDP) and values
+        model = fam.build(recipe)
+    run.count_flops(model, loader.peek())  # taken by run.wrap once the weights exist, on the eager model
+    net = run.wrap(model)  # each module's reset_parameters, seeded per module: the same weights at any layout
     optimizer = run.adamw(model.parameters())  # recipe.optimizer, in its kernel (recipe.optimizer.kernel)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
     states = {"model": model, "optimizer": optimizer, "scheduler": scheduler}
