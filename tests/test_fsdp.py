@@ -268,6 +268,7 @@ def test_the_strategy_is_part_of_the_device_description_and_of_a_diagnosis():
 
     assert devices({"world_size": 2, "gpu_type": "H100-80GB", "strategy": "fsdp"}) == "2 × H100-80GB, FSDP"
     assert devices({"world_size": 2, "gpu_type": "H100-80GB", "strategy": "ddp"}) == "2 × H100-80GB"
+    assert devices({"world_size": 4, "gpu_type": "H100-80GB", "strategy": "hsdp"}) == "4 × H100-80GB, HSDP"
     assert devices({"world_size": 1, "gpu_type": "cpu"}) == "1 × cpu"  # a runs.csv from before the column
     runs, base = pd.DataFrame({"strategy": ["fsdp"]}), pd.DataFrame({"strategy": ["ddp"]})
     assert "parallel strategy: strategy fsdp vs ddp" in differences(runs, base)
@@ -425,3 +426,63 @@ def test_a_model_too_big_for_a_ddp_rank_trains_under_fsdp_at_4_and_no_rank_ever_
            "placed MB": [g["placed"] / 2**20 for g in grown], "trained MB": [g["trained"] / 2**20 for g in grown]})  # fmt: skip
     assert all(g["placed"] < weights / 2 for g in grown), grown
     assert all(g["trained"] < limit for g in grown), grown
+
+
+@pytest.mark.slow
+def test_fsdp_compiles_each_block_and_hsdp_trains_2_by_2_like_fsdp(tmp_path, small_config):
+    """recipe.compile under FSDP compiles each block before sharding it (inductor, on CPU): it trains as eager
+    does, up to the compiled kernels' last bits, and its final.pt has the same keys; HSDP over 2 nodes x 2
+    processes trains as FSDP does (the reduction order only) and writes sharded checkpoints."""
+    runs = {"eager": ("fsdp", False, 1, 2), "compiled": ("fsdp", True, 1, 2), "hsdp": ("hsdp", False, 2, 2)}
+    for name, (strategy, compiled, nodes, devices) in runs.items():
+        cfg = _config(small_config, strategy, steps=8, memory_gb=None)
+        cfg["recipe"] |= {"compile": compiled, "checkpoint_every": 4}
+        cfg["hardware"]["gpus"] |= {"nodes": nodes, "devices_per_node": devices}
+        spec = resolve(cfg).spec("tiny", "default", "gpus", 0).to_dict() | {"run_dir": str(tmp_path / name)}
+        io.write_json(tmp_path / f"{name}.json", spec)
+        _run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(nodes * devices), "-m", "hwsweep.run.train",
+              str(tmp_path / f"{name}.json")])  # fmt: skip
+    (eager, p_eager), (compiled, p_compiled), (hsdp, p_hsdp) = (_results(tmp_path, n) for n in runs)
+    assert compiled["provenance"]["compile"] is True and eager["provenance"]["compile"] is False
+    assert sorted(p_compiled) == sorted(p_eager) == sorted(p_hsdp)
+    assert compiled["curves"]["loss"]["values"] == pytest.approx(eager["curves"]["loss"]["values"], rel=1e-3)
+    assert hsdp["plan"]["strategy"] == "hsdp" and hsdp["plan"]["world_size"] == 4
+    assert hsdp["curves"]["loss"]["values"] == pytest.approx(eager["curves"]["loss"]["values"], rel=1e-4)
+    assert (tmp_path / "hsdp" / "checkpoints" / "step000000008" / ".metadata").is_file()
+
+
+def test_under_fsdp_each_block_is_checkpointed_and_compiled_before_sharding_and_keeps_its_names(tmp_path):
+    """What run.wrap does to a meta-built model with activation checkpointing and compile under FSDP: every block's
+    forward is checkpointed and the block compiled in place (the root is not), the blocks, embeddings and head
+    are FSDP units, and the state dict's names are the model's own (checkpoints do not change with the options)."""
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FSDPModule
+
+    from hwsweep.contracts.recipe import Parallel
+    from hwsweep.models import families
+    from hwsweep.run import recompute
+    from hwsweep.run.device import select
+    from hwsweep.run.reduce import prepare
+
+    rec = SimpleNamespace(task=SimpleNamespace(name="sort", length=8, vocab_size=16),
+                          model=SimpleNamespace(name="transformer", width=32, depth=3, heads=2, mlp_ratio=4))  # fmt: skip
+    plain = families.torch_side("transformer").build(rec)
+    with torch.device("meta"):
+        model = families.torch_side("transformer").build(rec)
+    recipe = SimpleNamespace(reproducibility="deterministic", parallel=Parallel("fsdp", True), compile=True,
+                             activation_checkpointing="full")  # fmt: skip
+    plan = SimpleNamespace(accumulation=1, precision="fp32", nodes=1, devices_per_node=1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        reduction = prepare(model, recipe, plan, select("cpu", 0), seed=3)
+        assert reduction.module is model and isinstance(model, FSDPModule)
+        assert all(isinstance(u, FSDPModule) for u in [*model.blocks, model.tok, model.norm, model.head])
+        assert all(b._compiled_call_impl is not None for b in model.blocks)
+        # full: the block's own forward under checkpoint(), without selective's context
+        assert all(b.forward.func is recompute._checkpointed and b.forward.args[1] == {} for b in model.blocks)
+        assert model._compiled_call_impl is None and not model.tok.weight.is_meta
+        assert sorted(model.state_dict()) == sorted(plain.state_dict())
+    finally:
+        dist.destroy_process_group()
