@@ -64,6 +64,23 @@ def test_fsdp_plans_the_sharded_state_per_device(small_config):
     assert plan.est_memory_gb * GB < ddp / 2
 
 
+def test_activation_checkpointing_is_a_sweepable_recipe_key_the_plan_counts(small_config):
+    small_config["recipe"] |= {"micro_batch": "auto"}
+    small_config["recipe"]["model"] |= {"depth": 4}
+    small_config["suites"]["tiny"]["sweep"] = {"activation_checkpointing": ["none", "full", "selective"]}
+    r = resolve(small_config).cells[0].recipe
+    need = {m: footprint.device_bytes(r.model, r.task, 16, 1, False, "cpu", checkpointing=m) for m in ("none", "full")}
+    # A device on which 16 samples per micro-batch fit with full checkpointing but not without (auto aims at 75%)
+    small_config["hardware"]["cpu2"]["memory_gb"] = (need["none"] + need["full"]) / 2 / 0.75 / GB
+    matrix = resolve(small_config)
+    assert [c.variant for c in matrix.cells] == [f"activation_checkpointing-{m}" for m in ("none", "full", "selective")]
+    plans = {m: matrix.spec("tiny", f"activation_checkpointing-{m}", "cpu2", 0) for m in ("none", "full", "selective")}
+    assert plans["full"].recipe.activation_checkpointing == "full"
+    assert plan_values(plans["selective"])["activation_checkpointing"] == "selective"
+    micro = {m: spec.plan.micro_batch for m, spec in plans.items()}
+    assert micro["none"] < micro["full"] == 16 and micro["none"] <= micro["selective"], micro  # auto fits more
+
+
 def test_strategy_is_a_sweepable_recipe_key_and_a_plan_value(small_config):
     small_config["suites"]["tiny"]["sweep"] = {"parallel.strategy": ["ddp", "fsdp"]}
     matrix = resolve(small_config)
@@ -446,11 +463,13 @@ def test_a_model_too_big_for_a_ddp_rank_trains_under_fsdp_at_4_and_no_rank_ever_
 def test_fsdp_compiles_each_block_and_hsdp_trains_2_by_2_like_fsdp(tmp_path, small_config):
     """recipe.compile under FSDP compiles each block before sharding it (inductor, on CPU): it trains as eager
     does, up to the compiled kernels' last bits, and its final.pt has the same keys; HSDP over 2 nodes x 2
-    processes trains as FSDP does (the reduction order only) and writes sharded checkpoints."""
-    runs = {"eager": ("fsdp", False, 1, 2), "compiled": ("fsdp", True, 1, 2), "hsdp": ("hsdp", False, 2, 2)}
-    for name, (strategy, compiled, nodes, devices) in runs.items():
+    processes, with full activation checkpointing, trains as FSDP does (the reduction order only; recomputing
+    runs the same ops) and writes sharded checkpoints; the record says which checkpointing ran."""
+    runs = {"eager": ("fsdp", False, 1, 2, "none"), "compiled": ("fsdp", True, 1, 2, "none"),
+            "hsdp": ("hsdp", False, 2, 2, "full")}  # fmt: skip
+    for name, (strategy, compiled, nodes, devices, checkpointing) in runs.items():
         cfg = _config(small_config, strategy, steps=8, memory_gb=None)
-        cfg["recipe"] |= {"compile": compiled, "checkpoint_every": 4}
+        cfg["recipe"] |= {"compile": compiled, "checkpoint_every": 4, "activation_checkpointing": checkpointing}
         cfg["hardware"]["gpus"] |= {"nodes": nodes, "devices_per_node": devices}
         spec = resolve(cfg).spec("tiny", "default", "gpus", 0).to_dict() | {"run_dir": str(tmp_path / name)}
         io.write_json(tmp_path / f"{name}.json", spec)
@@ -461,6 +480,7 @@ def test_fsdp_compiles_each_block_and_hsdp_trains_2_by_2_like_fsdp(tmp_path, sma
     assert sorted(p_compiled) == sorted(p_eager) == sorted(p_hsdp)
     assert compiled["curves"]["loss"]["values"] == pytest.approx(eager["curves"]["loss"]["values"], rel=1e-3)
     assert hsdp["plan"]["strategy"] == "hsdp" and hsdp["plan"]["world_size"] == 4
+    assert hsdp["provenance"]["activation_checkpointing"] == "full" and hsdp["spec"]["recipe"]["activation_checkpointing"] == "full"
     assert hsdp["curves"]["loss"]["values"] == pytest.approx(eager["curves"]["loss"]["values"], rel=1e-4)
     assert (tmp_path / "hsdp" / "checkpoints" / "step000000008" / ".metadata").is_file()
 
