@@ -39,8 +39,10 @@ sys.path.insert(0, str(REPO))
 
 
 # glibc keeps freed memory in its heap (resident) unless told to hand large blocks back: without this the peak
-# RSS measures the allocator's retention as much as the model's memory.
-MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536"}
+# RSS measures the allocator's retention as much as the model's memory. One arena, so that other threads (gloo's)
+# keep none of their own: set after fsdp:full at N = 1 once read 166 MB where it reads 96 MB (under load, inside
+# pytest); whether threads' arenas were the cause is not established.
+MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "1"}
 
 
 def _shapes(args):
