@@ -61,10 +61,11 @@ def _check_precision(recipe: Recipe, hw: Hardware, advisor: Advisor, context: st
 
 
 def device_need(recipe: Recipe, accelerator: str, precision: str, micro: int, accumulation: int, shards: int) -> int:
-    """Estimated peak bytes per device of a built-in model: shards 0 for DDP, N for FSDP over N devices."""
+    """Estimated peak bytes per device of a built-in model: shards 0 for DDP, N for FSDP over N devices (HSDP: a
+    node's devices), under the recipe's activation checkpointing."""
     device_bytes = families.family(recipe.model.name).device_bytes
     return device_bytes(recipe.model, recipe.task, micro, accumulation, recipe.reproducibility == "strict", accelerator,
-                        precision, shards, recipe.parallel.reshard_after_forward)  # fmt: skip
+                        precision, shards, recipe.parallel.reshard_after_forward, recipe.activation_checkpointing)  # fmt: skip
 
 
 # Device counts the advisor tries for FSDP when DDP does not fit (a hardware entry's own count comes first).
@@ -125,7 +126,8 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         if micro in peaks:  # the probe ran one micro-batch; strict mode keeps every micro-batch's gradient
             kept = probed["parameter_bytes"] * (per_device // micro) if strict else 0
             return math.inf if peaks[micro] is None else peaks[micro] + kept + footprint.CUDA_CONTEXT_BYTES
-        return device_need(recipe, hw.accelerator, precision, micro, per_device // micro, w if sharded else 0)
+        shards = recipe.parallel.shards(hw.nodes, hw.devices_per_node)  # hsdp: a node's devices
+        return device_need(recipe, hw.accelerator, precision, micro, per_device // micro, shards)
 
     memory = hw.device_memory_gb
     if recipe.micro_batch == "auto":

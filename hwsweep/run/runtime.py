@@ -48,10 +48,10 @@ from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD, RunSpec
 from hwsweep.contracts.target import curve_keys
 from hwsweep.contracts.tracking import TrackingConfig
-from hwsweep.run import data, repro, startup, tracking
+from hwsweep.run import data, recompute, repro, startup, tracking, weights
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, Sharded, fingerprint, layout_fingerprint
-from hwsweep.run.reduce import gather_in_order, make_reduction, ordered_sum
+from hwsweep.run.reduce import gather_in_order, ordered_sum, prepare
 from hwsweep.run.startup import StartupClock, process_age
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after writing a checkpoint; rerun to resume
@@ -129,6 +129,7 @@ class Run:
         self.checkpoint.register(scaler=self.scaler, run=self)
         self.flops_per_step = None
         self._spent = None  # this rank's FLOPs since the last flush (run.spend_flops); None: the script never says
+        self._flops_batch = None  # a micro-batch to count the FLOPs on once a meta-built model has its weights
         self.optimizer_kernel = None  # the AdamW kernel run.adamw resolved; None: the script built its own
         self.peak_memory = None  # (GB, source) per device, max over ranks: read by run.finish() on every rank
         self.module = None  # the model as built (unwrapped): what checkpoints and evaluations see
@@ -176,16 +177,25 @@ class Run:
         self.clock.mark("data")
         return loader
 
-    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        """Move `model` to the device and wrap it for the plan's gradient reduction (DDP, strict ordered
-        reduction, or with recipe.parallel.strategy fsdp FSDP2 sharding each block, i.e. every ModuleList element,
-        then the whole model, in place); with recipe.compile, torch.compile the wrapped model (around DDP if any,
-        so TorchDynamo splits the graph at DDP's buckets and no_sync still holds). Call it before building
-        the optimizer (under FSDP the parameters become shards); `run.module` stays the model as built."""
-        self.module = model.to(self.device)
-        self._reduction = make_reduction(self.recipe.reproducibility, self.module, self.plan.accumulation, self._device,
-                                         self.recipe.parallel, self.plan.precision)  # fmt: skip
-        return torch.compile(self._reduction.model) if self.recipe.compile else self._reduction.model
+    def wrap(self, model: torch.nn.Module, init=None) -> torch.nn.Module:
+        """Put `model` on the device and wrap it for the plan's gradient reduction (DDP, strict ordered reduction,
+        or with recipe.parallel.strategy fsdp/hsdp FSDP2 sharding each block, then the embeddings and head, then
+        the whole model, in place); with recipe.activation_checkpointing its blocks recompute their activations in
+        the backward; with recipe.compile torch.compile the wrapped model (around DDP if any, so TorchDynamo
+        splits the graph at DDP's buckets and no_sync still holds), or under FSDP each block before sharding it.
+
+        A model built under torch.device("meta") (no memory yet) is sharded as it is, then each rank gives memory
+        to its shards only and fills them: with `init(module)`, which fills the tensors a module holds itself, or
+        else each module's reset_parameters(), one module at a time from the run's seed (hwsweep.run.weights), so
+        the weights are the same at any world size, with or without FSDP. `init` given with a built model
+        re-initialises it the same way. Call it before building the optimizer (under FSDP the parameters become
+        shards); `run.module` stays the model as built."""
+        self._reduction = prepare(model, self.recipe, self.plan, self._device, self.seed, init)
+        self.module = model = self._reduction.module
+        if self._flops_batch is not None:  # counted now that the weights exist (run.count_flops on a meta model)
+            self.count_flops(model, self._flops_batch)
+        compiled = self.recipe.compile and not self.sharded
+        return torch.compile(self._reduction.model) if compiled else self._reduction.model
 
     def adamw(self, parameters) -> torch.optim.AdamW:
         """AdamW with the recipe's settings at the plan's lr, in the recipe's kernel resolved for this
@@ -214,12 +224,20 @@ class Run:
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
         return self.start
 
-    def count_flops(self, model: torch.nn.Module, batch) -> int:
+    def count_flops(self, model: torch.nn.Module, batch) -> int | None:
         """FLOPs of one optimizer step over all devices, counted by torch on one real micro-batch
-        (forward + backward of model.loss, see hwsweep.models.flops); call it before run.wrap(model)."""
+        (forward + backward of model.loss, see hwsweep.models.flops); call it before run.wrap(model). A model
+        built on the meta device has no values to run yet: run.wrap counts it once it has (every rank takes
+        part under FSDP). The count is of the model's own work: recomputed activations are not counted."""
+        if weights.on_meta(model):
+            self._flops_batch = batch
+            return None
         from hwsweep.models import flops  # only runs that count pay for the import
 
-        self.flops_per_step = flops.train_step_flops(model, batch) * self.plan.world_size * self.plan.accumulation
+        self._flops_batch = None
+        with recompute.suspended(), torch.compiler.set_stance("force_eager"):
+            per_micro_batch = flops.train_step_flops(model, batch)
+        self.flops_per_step = per_micro_batch * self.plan.world_size * self.plan.accumulation
         return self.flops_per_step
 
     def spend_flops(self, flops: float) -> None:
@@ -592,6 +610,7 @@ class Run:
             resumed_from_step=segments[-1]["start_step"] or None,
             provenance=repro.provenance(device_names) | {"contention": self._contention_seen(cpus_per_rank),
                                                          "compile": self.recipe.compile,
+                                                         "activation_checkpointing": self.recipe.activation_checkpointing,
                                                          "optimizer_kernel": self.optimizer_kernel},
             checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds, flops_per_step=self.flops_per_step,
             periodic_eval_seconds=self.history.get("eval_seconds", []), stopped_at_step=self.history.get("stopped_at"),
