@@ -45,6 +45,7 @@ rule aggregate_suite:
         ),
     log:
         "logs/{suite}/aggregate.log",
+    localrule: True
     params:
         # What the tables depend on, hashed: a changed margin or price reruns the aggregate, and the
         # report's job parameters stay one line. The script resolves the same config itself.
@@ -103,6 +104,7 @@ rule table_pages:
         ),
     log:
         "logs/{suite}/tables.log",
+    localrule: True
     params:
         metrics=MATRIX.metric_names(),
         scales=SCALES,
@@ -126,6 +128,7 @@ rule plot_metric:
         ),
     log:
         "logs/{suite}/plot_{metric}.log",
+    localrule: True
     params:
         baseline=MATRIX.baseline,
         about=metric_about,
@@ -173,6 +176,7 @@ rule plot_suite:
         ),
     log:
         "logs/{suite}/plot.log",
+    localrule: True
     params:
         baseline=MATRIX.baseline,
         confidence=MATRIX.statistics.get("confidence", 0.95),
@@ -207,6 +211,7 @@ rule combine:
         ),
     log:
         "logs/combine.log",
+    localrule: True
     params:
         metrics=MATRIX.metric_names(),
         scales=SCALES,
@@ -233,6 +238,7 @@ rule compare_suites:
         ),
     log:
         "logs/compare.log",
+    localrule: True
     params:
         compare=MATRIX.compare,
         config_dir=str(CONFIG_DIR),
@@ -306,6 +312,7 @@ rule time_to_target:
         ),
     log:
         "logs/{suite}/time_to_target.log",
+    localrule: True
     params:
         settings_sha256=layout.sha256(
             json.dumps(
