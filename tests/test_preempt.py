@@ -36,13 +36,15 @@ def attempt_command(code: int, checkpoint: int | None = None, say: str = "traini
 
 @pytest.fixture
 def scontrol(tmp_path, monkeypatch):
-    """A stand-in scontrol on PATH that records its arguments (and answers with $SCONTROL_CODE)."""
+    """A stand-in scontrol on PATH that records its arguments: `show job` says $SCONTROL_STATE (RUNNING), `requeue`
+    exits $SCONTROL_CODE (0)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "scontrol.calls"
     refusal = "echo 'Requested operation is presently disabled' >&2"
     code = "${SCONTROL_CODE:-0}"
-    script = f"#!/bin/sh\necho \"$@\" >> '{calls}'\n[ \"{code}\" = 0 ] || {refusal}\nexit {code}\n"
+    show = 'if [ "$1" = show ]; then echo "JobId=$4 JobState=${SCONTROL_STATE:-RUNNING}"; exit 0; fi'
+    script = f"#!/bin/sh\necho \"$@\" >> '{calls}'\n{show}\n[ \"{code}\" = 0 ] || {refusal}\nexit {code}\n"
     (bin_dir / "scontrol").write_text(script)
     (bin_dir / "scontrol").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
@@ -78,7 +80,7 @@ def test_a_checkpointed_stop_in_a_slurm_job_requeues_it_only_after_progress(tmp_
     env = os.environ | {"SLURM_JOB_ID": "4242"}
     # Progress (a checkpoint newer than any before): requeued in place, then it waits for SLURM to end it.
     code = preempt.run_attempt(str(spec), log, attempt_command(75, checkpoint=20), env, wait_for_end=0.1)
-    assert scontrol.read_text().split("\n")[0] == "requeue 4242"
+    assert scontrol.read_text().splitlines() == ["show job -o 4242", "requeue 4242"]
     assert code == 75  # SLURM did not end this attempt (the stand-in requeues nothing): the exit says so
     text = log.read_text()
     assert "attempt 1 (SLURM job 4242, host " in text and "requeueing SLURM job 4242" in text
@@ -102,8 +104,19 @@ def test_a_commands_own_resume_file_counts_as_progress(tmp_path, scontrol):
     spec, log = spec_file(tmp_path, resume_when="ckpt.pt"), tmp_path / "logs/train.log"
     writes = [sys.executable, "-c", "open('results/run/ckpt.pt', 'w').write('x'); raise SystemExit(75)"]
     code = preempt.run_attempt(str(spec), log, writes, os.environ | {"SLURM_JOB_ID": "9"}, wait_for_end=0.1)
-    assert code == 75 and scontrol.read_text().split("\n")[0] == "requeue 9"
+    assert code == 75 and scontrol.read_text().splitlines()[-1] == "requeue 9"
     assert "stopped after its resume file; requeueing SLURM job 9" in log.read_text()
+
+
+def test_a_cancelled_job_stays_cancelled(tmp_path, scontrol, monkeypatch):
+    """`scancel` sends SIGTERM to the whole job: the trainer checkpoints and exits 75 as for a preemption, but the
+    job is CANCELLED, and a requeue would undo the user's cancel."""
+    monkeypatch.setenv("SCONTROL_STATE", "CANCELLED")
+    spec, log = spec_file(tmp_path), tmp_path / "logs/train.log"
+    code = preempt.run_attempt(str(spec), log, attempt_command(75, checkpoint=5), os.environ | {"SLURM_JOB_ID": "8"},
+                                 wait_for_end=0.1)
+    assert code == 75 and scontrol.read_text().splitlines() == ["show job -o 8"]
+    assert "SLURM job 8 is CANCELLED: not requeued" in log.read_text()
 
 
 def test_a_refused_requeue_leaves_exit_75_and_says_why(tmp_path, scontrol, monkeypatch):

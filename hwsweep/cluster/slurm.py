@@ -68,16 +68,25 @@ def _int(text: str) -> int:
     return int(digits.group()) if digits else 0
 
 
-def parse_sinfo(text: str) -> list[Node]:
-    """Node records from the output of SINFO."""
-    nodes = []
+def rows(text: str, fields: tuple[str, ...], command: str) -> list[list[str]]:
+    """The values of each line of a `--Format=name:|,...` listing (each field ended by '|', the last may hold
+    '|'), stripped; SchedulerError (one line) for a line that has fewer."""
+    out = []
     for line in text.splitlines():
         if not line.strip():
             continue
-        values = line.removesuffix("|").split("|", len(FIELDS) - 1)
-        if len(values) < len(FIELDS):
-            raise SchedulerError(f"sinfo printed an unexpected line: {line[:80]!r}; is this a SLURM sinfo (>= 20.11)?")
-        name, partition, state, cpus, memory, alloc_mem, gres, gres_used, reason = (v.strip() for v in values)
+        values = line.removesuffix("|").split("|", len(fields) - 1)
+        if len(values) < len(fields):
+            raise SchedulerError(f"{command} printed an unexpected line: {line[:80]!r}; is this a SLURM {command} "
+                                 "(>= 20.11)?")  # fmt: skip
+        out.append([v.strip() for v in values])
+    return out
+
+
+def parse_sinfo(text: str) -> list[Node]:
+    """Node records from the output of SINFO."""
+    nodes = []
+    for name, partition, state, cpus, memory, alloc_mem, gres, gres_used, reason in rows(text, FIELDS, "sinfo"):
         cpu_counts = [_int(c) for c in cpus.split("/")] + [0, 0, 0, 0]  # allocated/idle/other/total
         nodes.append(Node(
             name=name, partition=partition.rstrip("*"), default_partition=partition.endswith("*"), state=state,
@@ -166,13 +175,7 @@ def _exit_code(raw: str) -> str:
 def parse_squeue(text: str) -> list[Job]:
     """Job records from the output of SQUEUE."""
     jobs = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        values = line.removesuffix("|").split("|", len(JOB_FIELDS) - 1)
-        if len(values) < len(JOB_FIELDS):
-            raise SchedulerError(f"squeue printed an unexpected line: {line[:80]!r}; is it a SLURM squeue (>= 20.11)?")
-        job, state, reason, nodes, restarts, code, used, comment, workdir = (v.strip() for v in values)
+    for job, state, reason, nodes, restarts, code, used, comment, workdir in rows(text, JOB_FIELDS, "squeue"):
         jobs.append(Job(id=job, state=state.split()[0] if state else "",
                         reason="" if reason in ("None", "(null)") else reason, nodes="" if nodes == "(null)" else nodes,
                         restarts=_int(restarts), exit_code=_exit_code(code), elapsed=used, comment=comment,
@@ -193,6 +196,14 @@ def parse_sacct(text: str) -> list[Job]:
                         nodes="" if nodes in ("None assigned", "(null)") else nodes, exit_code=code, elapsed=elapsed,
                         workdir=workdir))  # fmt: skip
     return jobs
+
+
+def job_state(job_id: str, timeout: float = TIMEOUT_S) -> str:
+    """SLURM's state of one job now (RUNNING, CANCELLED, PREEMPTED, ...); SchedulerError if it cannot be asked."""
+    found = re.search(r"\bJobState=(\S+)", run(["scontrol", "show", "job", "-o", job_id], timeout))
+    if not found:
+        raise SchedulerError(f"scontrol show job {job_id} printed no JobState")
+    return found.group(1)
 
 
 def my_jobs(timeout: float = TIMEOUT_S) -> list[Job]:

@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from hwsweep.cluster import slurm
 from hwsweep.contracts.failure import ATTEMPT, attempt_line
 from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, RunSpec, sha256
 
@@ -138,10 +139,21 @@ class AttemptLog:
         self.sync()
 
 
-def requeue(job: str, log: AttemptLog) -> bool:
+def requeue(job: str, log: AttemptLog, where: str) -> bool:
     """Ask SLURM to put this job back in the queue (it keeps its id; SLURM ends this attempt); whether it
-    accepted. A refusal (a site's JobRequeue=0 with --no-requeue, a controller that does not answer) is
-    said in the log."""
+    accepted. Only a job that still runs: the signal came from --signal or `scancel --signal`; a job being
+    cancelled (`scancel`) stays cancelled, and one SLURM preempts it requeues (or cancels) itself. A refusal
+    (a site's JobRequeue=0 with --no-requeue, a controller that does not answer) is said in the log."""
+    try:
+        state = slurm.job_state(job)
+    except slurm.SchedulerError as e:
+        log.say(f"not requeued: {e}")
+        return False
+    if state != "RUNNING":
+        log.say(f"stopped after {where}; SLURM job {job} is {state}: not requeued (SLURM ends or requeues it)")
+        return False
+    log.say(f"stopped after {where}; requeueing SLURM job {job} (scontrol requeue): it resumes from there and "
+            "spends no retry")  # fmt: skip
     try:
         proc = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -179,9 +191,7 @@ def run_attempt(spec_path: str, log: Path, command: list[str], env: dict | None 
         out.say(f"stopped without a newer checkpoint (newest: step {after[0]}); not requeued: exit {code}")
         return code
     where = f"the checkpoint at step {after[0]}" if after[0] > before[0] else "its resume file"
-    out.say(f"stopped after {where}; requeueing SLURM job {job} (scontrol requeue): it resumes from there and "
-            "spends no retry")  # fmt: skip
-    if not requeue(job, out):
+    if not requeue(job, out, where):
         return code
     # SLURM now ends this attempt (SIGTERM to the batch script) and starts the job again: returning first
     # would let the job's snakemake report a missing output.
