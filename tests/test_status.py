@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hwsweep.analysis.status import Scheduler, job_comment, write_status
-from hwsweep.cluster import slurm
+from hwsweep.contracts import scheduler as slurm
 from hwsweep.contracts.failure import attempt_line
 from hwsweep.plan.config import resolve
 

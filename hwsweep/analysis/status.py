@@ -21,8 +21,8 @@ import pandas as pd
 from hwsweep.analysis import quarantine
 from hwsweep.analysis.aggregate import aggregate, prices_of
 from hwsweep.analysis.validation import DONE, FAILED, MISSING, TRAINED, run_state
-from hwsweep.cluster import slurm
 from hwsweep.contracts import failure, host, io
+from hwsweep.contracts.scheduler import SQUEUE, Job, SchedulerError, accounted_jobs, my_jobs
 from hwsweep.contracts.spec import EVAL_RECORD, SPEC_FILE, TRAIN_RECORD
 
 RUNNING, PENDING, PREEMPTED, TIMEOUT = "running", "pending", "preempted", "timeout"
@@ -44,22 +44,22 @@ class Scheduler:
     """This folder's SLURM jobs, newest first per run and stage; empty where there is no SLURM client. `note`:
     the one line saying why the scheduler could not be asked, when it could not."""
 
-    def __init__(self, workdir: str = ".", ask=slurm.my_jobs, accounted=slurm.accounted_jobs):
+    def __init__(self, workdir: str = ".", ask=my_jobs, accounted=accounted_jobs):
         self.workdir, self.note, self._accounted = os.path.realpath(workdir), "", accounted
-        self._by_comment: dict[str, slurm.Job] = {}
-        self.asked = shutil.which(slurm.SQUEUE[0]) is not None or ask is not slurm.my_jobs
+        self._by_comment: dict[str, Job] = {}
+        self.asked = shutil.which(SQUEUE[0]) is not None or ask is not my_jobs
         if not self.asked:
             return
         try:
             jobs = ask()
-        except slurm.SchedulerError as e:
+        except SchedulerError as e:
             self.note = f"{e}; states from the runs' files only"
             return
         for job in sorted(jobs, key=lambda j: int(j.id) if j.id.isdigit() else -1):
             if job.workdir and os.path.realpath(job.workdir) == self.workdir:
                 self._by_comment[job.comment] = job  # the newest job of a run and stage wins
 
-    def job(self, spec, stage: str) -> slurm.Job | None:
+    def job(self, spec, stage: str) -> Job | None:
         """The newest job of this run's `stage` (train or evaluate): the controller's, else, for the job the
         stage's log names in its newest attempt, the accounting database's (where the cluster keeps one)."""
         found = self._by_comment.get(job_comment(stage, spec))
@@ -70,7 +70,7 @@ class Scheduler:
             return None
         try:
             records = self._accounted([logged])
-        except slurm.SchedulerError:
+        except SchedulerError:
             return None  # no accounting: the files say what they can
         return records[-1] if records else None
 
@@ -85,7 +85,7 @@ def newest_logged_job(log: Path) -> str | None:
     return jobs[-1] if jobs and jobs[-1] else None
 
 
-def _where(job: slurm.Job) -> str:
+def _where(job: Job) -> str:
     """The scheduler column: SLURM's view of the job, as SLURM says it."""
     parts = [f"job {job.id} {job.state}"]
     if job.reason:
@@ -101,7 +101,7 @@ def _where(job: slurm.Job) -> str:
     return ", ".join(parts)
 
 
-def _with_scheduler(verdict_state: str, reason: str, job: slurm.Job | None, log: Path) -> tuple[str, str]:
+def _with_scheduler(verdict_state: str, reason: str, job: Job | None, log: Path) -> tuple[str, str]:
     """(state, problem) of a run that is not done, given its stage's newest SLURM job."""
     if job is None or job.state == "COMPLETED":
         return verdict_state, reason

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from hwsweep.cluster import slurm
+from hwsweep.contracts import scheduler
 from hwsweep.contracts.failure import ATTEMPT, attempt_line
 from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, RunSpec, sha256
 
@@ -145,8 +145,8 @@ def requeue(job: str, log: AttemptLog, where: str) -> bool:
     cancelled (`scancel`) stays cancelled, and one SLURM preempts it requeues (or cancels) itself. A refusal
     (a site's JobRequeue=0 with --no-requeue, a controller that does not answer) is said in the log."""
     try:
-        state = slurm.job_state(job)
-    except slurm.SchedulerError as e:
+        state = scheduler.job_state(job)
+    except scheduler.SchedulerError as e:
         log.say(f"not requeued: {e}")
         return False
     if state != "RUNNING":
