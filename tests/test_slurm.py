@@ -372,7 +372,7 @@ def test_status_from_a_login_node_asks_slurm(signals):
     assert "PENDING (JobHeld" in preempted.loc[c1, "scheduler"] and "requeued 2 times" in preempted.loc[c1, "scheduler"]
     ended, proc = signals.statuses["ended"]
     assert ended.loc[c1, "state"] == "trained" and ended.loc[c1b, "state"] == "trained"  # evaluation not asked for
-    assert "needed: " not in proc.stderr and "rewrit" not in proc.stderr, proc.stderr[-3000:]  # no repair claimed
+    assert "the next all: " not in proc.stderr and "rewrit" not in proc.stderr, proc.stderr[-3000:]  # no repair claimed
     assert ended.loc[l40s, "state"] == "failed"
     problem = ended.loc[l40s, "problem"]
     assert problem.startswith("SLURM job ") and "FAILED, exit code 1:0: " in problem
