@@ -35,8 +35,7 @@ from hwsweep.contracts.records import EvalRecord, RunRecord, read
 from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, EVAL_RECORD, TRAIN_RECORD, RunSpec
 from hwsweep.contracts.tracking import TrackingConfig
 from hwsweep.run import observe, tether, tracking
-
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal; rerun to resume
+from hwsweep.run.preempt import EXIT_PREEMPTED
 ATTEMPTS_FILE = "attempts.jsonl"  # one line per start of the command, for restarts and resume
 PARSED_FILE = "parsed_metrics.jsonl"  # observations parsed from the output, kept across attempts
 TAIL = 5  # lines a message quotes when the output says nothing more precise
@@ -64,8 +63,8 @@ class Stage:
         self.signalled = signum
         if self.child is None:
             return
-        # The script gets the signal it asked for. torchrun's agent is left out: it would die of
-        # a signal it does not handle (USR2) and orphan its workers; it exits when they do.
+        # The script gets the signal it asked for. torchrun's agent is left out: it ignores the stop
+        # signals (tether.agent_preexec) and exits when its workers do.
         targets = descendants(self.child.pid) + ([] if self.skip_launcher else [self.child.pid])
         for pid in targets:
             try:
@@ -90,10 +89,12 @@ class Stage:
     def _stop(self, verdict: str) -> None:
         """The watcher's verdict: stop the whole command now (its process group), not at its end."""
         self.stopped = verdict
-        try:
-            os.killpg(self.child.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        # torchrun's agent ignores SIGTERM (tether.agent_preexec): its workers get it, and it exits when they do.
+        for pid in descendants(self.child.pid, depth=1) if self.skip_launcher else [-self.child.pid]:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
     def run(self, forward_as: int, on_line=None, skip_launcher: bool = False, watch=None,
             on_metrics=None) -> tuple[int, float]:  # fmt: skip
@@ -108,9 +109,11 @@ class Stage:
             self.child = subprocess.Popen(
                 self.argv, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-                process_group=0, preexec_fn=tether.preexec(signal.SIGTERM),
+                process_group=0,
+                preexec_fn=tether.agent_preexec() if skip_launcher else tether.preexec(signal.SIGTERM),
             )  # fmt: skip
-            tether.stop_when_workflow_ends(self.child, signal.SIGTERM)
+            # torchrun's agent ignores SIGTERM: killed, its tethered workers die with it.
+            tether.stop_when_workflow_ends(self.child, signal.SIGKILL if skip_launcher else signal.SIGTERM)
             for line in self.child.stdout:
                 sys.stdout.write(line)
                 self.tail.append(line.rstrip("\n"))
@@ -459,8 +462,8 @@ def _own_record(spec: RunSpec, since: float) -> RunRecord | None:
     return record
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (Linux /proc), children first."""
+def descendants(pid: int, depth: int | None = None) -> list[int]:
+    """Every process below `pid` (Linux /proc), children first; `depth` 1: its children only."""
     parents = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -468,11 +471,14 @@ def descendants(pid: int) -> list[int]:
         except OSError:
             continue  # gone meanwhile
         parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
+    out, todo = [], [(pid, 0)]
     while todo:
-        kids = parents.get(todo.pop(0), [])
+        parent, level = todo.pop(0)
+        if depth is not None and level >= depth:
+            continue
+        kids = parents.get(parent, [])
         out += kids
-        todo += kids
+        todo += [(kid, level + 1) for kid in kids]
     return out
 
 

@@ -48,13 +48,13 @@ from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD, RunSpec
 from hwsweep.contracts.target import curve_keys
 from hwsweep.contracts.tracking import TrackingConfig
-from hwsweep.run import data, recompute, repro, startup, tracking, weights
+from hwsweep.run import data, preempt, recompute, repro, startup, tracking, weights
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, Sharded, fingerprint, layout_fingerprint
 from hwsweep.run.reduce import gather_in_order, ordered_sum, prepare
 from hwsweep.run.startup import StartupClock, process_age
 
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after writing a checkpoint; rerun to resume
+EXIT_PREEMPTED = preempt.EXIT_PREEMPTED  # the exit of a run stopped by a signal after its checkpoint
 STEADY_STATE_SKIP = 0.1  # leave the first 10% of steps out of throughput (allocator, caches)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)  # SIGUSR1 is NCCL's
 DEVICE_TABLE_FRACTION = 0.25  # a TensorDataset up to this share of a GPU's memory is kept on the GPU
@@ -364,11 +364,13 @@ class Run:
             self.checkpoint.save(done)
         if stop and done < self.plan.steps and not reached:
             if self.master:
-                print(f"hwsweep: stop requested; checkpoint at step {done}, exiting {EXIT_PREEMPTED}", flush=True)
+                received = ", ".join(signal.Signals(s).name for s in self._signalled) or "none here: another rank's"
+                print(f"hwsweep: stop requested; checkpoint at step {done}, exiting {EXIT_PREEMPTED} (signals "
+                      f"received: {received})", flush=True)  # fmt: skip
                 if self.tracker is not None:  # the resumed run continues the same tracked run; the scheduler's
                     self.tracker.close(timeout=self.tracking.close_timeout)  # notice is for the checkpoint
             dist.destroy_process_group()
-            raise SystemExit(EXIT_PREEMPTED)
+            raise SystemExit(preempt.stopped_exit(done))  # 75, or 0 and a note for hwsweep's launcher
 
     def _flush(self, done: int) -> tuple[bool, bool]:
         """One collective for the steps since the last flush: every rank's micro-batch losses

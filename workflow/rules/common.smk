@@ -252,13 +252,14 @@ def profile_slurm_extra(rule):
 
 def train_slurm_extra(wildcards):
     """sbatch options of a train job. SIGTERM 180 s before the time limit, to every process of the job's steps:
-    torchrun forwards it, the trainer checkpoints and exits 75, the retry resumes (TERM, not USR2: torchrun's
-    agent would die on USR2). With timing: exclusive, whole nodes: no other job shares a timed run's cores,
-    memory bandwidth or GPUs. A profile's slurm_extra for train is kept and these are added unless it sets
-    the same flag (train.smk puts this function back in place of the profile's value).
+    the trainer checkpoints and the job requeues itself (hwsweep.run.preempt), which --requeue allows where a
+    site's default does not; SLURM's own log of the job keeps every attempt (--open-mode=append). With
+    timing: exclusive, whole nodes: no other job shares a timed run's cores, memory bandwidth or GPUs. A
+    profile's slurm_extra for train is kept and these are added unless it sets the same flag (train.smk puts
+    this function back in place of the profile's value).
     """
     exclusive = ["--exclusive"] if MATRIX.timing == "exclusive" else []
-    ours = ["--signal=TERM@180"] + exclusive
+    ours = ["--signal=TERM@180", "--requeue", "--open-mode=append"] + exclusive
     return placement.merged_options(profile_slurm_extra("train"), ours)
 
 
