@@ -43,10 +43,11 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under `--dist loadgroup`, the tests that share a module or session fixture of this suite (a finished
     sweep, the SLURM cluster) go to one worker, which builds it once: one xdist group per set of tests linked
-    by such fixtures."""
+    by such fixtures or by a group mark of their own (whose name the set then takes)."""
     parent: dict[str, str] = {}
 
     def root(key: str) -> str:
@@ -54,19 +55,21 @@ def pytest_collection_modifyitems(config, items):
             key = parent[key]
         return key
 
-    shared = {}
+    linked = {}
     for item in items:
-        keys = []
+        mark = item.get_closest_marker("xdist_group")
+        keys = [f"mark:{(mark.args or [mark.kwargs.get('name', 'default')])[0]}"] if mark else []
         for name in getattr(item, "fixturenames", ()):
             fixture = (item._fixtureinfo.name2fixturedefs.get(name) or [None])[-1]  # the one the test gets
             if fixture and fixture.scope != "function" and fixture.baseid.startswith("tests"):  # ours, not a plugin's
                 keys.append(f"{fixture.baseid}::{name}")
         for key in keys[1:]:
-            parent[root(key)] = root(keys[0])
-        shared[item] = keys
-    for item, keys in shared.items():
+            parent[root(key)] = root(keys[0])  # a mark, where there is one, stays the root
+        linked[item] = keys
+    for item, keys in linked.items():
         if keys:
-            item.add_marker(pytest.mark.xdist_group(root(keys[0])))
+            group = root(keys[0])
+            item.add_marker(pytest.mark.xdist_group(group.removeprefix("mark:")), append=False)
 
 
 # A small matrix: 1 suite x 1 variant x 2 seeds x (cpu1 + cpu2), a few seconds per run.
