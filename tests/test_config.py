@@ -422,3 +422,103 @@ def test_the_schemas_name_pattern_is_the_workflows_name_rule():
     from hwsweep.plan.config import load_schema
 
     assert load_schema()["$defs"]["name"]["pattern"] == f"^{layout.NAME}$"
+
+
+# -- configs built to hang or overflow (issue 36): bounded in time and depth, one line ------------------------------
+
+HOSTILE = [
+    ("self-list", "seeds: &a [*a]\n", "line 1, column 12: alias *a is used inside its own anchor &a"),
+    ("self-map", "recipe: &a {b: *a}\n", "line 1, column 16: alias *a is used inside its own anchor &a"),
+    ("self-deep", "recipe: &r {model: {x: [1, {y: *r}]}}\n", "alias *r is used inside its own anchor &r"),
+    ("deep", "recipe: " + "[" * 3000 + "]" * 3000 + "\n", "nested more than 32 levels deep"),
+    ("deep-block", "".join(f"{'  ' * i}k{i}:\n" for i in range(40)), "nested more than 32 levels deep"),
+    ("huge-int", "seeds: [" + "1" * 5000 + "]\n", "Exceeds the limit (4300 digits) for integer string conversion"),
+    ("huge-file", "description: " + "x" * 1_000_001 + "\n", "larger than 1,000,000 bytes"),
+]
+
+
+@pytest.mark.parametrize("text, words", [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_a_config_built_to_hang_or_overflow_is_refused_in_one_line_at_once(tmp_path, text, words):
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError) as err:
+        resolve(load_file(path))
+    message = str(err.value)
+    assert message.startswith(f"{path}: ") and words in message and "\n" not in message and len(message) < 400, message
+    assert time.perf_counter() - t0 < 1.5  # a second, with room for a loaded machine
+
+
+def _nested(depth: int):
+    value = [1]
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda: (lambda a: (a.append(a), a)[1])([]), "seeds: the value contains itself"),
+    (lambda: (lambda d: (d.update(b=d), d)[1])({}), "seeds: the value contains itself"),
+    (lambda: _nested(500), "nested more than 32 levels deep"),
+    (lambda: "x" * 1_000_001, "seeds: the config's text passes 1,000,000 characters"),
+    (lambda: list(range(200_000)), "seeds: 200,000 entries, more than the 100,000 values"),
+], ids=["self-list", "self-map", "deep", "long-text", "long-list"])  # fmt: skip
+def test_a_document_as_snakemake_hands_it_over_is_walked_in_bounded_time(small_config, make, words):
+    """snakemake loads --configfile itself: the workflow gets the objects, cycles and depth included."""
+    small_config["seeds"] = make()
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError) as err:
+        resolve(small_config)
+    assert words in str(err.value) and "\n" not in str(err.value) and len(str(err.value)) < 400, str(err.value)
+    assert time.perf_counter() - t0 < 1.5
+
+
+@pytest.mark.slow
+def test_both_entry_points_refuse_a_self_referencing_anchor_and_deep_nesting_in_one_line(tmp_path):
+    from conftest import BIN
+
+    for name, text in (("anchor", "seeds: &a [*a]\n"), ("deep", "seeds: " + "[" * 200 + "]" * 200 + "\n")):
+        (tmp_path / "config.yaml").write_text(text)
+        plan = [str(BIN / "hwsweep"), "plan", "--configfile", str(tmp_path / "config.yaml")]
+        for proc in (subprocess.run(plan, capture_output=True, text=True, timeout=60),
+                     snakemake(tmp_path, None, "-n", timeout=60)):  # fmt: skip
+            errors = [line for line in proc.stderr.splitlines() if line.startswith("hwsweep config error:")]
+            assert proc.returncode == 1 and len(errors) == 1 and "Traceback" not in proc.stderr, (name, proc.stderr[-2000:])
+            assert ("contains itself" if name == "anchor" else "nested more than 32 levels") in errors[0]
+    assert not (tmp_path / "results").exists()
+
+
+FAILS_IN_SNAKEMAKE = [  # (make the file, snakemake's last line as docs/safety.md gives it, hwsweep plan's words)
+    (lambda p: p.mkdir(), "IsADirectoryError: [Errno 21] Is a directory", "is a directory, not a config file"),
+    (lambda p: (p.parent / "loop").symlink_to(p) or p.symlink_to(p.parent / "loop"),
+     "OSError: [Errno 40] Too many levels of symbolic links", "Too many levels of symbolic links"),
+    (lambda p: p.write_bytes("seeds: [0]\n".encode("utf-16")), "UnicodeDecodeError: 'utf-8' codec can't decode byte",
+     "not UTF-8 text (byte 0)"),
+    (lambda p: p.write_text("seeds: " + "[" * 3000 + "]" * 3000), "RecursionError: maximum recursion depth exceeded",
+     "nested more than 32 levels deep"),
+    (lambda p: p.write_text("recipe: &a {b: *a}\n"), "RecursionError: maximum recursion depth exceeded",
+     "alias *a is used inside its own anchor &a"),
+    (lambda p: p.write_text("seeds: [" + "1" * 5000 + "]\n"), "ValueError: Exceeds the limit (4300 digits)",
+     "Exceeds the limit (4300 digits)"),
+]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make, last, words", FAILS_IN_SNAKEMAKE,
+                         ids=["directory", "symlink-loop", "utf-16", "deep", "self-map", "huge-int"])  # fmt: skip
+def test_a_configfile_snakemake_cannot_read_fails_before_the_workflow_as_documented(tmp_path, make, last, words):
+    """snakemake reads --configfile before any workflow code: docs/safety.md says what it prints; hwsweep plan
+    names the same file in one line."""
+    from conftest import BIN
+
+    path = tmp_path / "config.yaml"
+    make(path)
+    proc = snakemake(tmp_path, None, "-n", timeout=120)
+    out = proc.stdout + proc.stderr  # snakemake prints an error it meets before its logging is set up on stdout
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert proc.returncode == 1 and lines[-1].startswith(last) and "ConfigSettings" in out, out[-1500:]
+    assert last.split(":")[0] in (REPO / "docs/safety.md").read_text()
+    assert not (tmp_path / "results").exists() and not (tmp_path / ".snakemake").exists()
+    plan = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(path)], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert plan.returncode == 1 and plan.stderr.count("\n") == 1 and words in plan.stderr, plan.stderr[-1500:]

@@ -75,6 +75,13 @@ Validator = jsonschema.validators.extend(
 # A config's values counted as a walk meets them (an alias counted where it is used): above this it is an
 # alias bomb or a mistake, refused before anything walks it (validation, its messages, the planner).
 MAX_VALUES = 100_000
+# Nesting levels of a config's values (the schema's deepest is 6, a sweep's list of lists) and the characters of
+# all its text: far above any config, and low enough that a hostile one is refused in well under a second.
+MAX_DEPTH = 32
+MAX_TEXT = 1_000_000
+# A config file's size: the same bound on the bytes, checked before YAML reads them (its pure-Python parser
+# takes about a second a megabyte).
+MAX_BYTES = 1_000_000
 # Runs one config may plan: far above any sweep one machine or cluster finishes.
 MAX_RUNS = 10_000
 SHOWN = reprlib.Repr()  # a value in a message, cut short however much it holds
@@ -455,20 +462,51 @@ def _check_targets(targets: tuple, metrics: list[Metric], recipe: Recipe, traine
                               "needs a train-stage metric the script prints per step (with its step number)")  # fmt: skip
 
 
+def _where(entry) -> str:
+    """The dotted path of a walked node: entries are (node, parent entry, key, depth)."""
+    parts = []
+    while entry[1] is not None:
+        parts.append(entry[2])
+        entry = entry[1]
+    return _path(reversed(parts))
+
+
 def check_document(raw) -> None:
-    """A config as loaded from YAML: bounded (MAX_VALUES) and every number in it finite. YAML's .nan and
-    .inf pass every minimum and maximum of the schema, then crash training or poison the statistics."""
-    stack, seen = [((), raw)], 0
+    """A config as loaded from YAML: bounded (MAX_VALUES values, MAX_DEPTH levels, MAX_TEXT characters), free of
+    values that contain themselves (an alias inside its own anchor), and every number in it finite. YAML's .nan
+    and .inf pass every minimum and maximum of the schema, then crash training or poison the statistics.
+    Linear in the values walked: a node keeps its parent, so its path is only spelled out for a message."""
+    stack, seen, text = [(raw, None, None, 0)], 0, 0
     while stack:
-        where, node = stack.pop()
+        entry = stack.pop()
+        node, _, _, depth = entry
         seen += 1
         if seen > MAX_VALUES:
             raise ConfigError(f"config: more than {MAX_VALUES:,} values once its YAML aliases (*name) are expanded; "
                               "write the values out, or repeat fewer of them")  # fmt: skip
         if isinstance(node, float) and not math.isfinite(node):
-            raise ConfigError(f"{_path(where)}: {node} is not a finite number; give a number")
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        stack += [((*where, key), value) for key, value in reversed(list(items))]
+            raise ConfigError(f"{_where(entry)}: {node} is not a finite number; give a number")
+        if isinstance(node, (str, bytes)):
+            text += len(node)
+            if text > MAX_TEXT:
+                raise ConfigError(f"{_where(entry)}: the config's text passes {MAX_TEXT:,} characters here; "
+                                  "a config holds settings, not data: shorten the long values")  # fmt: skip
+        if not isinstance(node, (dict, list)):
+            continue
+        if len(node) > MAX_VALUES:
+            raise ConfigError(f"{_where(entry)}: {len(node):,} entries, more than the {MAX_VALUES:,} values a config "
+                              "may hold; give fewer")  # fmt: skip
+        if depth >= MAX_DEPTH:
+            anchor, up = None, entry[1]
+            while up is not None:  # the outermost place the value appears: where its anchor is
+                anchor, up = up if up[0] is node else anchor, up[1]
+            if anchor is not None:
+                raise ConfigError(f"{_where(anchor)}: the value contains itself (a YAML alias *name used inside its "
+                                  "own anchor &name); write the value out without the alias")  # fmt: skip
+            raise ConfigError(f"{SHOWN.repr(_where(entry))[1:-1]}: nested more than {MAX_DEPTH} levels deep; a "
+                              "config's values are a few levels deep at most: remove the extra nesting")  # fmt: skip
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        stack += [(value, entry, key, depth + 1) for key, value in reversed(list(items))]
 
 
 def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".") -> Matrix:
@@ -762,12 +800,50 @@ def _unmapped_warnings(trainer: Trainer) -> tuple[str, ...]:
 DEFAULT_CONFIG = Path("config/config.yaml")  # where the workflow and the hwsweep commands look without --configfile
 
 
+class _Refused(Exception):
+    """Raised by the loader where a document goes past a bound: (mark, what is wrong and the fix)."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing while it composes what would recurse without end: nesting deeper than
+    MAX_DEPTH (its composer recurses once per level: a few thousand brackets overflow Python's stack) and an alias
+    used inside its own anchor (a value that contains itself, which every later walk would follow forever)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth, self._open = 0, set()
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open:
+                raise _Refused(event.start_mark, f"alias *{event.anchor} is used inside its own anchor "
+                               f"&{event.anchor}, a value that contains itself; write the value out without the alias")  # fmt: skip
+            return super().compose_node(parent, index)
+        if self._depth >= MAX_DEPTH:
+            raise _Refused(event.start_mark, f"nested more than {MAX_DEPTH} levels deep; a config's values are a few "
+                           "levels deep at most: remove the extra nesting")  # fmt: skip
+        self._depth += 1
+        self._open.add(event.anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            self._open.discard(event.anchor)
+
+
 def load_file(path: Path | str) -> dict:
     """A config file as a dict; ConfigError with one line naming the file and the fix when it is
-    missing, unreadable, a directory, not UTF-8, not YAML, or not a mapping."""
+    missing, unreadable, a directory, not UTF-8, too large, not YAML, nested too deep, holds a value that
+    contains itself or a number Python cannot read, or is not a mapping."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_BYTES:,} bytes; a config holds settings, not data: "
+                              "pass the config file itself")  # fmt: skip
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found; pass an existing file with --configfile") from None
     except IsADirectoryError:
@@ -779,12 +855,18 @@ def load_file(path: Path | str) -> dict:
     except OSError as e:
         raise ConfigError(f"{path}: cannot be read ({e.strerror}); pass a readable YAML file") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader
+    except _Refused as e:
+        mark, what = e.args
+        raise ConfigError(f"{path}: line {mark.line + 1}, column {mark.column + 1}: {what}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         what = " ".join(str(getattr(e, "problem", None) or "not valid YAML").split())
         raise ConfigError(f"{path}: {where}{what}; fix the YAML syntax there") from None
+    except ValueError as e:  # a value Python refuses to make, e.g. an integer of more than 4300 digits
+        what = " ".join(re.split(r"[:;]", str(e))[0].split())[:120]  # its first clause: the rest names Python's fix
+        raise ConfigError(f"{path}: {what}; give a shorter value") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level is {type(raw).__name__}, not a mapping; start with keys like recipe:")
     return raw
