@@ -522,3 +522,131 @@ def test_a_configfile_snakemake_cannot_read_fails_before_the_workflow_as_documen
     plan = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(path)], capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert plan.returncode == 1 and plan.stderr.count("\n") == 1 and words in plan.stderr, plan.stderr[-1500:]
+
+
+# -- the schema's enums, as documented (issue 36: an unquoted `off` in the schema was YAML's False) -------------------
+
+def _enums(schema: dict, root: dict, prefix: str):
+    """(dotted config key, enum list) for every enum under `schema`'s properties (through $ref and anyOf)."""
+    from hwsweep.plan.config import _deref
+
+    for key, sub in _deref(schema, root).get("properties", {}).items():
+        sub = _deref(sub, root)
+        for option in [sub, *(_deref(o, root) for o in sub.get("anyOf", []))]:
+            if "enum" in option:
+                yield f"{prefix}{key}", option
+            if option.get("type") == "object" and key not in ("task", "model"):
+                yield from _enums(option, root, f"{prefix}{key}.")
+
+
+def _enum_nodes(node, inside_condition=False):
+    """Every enum list of the schema's text, but those of if/then branches (they narrow a family's task names)."""
+    if isinstance(node, dict):
+        if "enum" in node and not inside_condition:
+            yield node["enum"]
+        for key, value in node.items():
+            yield from _enum_nodes(value, inside_condition or key in ("if", "then"))
+    elif isinstance(node, list):
+        for value in node:
+            yield from _enum_nodes(value, inside_condition)
+
+
+# The schema as its text spells it: YAML's base loader keeps every scalar a string, so a bare off stays "off" here
+# however the safe loader (and so the validator) reads it.
+SPELLED = yaml.load((REPO / "hwsweep/schemas/config.schema.yaml").read_text(), Loader=yaml.BaseLoader)  # noqa: S506
+_D = SPELLED["$defs"]
+ENUM_ROOTS = [(SPELLED, ""), (_D["task"], "recipe.task."), (_D["model"], "recipe.model."),
+              (_D["hardware"], "hardware.cpu2."), (_D["metric"], "metrics.token_accuracy.")]  # fmt: skip
+ENUM_ROOTS += [(_D["models"][m], f"recipe.model[{m}].") for m in _D["models"]]
+ENUM_ROOTS += [(_D["tasks"][t], f"recipe.task[{t}].") for t in _D["tasks"]]
+ENUMS = list(dict.fromkeys((key, int(v) if node.get("type") == "integer" else v) for root, prefix in ENUM_ROOTS
+                           for key, node in _enums(root, SPELLED, prefix) for v in node["enum"]))  # fmt: skip
+
+
+def test_the_walk_finds_every_enum_of_the_schema():
+    found = {id(node["enum"]) for root, prefix in ENUM_ROOTS for _, node in _enums(root, SPELLED, prefix)}
+    assert found == {id(e) for e in _enum_nodes(SPELLED)}
+    assert {"trainer.observe", "guard.action", "recipe.precision", "hardware.cpu2.accelerator", "evaluation",
+            "recipe.model[hrm].act_mode", "tracking.wandb.mode", "metrics.token_accuracy.goal", "timing"} <= {
+        k for k, _ in ENUMS}  # fmt: skip
+
+
+def _command(cfg: dict) -> None:
+    """A config on the plain DDP example's script, so trainer and evaluation keys apply."""
+    cfg["recipe"] = {k: v for k, v in cfg["recipe"].items() if k not in ("task", "model")}
+    cfg["trainer"] = {"command": ["python", "train.py"], "workdir": str(REPO / "examples/plain_ddp"),
+                      "args": {"batch_size": "micro_batch", "grad_accum": "accumulation", "nproc": "world_size"}}  # fmt: skip
+    cfg["metrics"] = {"loss": {"goal": "min"}}
+
+
+def _family(model: str, task: str):
+    def apply(cfg: dict) -> None:
+        cfg["recipe"] |= {"model": {"name": model}, "task": {"name": task}}
+
+    return apply
+
+
+# What else a documented value needs to plan (the rules across keys stay in force; the enum value itself is the test).
+ENUM_CONTEXT = {
+    "trainer.": _command,
+    "evaluation.": lambda cfg: (_command(cfg), cfg.update(evaluation={"command": ["python", "train.py"],
+                                                                       "workdir": str(REPO / "examples/plain_ddp")})),
+    ("evaluation", "none"): lambda cfg: cfg.update(metrics={"final_loss": {"goal": "min", "key": "loss"}}),
+    "recipe.model[": lambda cfg: None,  # set below, with the family's task
+    ("recipe.task.name", "sudoku"): _family("hrm", "sudoku"),
+    ("recipe.task.name", "arc"): _family("hrm", "arc"),
+    ("recipe.model.name", "hrm"): _family("hrm", "sudoku"),
+    ("recipe.model.name", "deep_transformer"): _family("deep_transformer", "sudoku"),
+    "recipe.task[": _family("hrm", "sudoku"),
+    ("recipe.lr_scaling", "linear"): lambda cfg: cfg["recipe"].update(batch_policy="grow"),
+    ("recipe.lr_scaling", "sqrt"): lambda cfg: cfg["recipe"].update(batch_policy="grow"),
+    ("recipe.schedule.stop_at", "target"): lambda cfg: (cfg["recipe"].update(eval_every=10),
+                                                        cfg.update(targets=[{"metric": "token_accuracy", "value": 0.9}])),
+    ("recipe.precision", "fp16-mixed"): lambda cfg: cfg.update(advisor={"allow_precision_mismatch": True}),
+    ("recipe.precision", "bf16-mixed"): lambda cfg: cfg.update(advisor={"allow_precision_mismatch": True}),
+    ("hardware.cpu2.precision", "fp16-mixed"): lambda cfg: cfg.update(advisor={"allow_precision_mismatch": True}),
+    ("hardware.cpu2.precision", "bf16-mixed"): lambda cfg: cfg.update(advisor={"allow_precision_mismatch": True}),
+    ("hardware.cpu2.accelerator", "cuda"): lambda cfg: cfg["hardware"]["cpu2"].update(gpu_type="H100-80GB"),
+    ("metrics.token_accuracy.stage", "train"): lambda cfg: (cfg["recipe"].update(eval_every=10),
+                                                            cfg["metrics"]["token_accuracy"].update(key="eval_token_accuracy")),
+    "metrics.": lambda cfg: cfg.update(metrics={"token_accuracy": {"goal": "max", "stage": "eval"}}),
+    "tracking.": lambda cfg: cfg.update(tracking={"backends": ["wandb"], "wandb": {"project": "p"}}),
+}  # fmt: skip
+
+
+def _put(cfg: dict, key: str, value) -> None:
+    """Set a dotted key; recipe.model[hrm].x sets x of the hrm family."""
+    if "[" in key:
+        section, rest = key.split("[")
+        family, leaf = rest.split("].")
+        node = cfg["recipe"].setdefault(section.split(".")[1], {})
+        node.clear()
+        node.update(name=family, **{leaf: value})
+        if section.endswith("model"):
+            cfg["recipe"]["task"] = {"name": "sudoku"}
+        return
+    *parents, leaf = key.split(".")
+    node = cfg
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[leaf] = value
+
+
+@pytest.mark.parametrize("key, value", ENUMS, ids=[f"{k}={v}" for k, v in ENUMS])
+def test_every_documented_value_of_every_enum_is_accepted_from_a_config_file(tmp_path, small_config, key, value):
+    for where in (key, (key, value)):
+        for prefix, apply in ENUM_CONTEXT.items():
+            if (isinstance(prefix, str) and isinstance(where, str) and where.startswith(prefix)) or prefix == where:
+                apply(small_config)
+    _put(small_config, key, value)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(small_config))  # as a user writes it: strings YAML would misread are quoted
+    resolve(load_file(path), config_dir=tmp_path)
+
+
+def test_a_bare_yaml_boolean_where_an_enum_word_belongs_says_to_quote_it(tmp_path, small_config):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(small_config) + "guard: {action: off}\n")
+    with pytest.raises(ConfigError, match=r'^guard.action: False is invalid; use one of fail, flag, off \(YAML reads '
+                                          r'a bare off as false: write "off"\)$'):  # fmt: skip
+        resolve(load_file(path))

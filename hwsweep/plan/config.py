@@ -102,14 +102,22 @@ def _path(parts) -> str:
     return ".".join(str(p) for p in parts) or "config"
 
 
+# The words YAML 1.1 (PyYAML) reads as booleans when they are not quoted.
+YAML_BOOLEANS = {True: ("true", "yes", "on"), False: ("false", "no", "off")}
+
+
 def _fix(err: jsonschema.ValidationError) -> str:
     v, s = err.validator, err.validator_value
     if v == "pattern":
         return "use only letters, digits, '_' and '-' (no spaces, '/', '..' or shell characters)"
+    if v == "type" and isinstance(err.instance, bool) and "enum" in err.schema:  # a bare off, read as false
+        v, s = "enum", err.schema["enum"]
     if v == "type":
         return f"give a value of type {s if isinstance(s, str) else ' or '.join(s)}"
     if v == "enum":
-        return f"use one of {', '.join(map(str, s))}"
+        bare = [w for w in s if isinstance(err.instance, bool) and str(w).lower() in YAML_BOOLEANS[err.instance]]
+        quote = f' (YAML reads a bare {bare[0]} as {str(err.instance).lower()}: write "{bare[0]}")' if bare else ""
+        return f"use one of {', '.join(map(str, s))}{quote}"
     if v in ("minimum", "exclusiveMinimum"):
         return f"use a value {'>=' if v == 'minimum' else '>'} {s}"
     if v in ("maximum", "exclusiveMaximum"):
