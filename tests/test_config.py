@@ -650,3 +650,43 @@ def test_a_bare_yaml_boolean_where_an_enum_word_belongs_says_to_quote_it(tmp_pat
     with pytest.raises(ConfigError, match=r'^guard.action: False is invalid; use one of fail, flag, off \(YAML reads '
                                           r'a bare off as false: write "off"\)$'):  # fmt: skip
         resolve(load_file(path))
+
+
+def _schema_patterns(node):
+    if isinstance(node, dict):
+        if isinstance(node.get("pattern"), str):
+            yield node["pattern"]
+        for value in node.values():
+            yield from _schema_patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _schema_patterns(value)
+
+
+@pytest.mark.parametrize("pattern", sorted(set(_schema_patterns(yaml.safe_load(
+    (REPO / "hwsweep/schemas/config.schema.yaml").read_text())))))  # fmt: skip
+def test_a_pattern_refusal_states_the_rule_of_that_pattern(pattern):
+    """The refusal of a command argument named the names' rule ("no '/', '..'") though arguments may hold both."""
+    from hwsweep.plan.config import _ecma, _pattern_rule
+
+    rule = _pattern_rule(pattern)
+    if rule.startswith("match the pattern"):
+        return  # a compound pattern (sweep keys, resume.args) is quoted as it is
+    allowed, _, limits = rule.partition("; ")
+    for example, shown in (("a/b", "'/'"), ("a..b", "'..'")):
+        fits = _ecma(pattern).search(example) is not None
+        assert (shown in limits.split("no ")[1]) != fits, (pattern, rule)
+    for char in "/.-_@":
+        assert (f"'{char}'" in allowed) == (_ecma(pattern).search(f"a{char}b") is not None), (pattern, char, rule)
+    longest = int(re.search(r"at most (\d+) characters", limits).group(1))
+    first = "a" if _ecma(pattern).search("a") else "1"
+    assert _ecma(pattern).search(first * longest) and not _ecma(pattern).search(first * (longest + 1))
+
+
+def test_a_command_argument_is_refused_with_the_arguments_rule(small_config):
+    small_config["trainer"] = {"command": ["python", "train.py", "--out=$(id)"]}
+    with pytest.raises(ConfigError) as err:
+        resolve(small_config)
+    assert str(err.value) == (
+        "trainer.command.2: '--out=$(id)' is invalid; use only letters, digits, '_', '.', ',', ':', '+', '/', '@', '=' "
+        "and '-'; at most 500 characters, no spaces, quotes or shell characters")

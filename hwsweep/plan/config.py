@@ -106,10 +106,34 @@ def _path(parts) -> str:
 YAML_BOOLEANS = {True: ("true", "yes", "on"), False: ("false", "no", "off")}
 
 
+def _words(items: list[str], last: str) -> str:
+    return f"{', '.join(items[:-1])} {last} {items[-1]}" if len(items) > 1 else "".join(items)
+
+
+def _pattern_rule(pattern: str) -> str:
+    """A simple schema pattern (^[first][rest]{0,n}$ or ^[chars]{m,n}$) as the rule it states: the characters it
+    allows (a command's arguments may hold '/' and '.', a name may not), how it starts and how long it may be."""
+    m = re.fullmatch(r"\^(?:\[([^\]]+)\])?\[([^\]]+)\]\{(\d+),(\d+)\}\$", pattern)
+    if not m:
+        return f"match the pattern {pattern} (hwsweep/schemas/config.schema.yaml)"
+    first, rest, _, longest = m.groups()
+
+    def others(chars: str) -> list[str]:
+        return [f"'{c}'" for c in re.sub(r"A-Z|a-z|0-9", "", chars)]
+
+    letters = "letters" if "A-Z" in rest else "lower-case letters"
+    rule = f"use only {_words([letters, 'digits', *others(rest)], 'and')}"
+    if first is not None and (others(first) != others(rest) or ("0-9" in first) != ("0-9" in rest)):
+        starts = [w for w, c in (("a letter", "a-z"), ("a digit", "0-9")) if c in first] + others(first)
+        rule += f", starting with {_words(starts, 'or')}"
+    never = ["spaces", "quotes"] + (["'/'"] if "/" not in rest else []) + (["'..'"] if "." not in rest else [])
+    return f"{rule}; at most {int(longest) + (first is not None)} characters, no {_words(never + ['shell characters'], 'or')}"
+
+
 def _fix(err: jsonschema.ValidationError) -> str:
     v, s = err.validator, err.validator_value
     if v == "pattern":
-        return "use only letters, digits, '_' and '-' (no spaces, '/', '..' or shell characters)"
+        return _pattern_rule(s)
     if v == "type" and isinstance(err.instance, bool) and "enum" in err.schema:  # a bare off, read as false
         v, s = "enum", err.schema["enum"]
     if v == "type":
