@@ -37,7 +37,7 @@ from hwsweep.contracts.tracking import TrackingConfig, config_problem
 from hwsweep.contracts.hardware import Hardware
 from hwsweep.contracts.metrics import Metric, check_pattern
 from hwsweep.contracts.recipe import Recipe
-from hwsweep.contracts.spec import name_problem
+from hwsweep.contracts.spec import inside_problem, name_problem
 from hwsweep.contracts.target import Target
 from hwsweep.contracts.typed import SpecError
 from hwsweep.models import families
@@ -346,7 +346,15 @@ def _invocation(raw: dict, where: str, config_dir: Path, schema: dict) -> Invoca
                 f"{where}.values.{value}: neither a plan value nor a flag of {where}.args; use one of {', '.join(PLAN_VALUES)}"
             )
     _check_pattern(f"{where}.step_pattern", inv.step_pattern)
+    _check_inside(f"{where}.metrics_file", inv.metrics_file)
     return inv
+
+
+def _check_inside(where: str, name: str | None) -> None:
+    """A file the config names in the run folder stays in it (hwsweep reads it there)."""
+    problem = None if name is None else inside_problem(name)
+    if problem:
+        raise ConfigError(f"{where}: {SHOWN.repr(name)} {problem}")
 
 
 INVOCATION_KEYS = ("command", "workdir", "arg_style", "args", "values", "metrics_file", "step_pattern")
@@ -362,6 +370,7 @@ def _trainer(raw: dict, config_dir: Path, schema: dict) -> Trainer:
     resume = filled.get("resume", {})
     if bool(resume.get("when")) != bool(resume.get("args")):
         raise ConfigError("trainer.resume: give both when (the checkpoint file) and args (what to add then), or neither")
+    _check_inside("trainer.resume.when", resume.get("when"))
     plan_check = {}
     for name, check in filled["plan_check"].items():
         where = f"trainer.plan_check.{name}"
