@@ -41,7 +41,7 @@ from hwsweep.contracts.spec import inside_problem, name_problem
 from hwsweep.contracts.target import Target
 from hwsweep.contracts.typed import SpecError
 from hwsweep.models import families
-from hwsweep.plan.batch import Advisor, PlanError, make_plan
+from hwsweep.plan.batch import Advisor, PlanError, make_plan, strategy_problem
 from hwsweep.plan.matrix import Cell, Matrix
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"  # beside the package: users read it
@@ -295,16 +295,10 @@ def _check_recipe(recipe: dict, where: str, schema: dict, builtin: bool, sweep: 
         raise ConfigError(
             f"{where}.lr_scaling: {r.lr_scaling} only applies with batch_policy: grow; set lr_scaling: none or batch_policy: grow"
         )
-    if r.parallel.sharded and r.reproducibility == "strict":
-        raise ConfigError(
-            f"{where}.parallel.strategy: fsdp cannot keep reproducibility strict's promise (its reduce-scatter sums "
-            "gradients in an order that depends on the device count); use reproducibility: deterministic or strategy: ddp"
-        )
-    if r.parallel.sharded and r.precision == "fp16-mixed":
-        raise ConfigError(
-            f"{where}.parallel.strategy: fsdp does not run fp16-mixed (its loss scaler does not unscale sharded "
-            "gradients); use precision: bf16-mixed or strategy: ddp"
-        )
+    problem = strategy_problem(r, r.precision, r.parallel.strategy)
+    if problem:
+        fix = "reproducibility: deterministic" if r.reproducibility == "strict" else "precision: bf16-mixed"
+        raise ConfigError(f"{where}.parallel.strategy: {problem}; use {fix} or strategy: ddp")
     if r.tf32 and r.reproducibility != "comparable":
         raise ConfigError(
             f"{where}.tf32: true conflicts with reproducibility {r.reproducibility!r}; "
