@@ -52,14 +52,14 @@ def free_bytes(folder) -> int | None:
 
 def storage_message(folder, code: int, need: int | None = None) -> str:
     """The one line for a file system fault `code` (an errno) under `folder`."""
-    again = "then run snakemake again (finished work is kept; a stopped run resumes from its last checkpoint)"
+    again = "then run snakemake again (finished work is kept)"  # a failed run's one line stays under failure.MAX
     if code in FULL:
         free = free_bytes(folder)
         has = f"{_size(free)} free" if free is not None else "free space unknown"
         wants = f", about {_size(need)} needed" if need else ""
         return f"{folder}: no space left on device ({has}{wants}); free space there or move results/ to a larger disk, {again}"
     if code in READ_ONLY:
-        return f"{folder}: read-only file system; remount it read-write or run in a writable copy of the folder, {again}"
+        return f"{folder}: read-only file system; remount it read-write or work in a writable copy, {again}"
     if code in DENIED:
         return f"{folder}: permission denied for user {getpass.getuser()}; make it writable for that user (chmod u+w, chown), {again}"
     return f"{folder}: {os.strerror(code)}"

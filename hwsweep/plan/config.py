@@ -73,8 +73,9 @@ Validator = jsonschema.validators.extend(
     ),
 )
 # A config's values counted as a walk meets them (an alias counted where it is used): above this it is an
-# alias bomb or a mistake, refused before anything walks it (validation, its messages, the planner).
-MAX_VALUES = 100_000
+# alias bomb or a mistake, refused before anything walks it (validation, its messages, the planner). Twice the
+# schema's longest list (10,000 seeds); low enough that validating what passes takes well under a second.
+MAX_VALUES = 20_000
 # Nesting levels of a config's values (the schema's deepest is 6, a sweep's list of lists) and the characters of
 # all its text: far above any config, and low enough that a hostile one is refused in well under a second.
 MAX_DEPTH = 32
@@ -836,35 +837,42 @@ DEFAULT_CONFIG = Path("config/config.yaml")  # where the workflow and the hwswee
 
 
 class _Refused(Exception):
-    """Raised by the loader where a document goes past a bound: (mark, what is wrong and the fix)."""
+    """Raised where a document goes past a bound: (mark, what is wrong and the fix)."""
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing while it composes what would recurse without end: nesting deeper than
-    MAX_DEPTH (its composer recurses once per level: a few thousand brackets overflow Python's stack) and an alias
-    used inside its own anchor (a value that contains itself, which every later walk would follow forever)."""
+# libyaml's parser where PyYAML was built with it (a C state machine: no recursion, 20 x faster than PyYAML's own).
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    def __init__(self, stream):
-        super().__init__(stream)
-        self._depth, self._open = 0, set()
 
-    def compose_node(self, parent, index):
-        event = self.peek_event()
+def _check_events(text: str) -> None:
+    """The document's bounds, checked on its event stream before anything is built from it: nesting deeper than
+    MAX_DEPTH (PyYAML's composer recurses once per level), an alias inside its own anchor (a value that contains
+    itself, which every later walk would follow forever) and more than MAX_VALUES nodes once aliases are expanded
+    (an alias bomb: the count of an anchor's subtree is added for each of its aliases)."""
+    open_nodes, sizes, count = [], {}, 0  # open: (anchor, count at its start); sizes: anchor -> nodes under it
+    for event in yaml.parse(text, Loader=LOADER):
         if isinstance(event, yaml.AliasEvent):
-            if event.anchor in self._open:
+            if any(anchor == event.anchor for anchor, _ in open_nodes):
                 raise _Refused(event.start_mark, f"alias *{event.anchor} is used inside its own anchor "
                                f"&{event.anchor}, a value that contains itself; write the value out without the alias")  # fmt: skip
-            return super().compose_node(parent, index)
-        if self._depth >= MAX_DEPTH:
-            raise _Refused(event.start_mark, f"nested more than {MAX_DEPTH} levels deep; a config's values are a few "
-                           "levels deep at most: remove the extra nesting")  # fmt: skip
-        self._depth += 1
-        self._open.add(event.anchor)
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-            self._open.discard(event.anchor)
+            count += sizes.get(event.anchor, 0)  # an undefined alias is the YAML error the load names
+        elif isinstance(event, yaml.ScalarEvent):
+            count += 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            count += 1
+            if len(open_nodes) >= MAX_DEPTH:
+                raise _Refused(event.start_mark, f"nested more than {MAX_DEPTH} levels deep; a config's values are a "
+                               "few levels deep at most: remove the extra nesting")  # fmt: skip
+            open_nodes.append((event.anchor, count))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, start = open_nodes.pop()
+            if anchor:
+                sizes[anchor] = count - start + 1
+        if count > MAX_VALUES:
+            raise _Refused(event.start_mark, f"more than {MAX_VALUES:,} values once its YAML aliases (*name) are "
+                           "expanded; write the values out, or repeat fewer of them")  # fmt: skip
 
 
 def load_file(path: Path | str) -> dict:
@@ -890,11 +898,18 @@ def load_file(path: Path | str) -> dict:
     except OSError as e:
         raise ConfigError(f"{path}: cannot be read ({e.strerror}); pass a readable YAML file") from None
     try:
-        raw = yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader
+        _check_events(text)
+        raw = yaml.load(text, Loader=LOADER)  # noqa: S506 - a safe loader
     except _Refused as e:
         mark, what = e.args
         raise ConfigError(f"{path}: line {mark.line + 1}, column {mark.column + 1}: {what}") from None
     except yaml.YAMLError as e:
+        if LOADER is not yaml.SafeLoader:  # PyYAML's own parser names the problem better ("found character '\t'")
+            try:
+                for _ in yaml.parse(text, Loader=yaml.SafeLoader):
+                    pass
+            except yaml.YAMLError as own:
+                e = own
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         what = " ".join(str(getattr(e, "problem", None) or "not valid YAML").split())

@@ -169,6 +169,12 @@ def settled(suite, runs):
     advise_after_interrupt()
     SETTLED.update(r.run_dir for r in todo)
     specs = [MATRIX.spec(r.suite, r.variant, r.hardware, r.seed) for r in todo]
+    # A run folder its job could not write is named now, before snakemake or the job meets it.
+    for spec in [] if EXECUTOR["dry_run"] else specs:
+        problem = io.writable_problem(spec.run_dir)
+        if problem is not None:
+            print(f"hwsweep: {problem}", file=sys.stderr)
+            sys.exit(1)
     evaluated = MATRIX.evaluation.kind != "none"
     tables = Path("results", suite) if len(todo) == len(MATRIX.runs(suite)) else None
     try:
