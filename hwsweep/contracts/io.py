@@ -95,6 +95,8 @@ def one_line_refusals(prog: str = "hwsweep") -> None:
     one line on stderr instead of a traceback (exit status 1), so the job's log, `status` and the report name the
     folder and the fix."""
     previous = sys.excepthook
+    if getattr(previous, "one_line", False):
+        return
 
     def hook(kind, value, traceback):
         if issubclass(kind, StorageError):
@@ -102,6 +104,7 @@ def one_line_refusals(prog: str = "hwsweep") -> None:
         else:
             previous(kind, value, traceback)
 
+    hook.one_line = True
     sys.excepthook = hook
 
 

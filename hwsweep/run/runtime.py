@@ -273,6 +273,7 @@ class Run:
             except io.StorageError as e:  # a checkpoint or log line the file system refused: one line, not torch's
                 if self.tracker is not None:
                     self.tracker.close(failed=True)
+                self._bar.close()  # the progress bar's line ends first: the reason is a line of its own in the log
                 raise SystemExit(f"hwsweep: {e}") from None
         self._bar.close()
 
