@@ -80,8 +80,7 @@ MAX_VALUES = 20_000
 # all its text: far above any config, and low enough that a hostile one is refused in well under a second.
 MAX_DEPTH = 32
 MAX_TEXT = 1_000_000
-# A config file's size: the same bound on the bytes, checked before YAML reads them (its pure-Python parser
-# takes about a second a megabyte).
+# A config file's size: the same bound on the bytes, checked before YAML reads them.
 MAX_BYTES = 1_000_000
 # Runs one config may plan: far above any sweep one machine or cluster finishes.
 MAX_RUNS = 10_000
@@ -849,27 +848,36 @@ def _check_events(text: str) -> None:
     MAX_DEPTH (PyYAML's composer recurses once per level), an alias inside its own anchor (a value that contains
     itself, which every later walk would follow forever) and more than MAX_VALUES nodes once aliases are expanded
     (an alias bomb: the count of an anchor's subtree is added for each of its aliases)."""
-    open_nodes, sizes, count = [], {}, 0  # open: (anchor, count at its start); sizes: anchor -> nodes under it
+    # open: [anchor, count at its start, children so far or None for a sequence]; sizes: anchor -> values under it.
+    # A mapping's keys are not counted (every other child): the count is check_document's, values only.
+    open_nodes, sizes, count = [], {}, 0
     for event in yaml.parse(text, Loader=LOADER):
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, start, _ = open_nodes.pop()
+            if anchor:
+                sizes[anchor] = count - start + 1
+            continue
+        if not isinstance(event, yaml.NodeEvent):
+            continue  # stream and document events
+        parent = open_nodes[-1] if open_nodes else None
+        key = parent is not None and parent[2] is not None and parent[2] % 2 == 0
+        if parent is not None and parent[2] is not None:
+            parent[2] += 1
         if isinstance(event, yaml.AliasEvent):
-            if any(anchor == event.anchor for anchor, _ in open_nodes):
+            if any(anchor == event.anchor for anchor, _, _ in open_nodes):
                 raise _Refused(event.start_mark, f"alias *{event.anchor} is used inside its own anchor "
                                f"&{event.anchor}, a value that contains itself; write the value out without the alias")  # fmt: skip
-            count += sizes.get(event.anchor, 0)  # an undefined alias is the YAML error the load names
+            count += 0 if key else sizes.get(event.anchor, 0)  # an undefined alias is the YAML error the load names
         elif isinstance(event, yaml.ScalarEvent):
-            count += 1
+            count += 0 if key else 1
             if event.anchor:
                 sizes[event.anchor] = 1
-        elif isinstance(event, yaml.CollectionStartEvent):
+        else:  # a collection starts
             count += 1
             if len(open_nodes) >= MAX_DEPTH:
                 raise _Refused(event.start_mark, f"nested more than {MAX_DEPTH} levels deep; a config's values are a "
                                "few levels deep at most: remove the extra nesting")  # fmt: skip
-            open_nodes.append((event.anchor, count))
-        elif isinstance(event, yaml.CollectionEndEvent):
-            anchor, start = open_nodes.pop()
-            if anchor:
-                sizes[anchor] = count - start + 1
+            open_nodes.append([event.anchor, count, 0 if isinstance(event, yaml.MappingStartEvent) else None])
         if count > MAX_VALUES:
             raise _Refused(event.start_mark, f"more than {MAX_VALUES:,} values once its YAML aliases (*name) are "
                            "expanded; write the values out, or repeat fewer of them")  # fmt: skip
