@@ -255,7 +255,6 @@ ESCAPES = [
     ("metrics_file", "a/../../../../etc/passwd", "has a '..' part, which leads out of the run folder"),
     ("metrics_file", "m/..", "has a '..' part"),
     ("metrics_file", "train.json", "is hwsweep's own train.json in the run folder"),
-    ("metrics_file", "checkpoints/m.jsonl", "is hwsweep's own checkpoints in the run folder"),
     ("resume", {"when": "*/../../../*", "args": ["--resume"]}, "has a '..' part"),
     ("resume", {"when": "spec.json", "args": ["--resume"]}, "is hwsweep's own spec.json"),
 ]

@@ -1,10 +1,17 @@
-"""Atomic writes: a failure half-way leaves the old file (or none), never a partial one."""
+"""Atomic writes: a failure half-way leaves the old file (or none), never a partial one; a write the file system
+refuses (full, read-only, not permitted) is one line naming the folder and the fix."""
 
 import json
+import subprocess
+import sys
 
 import pytest
+import torch
+from conftest import WITHOUT_OVERRIDE, fill
 
 from hwsweep.contracts import io
+from hwsweep.contracts.spec import CHECKPOINT_TEMPORARIES
+from hwsweep.run.checkpoint import CheckpointManager
 
 
 def test_failed_write_leaves_previous_content_and_no_temp_files(tmp_path):
@@ -26,15 +33,6 @@ def test_truncated_record_is_not_read_as_a_result(tmp_path):
 
 
 # -- file system faults: one line naming the folder and the fix (issue 36) -------------------------------------------
-
-import os  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-
-import torch  # noqa: E402
-from conftest import WITHOUT_OVERRIDE, fill  # noqa: E402
-
-from hwsweep.run.checkpoint import CheckpointManager  # noqa: E402
 
 
 def _one_line(err, folder, words):
@@ -115,9 +113,11 @@ def test_temporaries_a_killed_write_left_are_removed_and_nothing_else(tmp_path):
     for path in stale:
         path.write_bytes(b"")
     (ckpt / ".step000000050.tmp").mkdir()  # a sharded checkpoint's folder, cut short
-    kept = [ckpt / "step000000020.pt", tmp_path / "train.json", tmp_path / ".script-state.tmp"]
+    kept = [ckpt / "step000000020.pt", tmp_path / "train.json", tmp_path / ".script-state.tmp", ckpt / ".last.ckpt.tmp"]
     for path in kept:
         path.write_text("x")
-    assert [p.name for p in io.remove_temporaries(ckpt)] == [".step000000025.pt.abc123.tmp", ".step000000050.tmp"]
-    assert [p.name for p in io.remove_temporaries(tmp_path, ("train.json", "final.pt"))] == [".train.json.x1y2.tmp"]
+    assert [p.name for p in io.remove_temporaries(ckpt, (CHECKPOINT_TEMPORARIES,))] == [
+        ".step000000025.pt.abc123.tmp", ".step000000050.tmp"]  # fmt: skip
+    owned = (io.temporaries("train.json"), io.temporaries("final.pt"))
+    assert [p.name for p in io.remove_temporaries(tmp_path, owned)] == [".train.json.x1y2.tmp"]
     assert all(p.exists() for p in kept) and not any(p.exists() for p in stale)

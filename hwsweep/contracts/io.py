@@ -22,7 +22,10 @@ DENIED = (errno.EACCES, errno.EPERM)
 # Below this a file system counts as full when a write failed without saying why (torch's writer reports a full
 # disk as "unexpected pos"), and a run does not start: one more log line or checkpoint would not fit.
 MIN_FREE = 1 << 20
-TEMPORARY = ".*.tmp"  # what atomic_path (and a sharded checkpoint's folder) writes before the rename
+
+def temporaries(name: str) -> str:
+    """The glob of what atomic_path writes before it renames onto `name` (a glob itself, e.g. step*)."""
+    return f".{name}.*.tmp"
 
 
 class StorageError(OSError):
@@ -135,11 +138,10 @@ def require_space(folder, need: int) -> None:
         raise problem
 
 
-def remove_temporaries(folder, names: tuple[str, ...] | None = None) -> list[Path]:
-    """Remove what killed atomic writes left in `folder`: hidden .tmp files (and a sharded checkpoint's .tmp folder),
-    all of them or only those of the files `names`. Call it only where no write can be under way (a run's start,
-    before its processes). Returns what it removed."""
-    patterns = [TEMPORARY] if names is None else [f".{name}.*.tmp" for name in names]
+def remove_temporaries(folder, patterns: tuple[str, ...]) -> list[Path]:
+    """Remove what killed atomic writes left in `folder`: the hidden .tmp files (or a sharded checkpoint's .tmp
+    folder) that match `patterns` (globs: hwsweep's own, never a script's). Call it only where no write can be under
+    way (a run's start, before its processes). Returns what it removed."""
     gone = []
     for path in sorted({p for pattern in patterns for p in Path(folder).glob(pattern)}):
         if path.is_dir() and not path.is_symlink():
@@ -157,7 +159,7 @@ def atomic_path(path):
     path = Path(path)
     with storage(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # temporaries(name)
     os.close(fd)
     umask = os.umask(0)
     os.umask(umask)

@@ -33,6 +33,7 @@ REPAIRS_LOG = "repairs.log"  # in the run's log folder: what `all` set right in 
 METRICS_FILE = "metrics.jsonl"  # what the runtime logs per step (the JSON-lines metric contract)
 CHECKPOINT_DIR = "checkpoints"  # not a workflow output, so a failed job's checkpoints survive
 CHECKPOINTS = "step*"  # in CHECKPOINT_DIR: a file step<N>.pt, or a folder step<N>/ of a sharded (FSDP) run
+CHECKPOINT_TEMPORARIES = ".step*.tmp"  # one being written: a hidden file, or a sharded one's folder (renamed when done)
 
 # The names that become folders: suites and hardware (the config's own) and variants (made from sweep values).
 # One rule, read by the planner (hwsweep.plan.config) and by the workflow's wildcard constraints. The lengths
@@ -97,8 +98,9 @@ class RunSpec(Typed):
 
 
 # What hwsweep writes in a run folder itself: a file the config names there (a script's metrics file, its resume
-# marker) may not be one of them, or the script's file and hwsweep's would overwrite each other.
-OWN_FILES = (SPEC_FILE, TRACKING_FILE, TRAIN_RECORD, FINAL_CHECKPOINT, EVAL_RECORD, CHECKPOINT_DIR)
+# marker) may not be one of them, or the script's file and hwsweep's would overwrite each other. (CHECKPOINT_DIR is
+# shared: a command such as Lightning's checkpoints there, as the runtime does.)
+OWN_FILES = (SPEC_FILE, TRACKING_FILE, TRAIN_RECORD, FINAL_CHECKPOINT, EVAL_RECORD)
 
 
 def inside_problem(name: str) -> str | None:

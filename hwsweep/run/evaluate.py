@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     problem = io.writable_problem(spec.run_dir)
     if problem is not None:
         sys.exit(f"hwsweep: {problem}")
-    io.remove_temporaries(spec.run_dir, (EVAL_RECORD,))  # a killed evaluation's; nothing writes it now
+    io.remove_temporaries(spec.run_dir, (io.temporaries(EVAL_RECORD),))  # a killed evaluation's; nothing writes it now
     code = runner.evaluate(spec, args.spec, args.threads) if spec.evaluation.kind == "command" else builtin(spec)
     if code == 0:
         trained = RunRecord.from_dict(io.read_json(spec.path(TRAIN_RECORD)))

@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 
 from hwsweep.contracts import command, io
-from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec, sha256
+from hwsweep.contracts.spec import (CHECKPOINT_DIR, CHECKPOINT_TEMPORARIES, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec,
+                                    sha256)  # fmt: skip
 from hwsweep.run import runner, tether
 
 PORT_BASE = 29500
@@ -164,8 +165,8 @@ def main(argv=None) -> int:
         problem = io.writable_problem(spec.run_dir)
         if problem is not None:  # named here, before torch or the script meets it in its own words
             sys.exit(f"hwsweep: {problem}")
-        gone = [*io.remove_temporaries(spec.path(CHECKPOINT_DIR)),
-                *io.remove_temporaries(spec.run_dir, (TRAIN_RECORD, FINAL_CHECKPOINT))]  # fmt: skip
+        gone = [*io.remove_temporaries(spec.path(CHECKPOINT_DIR), (CHECKPOINT_TEMPORARIES,)),
+                *io.remove_temporaries(spec.run_dir, (io.temporaries(TRAIN_RECORD), io.temporaries(FINAL_CHECKPOINT)))]  # fmt: skip
         if gone:
             print(f"hwsweep.run.launch: removed {len(gone)} temporary file(s) a killed write left: "
                   f"{', '.join(p.name for p in gone[:4])}{' ...' if len(gone) > 4 else ''}", flush=True)  # fmt: skip
