@@ -73,3 +73,20 @@ def test_a_run_folder_on_a_full_disk_is_refused_before_torchrun_and_stale_tempor
     assert launch.main([str(tmp_path / "spec.json")]) == 0
     assert not any(p.exists() for p in stale) and kept.exists()
     assert "removed 2 temporary file(s) a killed write left" in capsys.readouterr().out
+
+
+def test_an_evaluation_whose_run_folder_is_read_only_is_refused_before_it_loads_anything(small_config, tmp_path,
+                                                                                         read_only):  # fmt: skip
+    from hwsweep.contracts import io
+    from hwsweep.contracts.spec import canonical_json
+    from hwsweep.run import evaluate
+
+    run = resolve(small_config).spec("tiny", "default", "cpu1", 0)
+    run = type(run).from_dict(run.to_dict() | {"run_dir": str(tmp_path / "results/run")})
+    io.write_text(tmp_path / "spec.json", canonical_json(run))
+    (tmp_path / "results/run").mkdir(parents=True)
+    read_only(tmp_path / "results")
+    with pytest.raises(SystemExit) as end:  # no final.pt or train.json here: it stops before it reads them
+        evaluate.main([str(tmp_path / "spec.json")])
+    assert str(end.value.code) == (f"hwsweep: {tmp_path / 'results/run'}: read-only file system; remount it read-write "
+                                   "or work in a writable copy, then run snakemake again (finished work is kept)")  # fmt: skip
