@@ -3,6 +3,7 @@
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -13,6 +14,8 @@ import pytest
 import torch
 import yaml
 from conftest import BIN, REPO
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hwsweep.contracts import io
 from hwsweep.contracts.command import plan_values
@@ -42,7 +45,8 @@ def test_ddp_too_big_for_the_declared_memory_is_refused_naming_fsdp_and_the_devi
         resolve(big_config(small_config, devices=4))
     msg = str(err.value)
     assert "\n" not in msg
-    assert msg.startswith("recipe.parallel.strategy: ddp keeps a whole replica per device")
+    assert msg.startswith("recipe.parallel.strategy: ddp at micro-batch 4 needs 0.147 GB per device, over the device's "
+                          "0.1 GB")  # fmt: skip
     assert "hardware cpu4" in msg and "set parallel.strategy: fsdp" in msg and "on this hardware's 4 devices" in msg
     # Two devices are too few for FSDP too: the advisor names the fewest that fit.
     with pytest.raises(ConfigError, match=r"fsdp, which needs .* GB per device on 4 devices \(a hardware entry"):
@@ -103,6 +107,56 @@ def test_fsdp_refuses_what_it_cannot_keep_in_one_line(small_config, recipe, word
         resolve(small_config)
     assert str(err.value).startswith("recipe.parallel.strategy: fsdp") and words in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_fp16_under_fsdp_is_refused_however_it_is_set(small_config):
+    """The hardware's precision (allowed to differ by advisor.allow_precision_mismatch) slipped past the recipe's check."""
+    small_config["recipe"] |= {"parallel": {"strategy": "fsdp"}}
+    small_config["hardware"]["cpu2"]["precision"] = "fp16-mixed"
+    small_config["advisor"] = {"allow_precision_mismatch": True}
+    with pytest.raises(ConfigError, match=r"^recipe.parallel.strategy: fsdp does not run fp16-mixed .*, and hardware "
+                                          r"precision fp16-mixed asks for it \(suite tiny, variant default, hardware cpu2\)"):  # fmt: skip
+        resolve(small_config)
+    small_config["hardware"]["cpu2"]["precision"] = "bf16-mixed"
+    assert resolve(small_config).spec("tiny", "default", "cpu2", 0).plan.precision == "bf16-mixed"
+    small_config["suites"]["tiny"]["sweep"] = {"precision": ["fp32", "fp16-mixed"]}  # and through a sweep
+    with pytest.raises(ConfigError, match=r"^suites.tiny.parallel.strategy: fsdp does not run fp16-mixed"):
+        resolve(small_config)
+
+
+def test_an_fsdp_plan_over_the_device_memory_is_refused_naming_the_device_count_that_fits(small_config):
+    # It only warned ("estimated 0.0 GB per device exceeds the device's 0.03 GB") and then ran out of memory.
+    with pytest.raises(ConfigError) as err:
+        resolve(big_config(small_config, "fsdp", memory_gb=0.06, devices=2))
+    assert re.fullmatch(r"recipe.parallel.strategy: fsdp at micro-batch 4 needs 0.0\d+ GB per device, over the device's "
+                        r"0.06 GB \(suite tiny, variant default, hardware cpu2\); it needs 0.0\d+ GB per device on 4 "
+                        r"devices \(a hardware entry of nodes x devices_per_node = 4\)", str(err.value)), str(err.value)
+
+
+@pytest.mark.parametrize("strategy, recipe, words", [
+    ("ddp", {}, "neither ddp nor fsdp fits on any device count up to 1024"),
+    ("fsdp", {}, "neither fsdp nor ddp fits on any device count up to 1024"),
+    ("ddp", {"reproducibility": "strict"}, "; ddp fits on no device count up to 1024"),  # fsdp cannot be strict
+])  # fmt: skip
+def test_a_model_that_fits_no_device_count_is_refused_under_either_strategy(small_config, strategy, recipe, words):
+    cfg = big_config(small_config, strategy, memory_gb=0.001, devices=2, **recipe)
+    with pytest.raises(ConfigError) as err:
+        resolve(cfg)
+    assert words in str(err.value) and "\n" not in str(err.value), str(err.value)
+    assert str(err.value).endswith("use a device with more memory, a smaller model or a smaller micro_batch")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(share=st.floats(0.9, 0.99999))
+def test_a_refusal_never_prints_the_need_and_the_limit_as_the_same_number(small_config, share):
+    cfg = big_config(copy.deepcopy(small_config), devices=2)
+    cfg["hardware"]["cpu2"]["memory_gb"] = 1.0
+    need = resolve(cfg).spec("tiny", "default", "cpu2", 0).plan.est_memory_gb
+    cfg["hardware"]["cpu2"]["memory_gb"] = need * share  # just under what the plan needs
+    with pytest.raises(ConfigError) as err:
+        resolve(cfg)
+    needs, limit = re.search(r"needs ([0-9.e-]+) GB per device, over the device's ([0-9.e-]+) GB", str(err.value)).groups()
+    assert needs != limit and float(needs) > float(limit), str(err.value)
 
 
 def test_every_block_and_the_embeddings_and_head_of_the_built_in_families_are_shard_units():

@@ -162,7 +162,9 @@ def test_unknown_gpu_type_needs_memory_and_nothing_fits_is_refused(small_config)
     with pytest.raises(ConfigError, match=r"hardware.h200x2.gpu_type: 'B300' is not in the catalog; .* or give memory_gb"):
         resolve(cfg)
     cfg["hardware"]["h200x2"]["memory_gb"] = 0.0001
-    with pytest.raises(ConfigError, match=r"recipe.micro_batch: even micro-batch 1 needs .* use a device with more memory"):
+    with pytest.raises(ConfigError, match=r"^recipe.micro_batch: ddp at micro-batch 1 needs 0.586 GB per device, over 75% "
+                                          r"of 0.0001 GB = 7.5e-05 GB .*; neither ddp nor fsdp fits on any device count "
+                                          r"up to 1024: use a device with more memory or a smaller model$"):  # fmt: skip
         resolve(cfg)
 
 

@@ -30,8 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from hwsweep.contracts import command
-from hwsweep.contracts.spec import RunSpec, sha256
+from hwsweep.contracts import command, io
+from hwsweep.contracts.spec import (CHECKPOINT_DIR, CHECKPOINT_TEMPORARIES, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec,
+                                    sha256)  # fmt: skip
 from hwsweep.run import preempt, runner, tether
 
 PORT_BASE = 29500
@@ -201,11 +202,21 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads on this node, for all its processes")
     parser.add_argument("--spec-sha256", help="refuse to run unless spec.json is exactly this spec")
     args = parser.parse_args(argv)
+    io.one_line_refusals()
     if args.spec_sha256 and sha256(Path(args.spec).read_text()) != args.spec_sha256:
         sys.exit(f"hwsweep.run.launch: {args.spec} is not the spec this run was scheduled with; rerun snakemake, "
                  "which rewrites it from the config")  # fmt: skip
     spec = RunSpec.load(args.spec)
     node = os.environ.get("SLURM_NODEID", "0")
+    if node == "0":  # one launcher per run prepares its folder, before any process of the run writes there
+        problem = io.writable_problem(spec.run_dir)
+        if problem is not None:  # named here, before torch or the script meets it in its own words
+            sys.exit(f"hwsweep: {problem}")
+        gone = [*io.remove_temporaries(spec.path(CHECKPOINT_DIR), (CHECKPOINT_TEMPORARIES,)),
+                *io.remove_temporaries(spec.run_dir, (io.temporaries(TRAIN_RECORD), io.temporaries(FINAL_CHECKPOINT)))]  # fmt: skip
+        if gone:
+            print(f"hwsweep.run.launch: removed {len(gone)} temporary file(s) a killed write left: "
+                  f"{', '.join(p.name for p in gone[:4])}{' ...' if len(gone) > 4 else ''}", flush=True)  # fmt: skip
     shortage = gpu_shortage(spec, dict(os.environ))
     if shortage:
         sys.exit(shortage)

@@ -32,7 +32,7 @@ from hwsweep.contracts.command import (
 )
 from hwsweep.contracts.metrics import TextParser, parse_jsonl_line, problems, summarise
 from hwsweep.contracts.records import EvalRecord, RunRecord, read
-from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, EVAL_RECORD, TRAIN_RECORD, RunSpec
+from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, EVAL_RECORD, TRAIN_RECORD, RunSpec, inside
 from hwsweep.contracts.tracking import TrackingConfig
 from hwsweep.run import observe, tether, tracking
 from hwsweep.run.preempt import EXIT_PREEMPTED
@@ -74,7 +74,9 @@ class Stage:
 
     def _fresh_file_observations(self) -> list[dict]:
         """Observations in the lines the script appended to its metrics file since the last call."""
-        path = Path(self.spec.run_dir, self.invocation.metrics_file)
+        path = inside(self.spec.run_dir, self.invocation.metrics_file)
+        if path is None:
+            return []  # a link out of the run folder: results() names it
         try:
             with open(path, "rb") as f:
                 f.seek(self._metrics_offset)
@@ -163,7 +165,10 @@ class Stage:
             raise RunFailed(f"the command exited {code}: {failure.reason(list(self.tail)) or '(no output)'}")
         inv = self.invocation
         if inv.metrics_file:
-            path = Path(self.spec.run_dir, inv.metrics_file)
+            path = inside(self.spec.run_dir, inv.metrics_file)
+            if path is None:
+                raise RunFailed(f"metrics file {inv.metrics_file} is a link out of the run folder {self.spec.run_dir}; "
+                                "write the metrics into the run folder itself")  # fmt: skip
             lines = path.read_text(errors="replace").splitlines() if path.exists() else []
             self.observations = [o for line in lines for o in parse_jsonl_line(line, self.metrics)]
         observations = (history or []) + self.observations
@@ -299,7 +304,8 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     trainer, run_dir = spec.trainer, Path(spec.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     attempts_path, history_path = run_dir / ATTEMPTS_FILE, run_dir / PARSED_FILE
-    resuming = bool(trainer.resume_when) and any(run_dir.glob(trainer.resume_when))
+    resuming = bool(trainer.resume_when) and any(
+        inside(run_dir, str(p.relative_to(run_dir))) for p in run_dir.glob(trainer.resume_when))  # fmt: skip
     # A runtime-API script resumes from its own checkpoints: then this attempt's step count is its own too.
     fresh = not resuming and not any(Path(run_dir, CHECKPOINT_DIR).glob(CHECKPOINTS))
     if not resuming:  # a fresh start forgets earlier attempts of this run

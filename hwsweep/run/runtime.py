@@ -296,7 +296,13 @@ class Run:
                 self.clock.mark("first_step")
                 segment |= {"startup_seconds": process_age(), "startup_parts": self.clock.parts()}
                 t0 = None
-            self._end_step(self.step, t0)
+            try:
+                self._end_step(self.step, t0)
+            except io.StorageError as e:  # a checkpoint or log line the file system refused: one line, not torch's
+                if self.tracker is not None:
+                    self.tracker.close(failed=True)
+                self._bar.close()  # the progress bar's line ends first: the reason is a line of its own in the log
+                raise SystemExit(f"hwsweep: {e}") from None
         self._bar.close()
 
     def accumulate(self, loader: "Loader"):
@@ -535,15 +541,23 @@ class Run:
         train.json (rank 0, atomically). Fails, naming it, when a declared metric was never logged."""
         if self.start is None:
             raise RuntimeError("hwsweep.runtime: run.finish() before run.steps(); nothing was trained")
-        self._write({})  # values logged after the last step
+        refused = []  # rank 0's writes the file system refused (full, read-only): every rank fails with it below
+
+        def write(what) -> None:
+            try:
+                what()
+            except io.StorageError as e:
+                refused.append(str(e))
+
+        write(lambda: self._write({}))  # values logged after the last step
         self._judge(self._guard.finish())
         final = {k: _number(v) for k, v in (self._final | metrics).items()}
         self.peak_memory = self._peak_memory_gb()  # a collective: before rank 0 alone writes the record
         sharded = self.checkpoint.sharded
         if sharded is not None and self.checkpoint.last is not None:  # a collective: the model gathered whole
-            self.checkpoint.consolidate(self.run_dir / FINAL_CHECKPOINT, self.plan.steps)
-        if self.master and final:  # a line without a step: the run's value, not a point of a curve
-            io.append_line(self.run_dir / METRICS_FILE, json.dumps(final))
+            write(lambda: self.checkpoint.consolidate(self.run_dir / FINAL_CHECKPOINT, self.plan.steps))
+        if self.master and final and not refused:  # a line without a step: the run's value, not a point of a curve
+            write(lambda: io.append_line(self.run_dir / METRICS_FILE, json.dumps(final)))
         gathered = [None] * self.world_size
         dist.all_gather_object(gathered, (f"{host.node_name()}:{self._device.name}", self.affinity["cpus"]))
         names = [name for name, _ in gathered]
@@ -555,15 +569,17 @@ class Run:
                 self._send_tracked()
             status = self.tracker.drain() if self.tracker is not None else None
             try:
+                if refused:
+                    raise RuntimeError(refused[0])
                 record = self._record(final, names, [cpus for _, cpus in gathered], status)
-            except RuntimeError as e:  # said once, by rank 0; every rank fails with it below
+                if sharded is None:
+                    self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
+                io.write_json(self.run_dir / TRAIN_RECORD, record.to_dict())
+            except (RuntimeError, io.StorageError) as e:  # said once, by rank 0; every rank fails with it below
                 problem = [str(e)]
                 if self.tracker is not None:
                     self.tracker.close(failed=True)
             else:
-                if sharded is None:
-                    self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
-                io.write_json(self.run_dir / TRAIN_RECORD, record.to_dict())
                 if self.tracker is not None:
                     tracking.close_recorded(self.tracker, self.run_dir / TRAIN_RECORD, status)
         dist.broadcast_object_list(problem, src=0)

@@ -236,6 +236,8 @@ rule status:
     """Watch a long sweep: done / failed / corrupt / missing runs and a partial aggregate in results/partial/.
     Rerun with `snakemake -f status`; `snakemake --report partial.html status` makes a report of it.
     """
+    input:
+        writable_results,
     output:
         status=report(
             "results/partial/status.csv",

@@ -3,7 +3,10 @@
 import sys
 
 from hwsweep.analysis.status import Scheduler, write_status
+from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
+
+io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
 
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821 - snakemake injects it
 scheduler = Scheduler()
