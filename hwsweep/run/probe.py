@@ -24,7 +24,6 @@ def step_peak_bytes(recipe, micro_batch: int, precision: str, device) -> tuple[i
     device, as the trainer runs it (autocast, fp32 loss, a grad scaler for fp16); peak None when the
     step ran out of memory."""
     import torch
-    from torch.nn import functional as F
 
     from hwsweep.models.families import model_and_batch
     from hwsweep.run.device import AUTOCAST_DTYPE, adamw
@@ -33,15 +32,14 @@ def step_peak_bytes(recipe, micro_batch: int, precision: str, device) -> tuple[i
     torch.cuda.reset_peak_memory_stats(device)
     model = optimizer = None
     try:
-        model, (x, y) = model_and_batch(recipe.task, recipe.model, micro_batch, device)
+        model, batch = model_and_batch(recipe.task, recipe.model, micro_batch, device)
         parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         optimizer = adamw(model.parameters(), recipe.optimizer, recipe.optimizer.lr, "cuda")  # the trainer's kernel
         scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16-mixed")
         dtype = AUTOCAST_DTYPE[precision]
         for _ in range(2):  # the second step has the optimizer state allocated, as every later one does
             with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
-                logits = model(x)
-            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+                loss = model(*batch)  # the model owns its loss, in fp32, for every family
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
