@@ -1,0 +1,69 @@
+"""The suite's own parallel run: under `-n 3 --dist loadgroup` (pyproject's addopts) the tests that share a
+session fixture of the suite, or a group mark, run in one worker, which builds the fixture once. pytest 9.2
+with pytest-xdist 3.8 silently dropped every group (xdist renames `item._nodeid`, which pytest 9.2 no longer
+reads): the SLURM tests then ran in three workers, each starting the one test cluster and stopping the others'.
+A tiny suite run with this conftest's grouping hook shows whether groups hold with the installed versions."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections import defaultdict
+
+from conftest import REPO
+
+CONFTEST = f"""
+import importlib.util
+import pytest
+
+# the suite's grouping hook, nothing else of its conftest
+spec = importlib.util.spec_from_file_location("suite_conftest", {str(REPO / "tests/conftest.py")!r})
+suite = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(suite)
+pytest_collection_modifyitems = suite.pytest_collection_modifyitems
+
+@pytest.fixture(scope="session")
+def built():
+    return "once"
+"""
+
+TESTS = """
+import os, time, pytest
+
+def ran(kind, i):
+    time.sleep(0.2)  # long enough that an idle worker would take the next test
+    with open(os.environ["GROUPS_OUT"], "a") as f:
+        f.write(f"{kind} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+
+@pytest.mark.parametrize("i", range(4))
+def test_shares_the_fixture(built, i):
+    ran("fixture", i)
+
+@pytest.mark.xdist_group("marked")
+@pytest.mark.parametrize("i", range(4))
+def test_marked(i):
+    ran("mark", i)
+
+@pytest.mark.parametrize("i", range(6))
+def test_free(i):
+    ran("free", i)
+"""
+
+
+def test_tests_sharing_a_session_fixture_or_a_group_mark_run_in_one_worker(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/conftest.py").write_text(textwrap.dedent(CONFTEST))
+    (tmp_path / "tests/test_groups.py").write_text(textwrap.dedent(TESTS))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    out = tmp_path / "ran.txt"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup",
+                           "tests"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"GROUPS_OUT": str(out)})  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    workers = defaultdict(set)
+    for line in out.read_text().splitlines():
+        kind, worker = line.split()
+        workers[kind].add(worker)
+    assert len(workers["fixture"]) == 1, workers  # one worker built the session fixture
+    assert len(workers["mark"]) == 1, workers
+    assert sum(1 for line in out.read_text().splitlines()) == 14
