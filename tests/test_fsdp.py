@@ -494,7 +494,8 @@ def test_a_model_too_big_for_a_ddp_rank_trains_under_fsdp_at_4_and_no_rank_ever_
     limit = 2 * weights
     cfg["hardware"] = {"cpu4": {"accelerator": "cpu", "devices_per_node": 4, "memory_gb": limit / GB}}
     cfg["baseline"] = "cpu4"
-    with pytest.raises(ConfigError, match="ddp keeps a whole replica per device .* set parallel.strategy: fsdp"):
+    with pytest.raises(ConfigError, match=r"^recipe.parallel.strategy: ddp at micro-batch 1 needs [\d.]+ GB per device, over the device's [\d.]+ GB .*; "
+                       r"set parallel.strategy: fsdp, which needs [\d.]+ GB per device on this hardware's 4 devices$"):
         resolve(cfg)
     cfg["recipe"]["parallel"] = {"strategy": "fsdp"}
     spec = resolve(cfg).spec("tiny", "default", "cpu4", 0)

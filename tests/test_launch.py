@@ -69,7 +69,7 @@ def test_a_run_folder_on_a_full_disk_is_refused_before_torchrun_and_stale_tempor
     filler.unlink()
     kept = disk / "run/checkpoints/step000000020.pt"
     kept.write_text("x")
-    monkeypatch.setattr(launch, "supervise", lambda cmd, env: 0)  # stop where torchrun would start
+    monkeypatch.setattr(launch, "supervise", lambda cmd, env, *rest: 0)  # stop where torchrun would start
     assert launch.main([str(tmp_path / "spec.json")]) == 0
     assert not any(p.exists() for p in stale) and kept.exists()
     assert "removed 2 temporary file(s) a killed write left" in capsys.readouterr().out

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwsweep.contracts import failure
+from hwsweep.contracts.command import as_passed
 from hwsweep.contracts.metrics import REDUCE
 from hwsweep.contracts.records import EvalRecord, RecordError, RunRecord, read
 from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec
@@ -163,7 +164,7 @@ def run_state(spec: RunSpec, evaluated: bool = True) -> Verdict:
         return Verdict(MISSING) if why is None else Verdict(FAILED, reason=why)
     try:
         record = read(RunRecord, train_path, spec.metrics)
-        if record.spec != _normal(spec.to_dict()) and not schema_problems(record):
+        if record.spec != _normal(as_passed(spec)[1]) and not schema_problems(record):  # as runner records it
             return Verdict(STALE)
         check(RunRecord, train_path, spec)
     except RecordError as e:

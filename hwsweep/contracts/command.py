@@ -189,6 +189,18 @@ def args_values(trainer: Trainer, script_args: dict) -> dict:
     return {name: value for name, value in script_args.items() if name in RECIPE_VALUES and name not in mapped}
 
 
+def as_passed(spec) -> tuple[dict, dict]:
+    """The plan and the spec (a RunSpec) as the script got them: a value it took from recipe.args in place of
+    the plan's (args_values) is the one on record, in the plan and in the recipe's optimizer. The record's spec
+    is this, so whoever checks a record against the config of now compares with this too."""
+    given = args_values(spec.trainer, spec.recipe.args)
+    plan = spec.plan.__dict__ | {k: v for k, v in given.items() if k in spec.plan.__dict__}
+    spec_dict = spec.to_dict()
+    optimizer = spec_dict["recipe"]["optimizer"]
+    optimizer |= {k: v for k, v in given.items() if k in optimizer}
+    return plan, spec_dict
+
+
 def not_passed(trainer: Trainer, script_args: dict) -> list[str]:
     """The recipe settings (RECIPE_VALUES) that reach the script neither by trainer.args nor by recipe.args: the
     script used its own values for them."""

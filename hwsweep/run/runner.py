@@ -22,7 +22,7 @@ from pathlib import Path
 from hwsweep.contracts import failure, guard, host, io
 from hwsweep.contracts.command import (
     Invocation,
-    args_values,
+    as_passed,
     command_argv,
     expression_value,
     logged_number,
@@ -363,7 +363,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     startup = stage.first_step_seconds if stage.first_step_seconds is not None else 0.0
     train_seconds = max(seconds - startup, 1e-9)
     segments = attempts + [{"start_step": first_step, "resumed": resuming}]
-    plan, spec_dict = _as_passed(spec)
+    plan, spec_dict = as_passed(spec)
     record = RunRecord(
         status="complete", suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
         trainer="command", spec=spec_dict, plan=plan | {"threads_per_process": None},
@@ -384,17 +384,6 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     for check in record.checks:
         print(f"hwsweep: warning: {check}", file=sys.stderr)
     return 0
-
-
-def _as_passed(spec: RunSpec) -> tuple[dict, dict]:
-    """The plan and the spec as the script got them: a value it took from recipe.args in place of the plan's
-    (command.args_values) is the one on record, in the plan and in the recipe's optimizer."""
-    given = args_values(spec.trainer, spec.recipe.args)
-    plan = spec.plan.__dict__ | {k: v for k, v in given.items() if k in spec.plan.__dict__}
-    spec_dict = spec.to_dict()
-    optimizer = spec_dict["recipe"]["optimizer"]
-    optimizer |= {k: v for k, v in given.items() if k in optimizer}
-    return plan, spec_dict
 
 
 class TrackerFeed:
