@@ -193,6 +193,16 @@ class Run:
         self.optimizer_kernel = self.recipe.optimizer.resolved_kernel(self.device.type)
         return devices.adamw(parameters, self.recipe.optimizer, self.plan.lr, self.device.type)
 
+    def optimizer(self, parameters) -> torch.optim.Optimizer:
+        """The recipe's optimizer (recipe.optimizer.name) at the plan's lr: AdamW as run.adamw, or AdamATan2 (the
+        original HRM's; one implementation, recorded in provenance as its kernel)."""
+        if self.recipe.optimizer.name == "adamw":
+            return self.adamw(parameters)
+        from hwsweep.run import optimizers
+
+        self.optimizer_kernel = self.recipe.optimizer.name
+        return optimizers.build(parameters, self.recipe.optimizer, self.plan.lr, self.device.type)
+
     def autocast(self):
         """The plan's precision for the forward pass (a no-op in fp32)."""
         return devices.autocast(self._device, self.plan.precision)

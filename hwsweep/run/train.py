@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     # HRM: ACT halts samples early, so a step's FLOPs are those of the segments it ran (per sample, by kind)
     units = model.work_flops(counted) if hasattr(model, "work_flops") else None
     net = run.wrap(model)
-    optimizer = run.adamw(model.parameters())  # recipe.optimizer, in its kernel (recipe.optimizer.kernel)
+    optimizer = run.optimizer(model.parameters())  # recipe.optimizer: AdamW in its kernel, or AdamATan2
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
     states = {"model": model, "optimizer": optimizer, "scheduler": scheduler}
     embeddings = sparse_embeddings(model)  # the puzzle embedding: its own SignSGD, as in the original HRM
