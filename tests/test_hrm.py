@@ -799,7 +799,8 @@ def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embe
     halts samples apart (tests/flops_spent.py gives the Q head random weights): the record's flops_per_step is
     what torch's FlopCounterMode counted around every micro-batch's forward and backward on both ranks, per
     step; the evaluation costs the training at it; every step logs the segments ACT ran; the puzzle embedding
-    is trained (by its SignSGD: the main AdamW never sees it)."""
+    is trained (by its SignSGD: the main optimizer, here the recipe's AdamATan2, never sees it), its unseen
+    puzzles' rows stay zero, and the evaluation scores them apart, per segment and as the Q head halts."""
     import json
     import subprocess
     import sys
@@ -809,11 +810,11 @@ def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embe
     from hwsweep.contracts import io
 
     cfg = config(model={**HRM, "puzzle_emb_ndim": 8, "halt_max_steps": 4}, task={"name": "arc", "min_size": 3,
-                 "max_size": 4, "num_puzzles": 4, "train_size": 64, "eval_size": 16})  # fmt: skip
+                 "max_size": 4, "num_puzzles": 4, "train_size": 64, "eval_size": 16, "unseen_puzzles": 2})  # fmt: skip
     cfg["hardware"] = {"cpu2": {"accelerator": "cpu", "devices_per_node": 2}}
     cfg["baseline"] = "cpu2"
     cfg["recipe"] |= {"checkpoint_every": 5, "log_every": 2, "schedule": {"steps": 5, "warmup_steps": 1},
-                      "global_batch": 16, "micro_batch": 8}
+                      "global_batch": 16, "micro_batch": 8, "optimizer": {"name": "adam_atan2"}}
     spec = resolve(cfg).spec("s", "default", "cpu2", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
     io.write_json(tmp_path / "spec.json", spec)
     env = {"OMP_NUM_THREADS": "1", "PATH": "", "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
@@ -828,19 +829,23 @@ def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embe
     spent = sum(c["flops"] for c in counted)
     assert record["flops_per_step"] * 5 == pytest.approx(spent, rel=1e-6)  # float32 on its way through the ranks
     segments = record["curves"]["segments_per_sample"]["values"]  # rank 0's
-    assert len(segments) == 5 and all(1 <= v < 4 for v in segments)  # halted early
+    assert len(segments) == 5 and all(1 <= v <= 4 for v in segments) and min(segments) < 4  # halted early
     net, batch, _ = model_and_batch(model={**HRM, "puzzle_emb_ndim": 8, "halt_max_steps": 4},
                                     task=cfg["recipe"]["task"], batch=4)  # fmt: skip
     at_most = flops.train_step_flops(net, batch) / 4 * 16  # no sample halts before Q has learned
     assert record["flops_per_step"] < 0.9 * at_most
     final = torch.load(tmp_path / "run" / "final.pt", weights_only=False)
     table = final["model"]["input.puzzle.weight"]
-    assert table.abs().sum() > 0  # trained from its zero start
+    assert table[:4].abs().sum() > 0 and not table[4:].any()  # trained from its zero start; the unseen untouched
+    assert record["provenance"]["optimizer_kernel"] == "adam_atan2"
+    assert {"exp_avg", "exp_avg_sq", "step"} <= set(final["optimizer"]["state"][0])
     assert all(len(group["params"]) for group in final["embedding_optimizer"]["param_groups"])
     metrics = json.loads((tmp_path / "run" / "eval.json").read_text())["metrics"]
     assert metrics["segments_per_sample"] == pytest.approx(sum(segments) / 5)
     assert metrics["flops_per_sample"] == pytest.approx(spent / (5 * 16), rel=1e-6)
     assert metrics["eval_segments_per_sample"] == 4  # evaluation runs every segment, whatever Q says
+    assert None not in [metrics[k] for k in ("unseen_exact_accuracy", "halted_exact_accuracy", "halted_segments_per_sample",
+                                             "exact_accuracy_segment_1", "exact_accuracy_segment_4")]  # fmt: skip
 
 
 @pytest.mark.slow
