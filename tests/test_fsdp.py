@@ -101,7 +101,8 @@ def test_every_block_of_the_built_in_families_is_a_shard_unit():
                              length=16, vocab_size=5, num_puzzle_ids=1)  # fmt: skip
     hrm = SimpleNamespace(name="hrm", width=32, heads=2, mlp_ratio=4, h_layers=2, l_layers=3, h_cycles=1, l_cycles=1,
                           halt_max_steps=2, halt_exploration_prob=0.1, act_mode="act", puzzle_emb_ndim=0,
-                          positions="rope", loss="stablemax_cross_entropy")  # fmt: skip
+                          positions="rope", loss="stablemax_cross_entropy", embed_scale=True,
+                          halt_exploration="per_segment")  # fmt: skip
     model = families.torch_side("hrm").build(SimpleNamespace(task=sudoku, model=hrm))
     units = shard_units(model)
     assert len(units) == 5 and all(type(u).__name__ == "Block" for u in units)

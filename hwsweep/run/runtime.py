@@ -212,7 +212,11 @@ class Run:
         state_dict) and restore the newest checkpoint of this run. Returns the step resumed (0: fresh)."""
         states = {k: _unwrapped(v) if k == "model" else v for k, v in states.items()}
         if self.sharded and "model" in states:  # the model and its optimizers are saved in shards (DCP)
-            optimizers = {k: states.pop(k) for k in list(states) if isinstance(states[k], torch.optim.Optimizer)}
+            # only optimizers of the model's parameters: the puzzle embedding's SignSGD steps a buffer, which the
+            # model's state holds; its own state (lr, weight decay) is plain
+            own = {id(p) for p in states["model"].parameters()}
+            optimizers = {k: states.pop(k) for k in list(states) if isinstance(states[k], torch.optim.Optimizer)
+                          and all(id(p) in own for g in states[k].param_groups for p in g["params"])}  # fmt: skip
             states["sharded"] = Sharded(states.pop("model"), optimizers)
         self.checkpoint.register(**states)
         self.start = self.checkpoint.load()
