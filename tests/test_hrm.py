@@ -713,7 +713,8 @@ def test_shipped_configs_resolve_into_the_six_suites(name):
             assert r.task.voted_views > 1  # pass@k votes over symmetric views: informative, not pass@1
     # the generalization question: seen against unseen puzzles, with and without the embedding, and the rule
     # readable from the sample (without demonstrations unseen puzzles would be unanswerable by construction)
-    assert all(r.task.unseen_puzzles and r.task.demonstrations for (s, _), r in cells.items() if s == "puzzle_embeddings")
+    embeddings = [r.task for (s, _), r in cells.items() if s == "puzzle_embeddings"]
+    assert all(task.unseen_puzzles and task.demonstrations for task in embeddings)
     declared = {m.name for m in matrix.metrics}
     assert {"unseen_exact_accuracy", "halted_exact_accuracy", "halted_segments_per_sample", "pass_at_2"} <= declared
     assert {families.segment_metric(k) for k in range(1, base.halt_max_steps + 1)} <= declared
@@ -845,8 +846,9 @@ def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embe
     assert metrics["segments_per_sample"] == pytest.approx(sum(segments) / 5)
     assert metrics["flops_per_sample"] == pytest.approx(spent / (5 * 16), rel=1e-6)
     assert metrics["eval_segments_per_sample"] == 4  # evaluation runs every segment, whatever Q says
-    assert None not in [metrics[k] for k in ("unseen_exact_accuracy", "halted_exact_accuracy", "halted_segments_per_sample",
-                                             "exact_accuracy_segment_1", "exact_accuracy_segment_4")]  # fmt: skip
+    scored = ("unseen_exact_accuracy", "halted_exact_accuracy", "halted_segments_per_sample",
+              "exact_accuracy_segment_1", "exact_accuracy_segment_4")  # fmt: skip
+    assert None not in [metrics[k] for k in scored]
 
 
 @pytest.mark.slow
@@ -922,7 +924,8 @@ def test_adam_atan2_is_the_original_update():
     opt = AdamATan2([first], lr=lr, betas=(b1, b2), weight_decay=0)
     first.grad = torch.tensor([1e-30, -1e30, 3.0, 0.0], dtype=torch.float64)
     opt.step()  # the first step is atan2(g, |g|) = +-pi/4 whatever the gradient's size
-    torch.testing.assert_close(start - first.detach(), lr * torch.tensor([1.0, -1, 1, 0], dtype=torch.float64) * math.pi / 4)
+    quarter = lr * torch.tensor([1.0, -1, 1, 0], dtype=torch.float64) * math.pi / 4
+    torch.testing.assert_close(start - first.detach(), quarter)
 
 
 def test_the_recipe_names_the_optimizer_the_trainer_builds():
@@ -1141,7 +1144,8 @@ def test_the_study_answers_each_of_seed_001s_questions_with_an_interval_or_not_d
 
     variants = pd.DataFrame([
         row("puzzle_embeddings", "puzzle_emb_ndim-32", "exact_accuracy", 0.18, 0.1, 0.26, "better"),
-        row("puzzle_embeddings", "puzzle_emb_ndim-32", "unseen_exact_accuracy", -0.03, -0.06, 0.01, "no clear difference"),
+        row("puzzle_embeddings", "puzzle_emb_ndim-32", "unseen_exact_accuracy", -0.03, -0.06, 0.01,
+            "no clear difference"),
         row("puzzle_embeddings", "puzzle_emb_ndim-32", "unseen_token_accuracy", -0.03, -0.05, -0.01, "not compared"),
         row("act_alternatives", "act_mode-fixed", "exact_accuracy", 0.1, -0.01, 0.21, "no clear difference"),
         row("augmentation", "augmentation-32", "exact_accuracy", -0.16, -0.18, -0.14, "worse"),
@@ -1165,7 +1169,8 @@ def test_the_study_answers_each_of_seed_001s_questions_with_an_interval_or_not_d
     seen = "\n".join(study.seen_and_unseen(runs))
     assert "puzzle_emb_ndim-32 on cpu1, unseen against seen puzzles, exact_accuracy: -19 points" in seen
     # the embedding's gap against none's, paired by seed: -0.19 against -0.16 whatever the seed
-    assert "puzzle_emb_ndim-32 against puzzle_emb_ndim-0 on cpu1, the gap (unseen - seen exact accuracy): -3 points" in seen
+    gap = "puzzle_emb_ndim-32 against puzzle_emb_ndim-0 on cpu1, the gap (unseen - seen exact accuracy): -3 points"
+    assert gap in seen
     undecided = pd.DataFrame({"a": [0.51, 0.49, 0.5], "b": [0.5, 0.5, 0.5]})
     assert study._paired_words(study.paired(undecided, "a", "b"), "x").endswith("not decided at this size")
     assert "fewer than 2 runs" in study._paired_words(study.paired(undecided[:1], "a", "b"), "x")

@@ -96,7 +96,8 @@ PUZZLE_METRICS = {
        | {"primary": False} for k in range(1, SEGMENTS + 1)},
     "halted_exact_accuracy": _accuracy("HRM with ACT: share of held-out puzzles solved when each stops at the "
                                        "segment its Q head halts it (halt Q above continue Q), at most "
-                                       "halt_max_steps; exact_accuracy runs them all, as the original") | {"primary": False},
+                                       "halt_max_steps; exact_accuracy runs them all, as the original")
+                             | {"primary": False},
     "halted_segments_per_sample": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e6],
                                    "description": "HRM with ACT: mean segments a held-out prediction would run if its "
                                                   "Q head halted it (empty without a Q head)"},

@@ -17,7 +17,8 @@ import torch
 
 from hwsweep.models import passk, puzzles
 from hwsweep.models.blocks import IGNORE
-from hwsweep.models.families import EVAL_TABLE_SEED, MILESTONES, PUZZLE_PERIODIC, SEGMENTS, TRAIN_TABLE_SEED, segment_metric
+from hwsweep.models.families import (EVAL_TABLE_SEED, MILESTONES, PUZZLE_PERIODIC, SEGMENTS, TRAIN_TABLE_SEED,
+                                     segment_metric)
 
 VIEW_SEED = 3_000_017  # the transforms of view v of puzzle p: fixed, shared by training and evaluation
 UNSEEN_TABLE_SEED = 4_000_037  # the grids of the unseen puzzles' held-out split
@@ -121,7 +122,8 @@ def evaluate(model, recipe, held_out, curves=None) -> dict[str, float | None]:
         inputs, targets, ids = inputs[unseen], targets[unseen], ids[unseen]
         preds = answers(task, inputs, targets, predict(model, inputs, ids))
         scored, _ = passk.score(preds, inputs, targets, correct=correct_fn(task))
-        metrics |= {"unseen_exact_accuracy": scored["exact_accuracy"], "unseen_token_accuracy": scored["token_accuracy"]}
+        metrics |= {"unseen_exact_accuracy": scored["exact_accuracy"],
+                    "unseen_token_accuracy": scored["token_accuracy"]}  # fmt: skip
     return metrics
 
 
