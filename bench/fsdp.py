@@ -51,6 +51,26 @@ def worker(args) -> None:
     import torch
     import torch.distributed as dist
 
+    from hwsweep.run import device as devices
+
+    accelerator = "cuda" if torch.cuda.is_available() else "cpu"
+    device = devices.select(accelerator, int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group(backend=device.backend)
+    result = layout_peak(args, device)
+    if dist.get_rank() == 0:
+        print("RESULT " + json.dumps(result), flush=True)
+    dist.destroy_process_group()
+
+
+def layout_peak(args, device) -> dict:
+    """Peak and planned bytes per device (the maximum over ranks) of args.steps steps of args.strategy, in the
+    process group already started on `device` (a hwsweep.run.device.Device); the same on every rank. Anything
+    it allocates is freed when it returns, so one process can measure several layouts in turn."""
+    import gc
+
+    import torch
+    import torch.distributed as dist
+
     from hwsweep.contracts import host
     from hwsweep.contracts.recipe import Optimizer, Parallel
     from hwsweep.models import families, footprint
@@ -58,9 +78,7 @@ def worker(args) -> None:
     from hwsweep.run import repro
     from hwsweep.run.reduce import make_reduction
 
-    accelerator = "cuda" if torch.cuda.is_available() else "cpu"
-    device = devices.select(accelerator, int(os.environ.get("LOCAL_RANK", 0)))
-    dist.init_process_group(backend=device.backend)
+    accelerator = device.accelerator
     n = dist.get_world_size()
     probe = torch.ones(1, device=device.torch_device)
     dist.all_reduce(probe)  # the process group's own buffers exist before the baseline is read
@@ -90,25 +108,31 @@ def worker(args) -> None:
     # The same steps on a model of one narrow block first: torch's code pages and one-time kernel setup are
     # resident before the baseline is read (on CPU they are ~80 MB of RSS that no plan counts).
     train(SimpleNamespace(**vars(model_cfg) | {"width": 64, "heads": 1, "depth": 1}), 2)
+    gc.collect()
     if accelerator == "cuda":
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device.torch_device)
-    before = host.peak_rss_bytes()
+        before = torch.cuda.memory_allocated(device.torch_device)  # what an earlier layout left: not this one's
+    else:
+        before = host.peak_rss_bytes()
     seconds = train(model_cfg, args.steps)
     if accelerator == "cuda":
-        peak, source = torch.cuda.max_memory_allocated(device.torch_device), "cuda_max_memory_allocated"
+        peak, source = torch.cuda.max_memory_allocated(device.torch_device) - before, "cuda_max_memory_allocated"
     else:
         peak, source = host.peak_rss_bytes() - before, "host_rss_growth"
     most = torch.tensor([float(peak)], device=device.torch_device)
     dist.all_reduce(most, op=dist.ReduceOp.MAX)
     planned = footprint.device_bytes(model_cfg, task, args.micro_batch, 1, False, "cpu", args.precision,
                                      n if args.strategy == "fsdp" else 0)  # fmt: skip
-    if dist.get_rank() == 0:
-        print("RESULT " + json.dumps({
-            "strategy": args.strategy, "world_size": n, "accelerator": accelerator, "peak_bytes": most.item(),
-            "source": source, "planned_bytes": planned, "step_seconds": statistics.median(seconds[2:] or seconds),
-            "parameters": footprint.parameter_count(model_cfg, task), "device": device.name,
-        }), flush=True)  # fmt: skip
-    dist.destroy_process_group()
+    del probe
+    gc.collect()
+    if accelerator == "cuda":
+        torch.cuda.empty_cache()
+    return {
+        "strategy": args.strategy, "world_size": n, "accelerator": accelerator, "peak_bytes": most.item(),
+        "source": source, "planned_bytes": planned, "step_seconds": statistics.median(seconds[2:] or seconds),
+        "parameters": footprint.parameter_count(model_cfg, task), "device": device.name,
+    }  # fmt: skip
 
 
 def measure(args, strategy: str, n: int) -> dict:

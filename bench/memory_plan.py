@@ -42,20 +42,13 @@ def main() -> None:
 
     from hwsweep.contracts.hardware import GB
     from hwsweep.models.footprint import CUDA_CONTEXT_BYTES
-    from hwsweep.plan.config import resolve
     from hwsweep.run import probe
 
-    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    cfg["recipe"]["task"]["length"] = args.length
-    cfg["recipe"]["model"] |= {"width": args.width, "depth": args.depth, "heads": max(1, args.width // 64)}
     micro = args.micro_batch if args.micro_batch == "auto" else int(args.micro_batch)
-    cfg["recipe"] |= {"global_batch": args.global_batch, "micro_batch": micro, "precision": args.precision,
-                      "tf32": args.precision == "fp32" and torch.cuda.is_available()}  # fmt: skip
-    cfg["suites"] = {"bench": {}}
-    cfg["hardware"] = {"gpu": {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": args.gpu_type}}
-    cfg["baseline"] = "gpu"
-    matrix = resolve(cfg)
-    recipe, plan = matrix.cells[0].recipe, matrix.spec("bench", "default", "gpu", 0).plan
+    shape = {"width": args.width, "depth": args.depth, "length": args.length}
+    hardware = {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": args.gpu_type}
+    recipe, spec = plan_at(shape, args.global_batch, micro, args.precision, hardware, torch.cuda.is_available())
+    plan = spec.plan
     planned = plan.est_memory_gb * GB
     print(f"width {args.width} depth {args.depth} length {args.length} global batch {args.global_batch} "
           f"{args.precision}: micro-batch {plan.micro_batch} x {plan.accumulation}, "
@@ -72,10 +65,27 @@ def main() -> None:
           f"max_memory_allocated {peak / GB:.2f} GB; planned / measured {planned / peak:.3f}, "
           f"without the context {(planned - CUDA_CONTEXT_BYTES) / peak:.3f}")  # fmt: skip
     if args.trainer:
-        trained = trainer_record(matrix.spec("bench", "default", "gpu", 0))
+        trained = trainer_record(spec)
         print(f"hwsweep.run.train record: planned_memory_gb {trained['planned_memory_gb']:.2f}, peak_memory_gb "
               f"{trained['peak_memory_gb']:.2f} ({trained['peak_memory_source']}); planned / measured "
               f"{trained['planned_memory_gb'] / trained['peak_memory_gb']:.3f}")  # fmt: skip
+
+
+def plan_at(shape: dict, global_batch: int, micro, precision: str, hardware: dict, tf32: bool):
+    """(recipe, RunSpec) of config/config.yaml's recipe at `shape` (width, depth, length; heads = width / 64),
+    batch (`micro`: a number or "auto") and precision, planned for one `hardware` entry (tf32 for fp32 only)."""
+    from hwsweep.plan.config import resolve
+
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    cfg["recipe"]["task"]["length"] = shape["length"]
+    cfg["recipe"]["model"] |= {"width": shape["width"], "depth": shape["depth"], "heads": max(1, shape["width"] // 64)}
+    cfg["recipe"] |= {"global_batch": global_batch, "micro_batch": micro, "precision": precision,
+                      "tf32": precision == "fp32" and tf32}  # fmt: skip
+    cfg["suites"] = {"bench": {}}
+    cfg["hardware"] = {"gpu": hardware}
+    cfg["baseline"] = "gpu"
+    matrix = resolve(cfg)
+    return matrix.cells[0].recipe, matrix.spec("bench", "default", "gpu", 0)
 
 
 def trainer_record(spec) -> dict:

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from hwsweep.contracts import io  # noqa: E402
+from hwsweep.contracts.hardware import BACKEND  # noqa: E402
 from hwsweep.contracts.records import PARTS  # noqa: E402
 from hwsweep.contracts.spec import TRAIN_RECORD  # noqa: E402
 from hwsweep.plan.config import resolve  # noqa: E402
@@ -39,14 +40,19 @@ def age():
 """
 BARE = AGE + """
 import torch, torch.distributed as dist
-dist.init_process_group("gloo")
+device = torch.device("cpu")
+if {cuda}:  # the GPU floor: CUDA's context on this rank's device, then NCCL
+    device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+    torch.cuda.set_device(device)
+    torch.cuda.init()
+dist.init_process_group("{backend}")
 if {step}:
-    model = torch.nn.Linear(8, 8)
+    model = torch.nn.Linear(8, 8).to(device)
     net = torch.nn.parallel.DistributedDataParallel(model) if dist.get_world_size() > 1 else model
     optimizer = torch.optim.AdamW(model.parameters())
-    net(torch.ones(4, 8)).sum().backward()
+    net(torch.ones(4, 8, device=device)).sum().backward()
     optimizer.step()
-dist.barrier()
+dist.barrier()  # on NCCL the communicator is made at the first collective
 if dist.get_rank() == 0:
     print("AGE", age())
 dist.destroy_process_group()
@@ -61,20 +67,23 @@ def torchrun(n: int, *program: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def bare(folder: Path, n: int, step: bool) -> float:
-    script = folder / f"bare_{int(step)}.py"
-    script.write_text(BARE.format(step=step))
+def bare(folder: Path, n: int, step: bool, accelerator: str = "cpu") -> float:
+    """Rank 0's age at the end of the bare floor (with step: + DDP and one AdamW step) on `accelerator`."""
+    script = folder / f"bare_{int(step)}_{accelerator}.py"
+    script.write_text(BARE.format(step=step, cuda=accelerator == "cuda", backend=BACKEND[accelerator]))
     out = torchrun(n, str(script)).stdout
     return float(next(line.split()[1] for line in out.splitlines() if line.startswith("AGE")))
 
 
-def hwsweep_run(folder: Path, n: int, steps: int) -> dict:
+def hwsweep_run(folder: Path, n: int, steps: int, hardware: dict | None = None) -> dict:
+    """The startup (seconds, and its parts) of the built-in trainer on config/config.yaml's recipe; `hardware`:
+    the hardware entry to run on (default: n CPU processes)."""
     raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    raw = copy.deepcopy(raw) | {"suites": {"bench": {}}, "seeds": [0], "baseline": "cpu1",
-                                "hardware": {f"cpu{n}": {"accelerator": "cpu", "devices_per_node": n}}}  # fmt: skip
-    raw["baseline"] = f"cpu{n}"
+    entry = hardware or {"accelerator": "cpu", "devices_per_node": n}
+    name = f"{entry['accelerator']}{n}"
+    raw = copy.deepcopy(raw) | {"suites": {"bench": {}}, "seeds": [0], "baseline": name, "hardware": {name: entry}}
     raw["recipe"]["schedule"] = {"steps": steps, "warmup_steps": 1}
-    spec = resolve(raw, config_dir=REPO / "config").spec("bench", "default", f"cpu{n}", 0).to_dict()
+    spec = resolve(raw, config_dir=REPO / "config").spec("bench", "default", name, 0).to_dict()
     run_dir = folder / f"run{n}"
     if run_dir.exists():
         subprocess.run(["rm", "-rf", str(run_dir)], check=True)

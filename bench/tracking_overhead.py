@@ -248,7 +248,7 @@ def main() -> None:
               f"{threads:.3f} ms, tracker's processes {a['children_ms']:.3f} ms; CPU in no listed thread "
               f"{a['unlisted_ms']:.3f} ms; {a['steps']} steps; "
               f"busiest threads {', '.join(f'{k} {v:.3f} ms' for k, v in a['by_thread'].items())}; "
-              f"{a['status']['backends']}, dropped {a['status']['dropped']})", flush=True)  # fmt: skip
+              f"{a['status']['backends']})", flush=True)  # fmt: skip
     # The wall clock: on against off in alternating windows of one run.
     for backend in ((["control"] if args.control else []) + args.backends) if args.steps else []:
         control = backend == "control"
@@ -260,7 +260,7 @@ def main() -> None:
               f"{r['cpu_on_ms'] / r['cpu_off_ms']:.4f}, paired {c:.4f} (95% CI {c_low:.4f}-{c_high:.4f}); "
               f"the clients' CPU {r['clients_ms_per_step']:.3f} ms per tracked step "
               f"({r['on_steps']} / {r['off_steps']} steps; tracker opened in {r['open_s']:.1f} s; "
-              f"{r['status']['backends']}, dropped {r['status']['dropped']})", flush=True)  # fmt: skip
+              f"{r['status']['backends']})", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -51,19 +51,31 @@ SIZES = {
 PRECISIONS = {"tiny": ["fp32"], "medium": ["fp32", "bf16-mixed"], "large": ["bf16-mixed"]}
 
 
-def spec_for(size: str, precision: str, compiled: bool, device: str, gpu_type: str):
+def spec_for(size: str, precision: str, compiled: bool, device: str, gpu_type: str, steps: int | None = None,
+             hardware: dict | None = None):  # fmt: skip
+    """The RunSpec of one size (SIZES) as this bench runs it; `steps` replaces the size's step count."""
     shape, scale = SIZES[size]
-    global_batch, steps = scale[device]
+    global_batch, default_steps = scale[device]
+    micro = min(32, global_batch) if size == "tiny" else global_batch  # tiny: the default recipe's split
+    return shaped_spec(shape, global_batch, micro, steps or default_steps, precision, compiled, device, gpu_type,
+                       hardware)  # fmt: skip
+
+
+def shaped_spec(shape: dict, global_batch: int, micro: int, steps: int, precision: str, compiled: bool, device: str,
+                gpu_type: str, hardware: dict | None = None):  # fmt: skip
+    """The default recipe at `shape` (width, depth, length), batch and steps, on one device of `device` (or on
+    the one-device `hardware` entry given, e.g. the detected one)."""
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
     r = cfg["recipe"]
     r["task"]["length"] = shape["length"]
     r["model"] |= {"width": shape["width"], "depth": shape["depth"], "heads": max(1, shape["width"] // 64)}
-    micro = min(32, global_batch) if size == "tiny" else global_batch  # tiny: the default recipe's split
     r |= {"global_batch": global_batch, "micro_batch": micro, "precision": precision, "compile": compiled,
-          "tf32": precision != "fp32", "reproducibility": "comparable",  # the bare loop is not deterministic
+          "tf32": precision != "fp32" and device == "cuda",  # TF32 is a GPU format
+          "reproducibility": "comparable",  # the bare loop is not deterministic
           "schedule": {"steps": steps, "warmup_steps": max(1, steps // 10)},
           "log_every": 10, "checkpoint_every": steps}  # fmt: skip
     kind = {"accelerator": device, "devices_per_node": 1} | ({"gpu_type": gpu_type} if device == "cuda" else {})
+    kind = hardware or kind
     cfg |= {"hardware": {"one": kind}, "baseline": "one", "seeds": [0], "suites": {"bench": {}}}
     return resolve(cfg).spec("bench", "default", "one", 0)
 
@@ -121,6 +133,25 @@ def hwsweep_trainer(spec, folder: Path) -> float:
            "--threads", "1"]  # fmt: skip
     _run(cmd)
     return json.loads((folder / "train.json").read_text())["samples_per_second"]
+
+
+def trainer_in_process(spec, folder: Path) -> dict:
+    """The RunRecord (train.json) of hwsweep.run.train run in this process, world size 1 (a process group of
+    one on a free local port, as a plain start of the trainer makes): for a pairing with bare_loop in the same
+    process, where neither side pays a process start."""
+    import signal
+
+    from hwsweep.run import runtime, train
+
+    folder.mkdir(parents=True, exist_ok=True)
+    io.write_json(folder / "spec.json", spec.to_dict() | {"run_dir": str(folder)})
+    handlers = {sig: signal.getsignal(sig) for sig in runtime.STOP_SIGNALS}
+    try:
+        train.main([str(folder / "spec.json"), "--threads", "1"])
+    finally:  # the run's handlers hold the run, its model and optimizer: not past its end
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return json.loads((folder / "train.json").read_text())
 
 
 def main():

@@ -1,17 +1,20 @@
-"""`hwsweep plan`, `detect`, `resources` and `profile install`: the batch plan a config gets, here and on the
-cluster, before anything runs, and the slurm profile where snakemake finds it."""
+"""`hwsweep plan`, `detect`, `resources`, `profile install`, `init` and `workflow`: the batch plan a config gets,
+here and on the cluster, before anything runs, the slurm profile where snakemake finds it, and a folder to run the
+installed workflow from."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
 from hwsweep.cluster import profile, resources
+from hwsweep.contracts import io, workflow_files
 from hwsweep.contracts.typed import SpecError
 from hwsweep.plan import placement
-from hwsweep.plan.config import DEFAULT_CONFIG, ConfigError, load_or_exit, resolve
+from hwsweep.plan.config import DEFAULT_CONFIG, SCHEMA_PATH, ConfigError, load_or_exit, resolve
 from hwsweep.plan.table import format_table, plan_rows
 
 
@@ -99,6 +102,64 @@ def detect_hardware() -> tuple[dict, list[str]]:
     return entry, lines
 
 
+# The Snakefile `hwsweep init` writes: it includes the workflow of the hwsweep installed beside the snakemake
+# that reads it (found at every run, so an upgraded or moved installation needs no new Snakefile).
+STARTER_SNAKEFILE = """\
+# Written by `hwsweep init`. The workflow is the one installed with hwsweep in the Python environment that runs
+# snakemake (`hwsweep workflow` prints its path); the experiment is config/config.yaml, runtime settings profiles/.
+from hwsweep.contracts.workflow_files import snakefile as hwsweep_snakefile
+
+
+include: hwsweep_snakefile()
+
+
+# snakemake takes no default target from an included file: without a target, `all` is what runs.
+rule default:
+    default_target: True
+    input:
+        rules.all.input,
+"""
+
+
+def init(args) -> int:
+    """Write what the workflow needs to run from `args.folder`: a Snakefile that includes the installed workflow,
+    the config templates in config/ and the local profile. Existing files are kept, never replaced."""
+    folder = args.folder
+    try:
+        files = {"Snakefile": None} | workflow_files.starter_files()
+    except workflow_files.MissingWorkflow as e:
+        print(f"hwsweep init: {e}", file=sys.stderr)
+        return 1
+    if folder.exists() and not folder.is_dir():
+        print(f"hwsweep init: {folder} is not a folder; give a folder to set up (default: the current one)",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    lines = []
+    for name, source in files.items():
+        target = folder / name
+        if target.exists():
+            lines.append(f"kept {target} (it exists)")
+            continue
+        io.write_text(target, STARTER_SNAKEFILE if source is None else source.read_text(encoding="utf-8"))
+        lines.append(f"wrote {target}")
+    go = "" if folder.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(str(folder))} && "
+    lines += [f"workflow: {workflow_files.snakefile()}",
+              f"next: edit {folder / DEFAULT_CONFIG} (every key is described in {SCHEMA_PATH}), then",
+              f"run: {go}snakemake --profile profiles/local all && snakemake --report report.html",
+              "on a cluster: hwsweep profile install slurm --account NAME, then snakemake --profile slurm all"]  # fmt: skip
+    print("\n".join(lines))
+    return 0
+
+
+def show_workflow(args) -> int:
+    try:
+        print(workflow_files.snakefile())
+    except workflow_files.MissingWorkflow as e:
+        print(f"hwsweep workflow: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None) -> int:
     try:
         return run(argv)
@@ -127,6 +188,11 @@ def run(argv=None) -> int:
                    help="on a GPU, plan from the memory estimate instead of measuring each cell's peak")  # fmt: skip
     profile.add_parser(sub)
     resources.add_parser(sub)
+    i = sub.add_parser("init", help="set up a folder to run the installed workflow from (docs/package.md)")
+    i.add_argument("folder", type=Path, nargs="?", default=Path("."), help="the folder (default: this one)")
+    i.set_defaults(handler=init)
+    w = sub.add_parser("workflow", help='the Snakefile\'s path: snakemake --snakefile "$(hwsweep workflow)" ...')
+    w.set_defaults(handler=show_workflow)
     args = parser.parse_args(argv)
     if hasattr(args, "handler"):
         return args.handler(args)

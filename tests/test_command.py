@@ -335,3 +335,4 @@ def test_an_evaluation_command_reports_the_eval_stage(tmp_path):
     assert runner.evaluate(spec, str(tmp_path / "spec.json"), threads=1) == 0
     record = json.loads((tmp_path / "run" / "eval.json").read_text())
     assert record["metrics"] == {"test_acc": 0.875} and record["evaluator"] == "command"
+    assert record["device"] is None  # a command's evaluation: hwsweep does not know its device

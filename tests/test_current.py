@@ -31,6 +31,15 @@ def test_a_combined_table_older_than_a_suite_table_or_with_other_suites_is_stale
     assert current.why_stale(table, [a, b], "suite", ["a", "b", "c"], every=False) is None
 
 
+def test_a_table_made_from_an_out_of_date_table_is_out_of_date(tmp_path):
+    table = _write(tmp_path / "comparison.csv", "suite\na\nb\n", 2000)
+    a = _write(tmp_path / "a/comparison.csv", "suite\na\n", 1000)
+    b = _write(tmp_path / "b/comparison.csv", "suite\nb\n", 1000)
+    assert current.why_stale(table, [a, b], "suite", ["a", "b"], outdated=[str(tmp_path / "c/runs.csv")]) is None
+    assert current.why_stale(table, [a, b], outdated=[str(b)]) == f"{table} was made from {b}, which is out of date"
+    assert current.why_stale(table, [a, b], outdated=[a, b]) == f"{table} was made from {a} and 1 more, all out of date"
+
+
 def test_the_plan_is_stale_when_it_is_not_this_configs_plan(tmp_path):
     plan = _write(tmp_path / "plan.tsv", "suite\tsteps\ntiny\t60\n", 1000)
     assert current.why_stale(plan, text="suite\tsteps\ntiny\t60\n") is None
@@ -52,3 +61,13 @@ def test_the_landing_page_names_each_table_left_out_and_leaves_out_a_stale_compa
     assert ("- results/compare.csv was written before results/other/runs.csv: left out of this report; "
             "\\`snakemake all\\`, then the report again, brings it up to date") in text  # fmt: skip
     assert "Comparisons across suites" not in text
+
+
+def test_a_suite_with_out_of_date_tables_shows_why_instead_of_its_verdicts(tmp_path, small_config, monkeypatch):
+    matrix = resolve(yaml.safe_load(yaml.safe_dump(small_config)))
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "results/tiny/comparison.csv", "not read: the suite is out of date\n", 1000)
+    template = _write(tmp_path / "workflow.rst", "How the runs were made\n", 1000)
+    why = "results/tiny/comparison.csv is out of date: of the 4 runs suite tiny has now, 4 were trained under another config"
+    text = landing.write(matrix, {"tiny": True}, template, tmp_path / "landing.rst", stale_suites={"tiny": why}).read_text()
+    assert f"**Suite tiny**\n\n**Out of date** — {why}: left out of this report; \\`snakemake all\\`" in text

@@ -842,7 +842,9 @@ def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embe
     assert record["provenance"]["optimizer_kernel"] == "adam_atan2"
     assert {"exp_avg", "exp_avg_sq", "step"} <= set(final["optimizer"]["state"][0])
     assert all(len(group["params"]) for group in final["embedding_optimizer"]["param_groups"])
-    metrics = json.loads((tmp_path / "run" / "eval.json").read_text())["metrics"]
+    evaluated = json.loads((tmp_path / "run" / "eval.json").read_text())
+    assert evaluated["device"] == "cpu"  # the device that trained (a GPU run: cuda; bench/gpu_check.py checks it)
+    metrics = evaluated["metrics"]
     assert metrics["segments_per_sample"] == pytest.approx(sum(segments) / 5)
     assert metrics["flops_per_sample"] == pytest.approx(spent / (5 * 16), rel=1e-6)
     assert metrics["eval_segments_per_sample"] == 4  # evaluation runs every segment, whatever Q says

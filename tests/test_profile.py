@@ -29,7 +29,7 @@ def install(*args):
 def test_snakemake_finds_the_installed_profile_by_name(xdg, tmp_path, monkeypatch):
     env = fake_sinfo(monkeypatch, tmp_path)
     proc = install("--account", "lab-1", "--partition", "gpu-h100")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr  # not even snakemake's "Using profile" note
     written = xdg / "snakemake/slurm/config.yaml"
     assert proc.stdout.splitlines()[-2:] == [f"installed profile slurm: {written}", "run: snakemake --profile slurm all"]
     # snakemake's own lookup, in a fresh process (it caches its folders), from an unrelated folder
@@ -67,7 +67,7 @@ def test_an_existing_profile_is_never_replaced_silently(xdg, tmp_path, monkeypat
     (["--partition", "nope"], "--partition 'nope': not a partition of this cluster; use one of cpu, gpu-h100, gpu-l40s, gpu-rtx"),
     (["--account", "a b"], "--account 'a b': use only letters"),
     (["--name", "../up"], "--name '../up': use only letters"),
-    (["--template", "missing.yaml"], "--template missing.yaml: no such file"),
+    (["--template", "missing.yaml"], "--template missing.yaml: no such file; give the profile file to install"),
 ])  # fmt: skip
 def test_bad_flags_get_one_line(xdg, tmp_path, monkeypatch, args, message):
     fake_sinfo(monkeypatch, tmp_path)

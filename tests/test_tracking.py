@@ -1,10 +1,12 @@
 """Trackers (config tracking:): checked config, a tracker that never holds the run, and real runs read back with
 each tracker's own reader (TensorBoard's EventAccumulator, MLflow's MlflowClient, W&B's offline run folders)."""
 
+import contextlib
 import copy
 import dataclasses
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -18,12 +20,13 @@ from conftest import BIN, SMALL
 
 from hwsweep.contracts import io
 from hwsweep.contracts.spec import TRACKING_FILE, canonical_json
-from hwsweep.contracts.tracking import TrackingConfig, run_id
+from hwsweep.contracts.tracking import TrackingConfig, delivery_problem, run_id
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run import tracking
 
 os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"  # the readers below open the local file store the runs wrote
 SECRET = "not-a-real-key-0123456789abcdef0123456789abcdef"
+ALL_TAKEN = {"state": "ok", "why": None, "dropped": 0, "undelivered": 0}  # a backend's status: it took every row
 
 
 def _config(tracking_block, steps: int = 60) -> dict:
@@ -44,6 +47,12 @@ def _config(tracking_block, steps: int = 60) -> dict:
         ({"backends": ["mlflow"], "mlflow": {"uri": "http://:5000"}}, "tracking.mlflow.uri"),
         ({"backends": ["mlflow"], "mlflow": {"uri": "http://host:port"}}, "tracking.mlflow.uri"),
         ({"backends": ["mlflow"], "mlflow": {"uri": "http://me:pw@host:5000"}}, "MLFLOW_TRACKING_PASSWORD"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "::garbage::"}}, "tracking.mlflow.uri: '::garbage::' is neither a URI"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "localhost:5000"}}, "which MLflow does not take; use http://host:5000"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "not a uri"}}, "tracking.mlflow.uri: 'not a uri' holds a space"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "sqlite://"}}, "tracking.mlflow.uri: 'sqlite://' names no path"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "file://server/mlruns"}}, "file:///path (three slashes)"),
+        ({"backends": ["mlflow"], "mlflow": {"uri": "postgresql:///db"}}, "use postgresql://host:port/database"),
         (["wandb"], "tracking.wandb.project: W&B needs a project"),
         ({"backends": ["wandb"], "wandb": {"project": "p", "api_key": "x"}}, "api_key"),
     ],
@@ -66,62 +75,218 @@ def test_tracking_block_stays_out_of_the_spec():
     assert target.params["plan.global_batch"] == 32 and target.tags["gpu_type"] == "cpu"
 
 
-class Slow:
-    """A tracker that takes a second per call."""
+class Good:
+    """A tracker that takes everything at once."""
 
-    name = "slow"
+    name = "good"
 
     def __init__(self):
-        self.rows = []
+        self.rows, self.other, self.closed = [], [], None
 
     def open(self, target, config):
-        time.sleep(1)
+        pass
 
     def log(self, rows):
         self.rows += rows
-        time.sleep(1)
+
+    def final(self, step, values):
+        self.other.append(("final", step, values))
+
+    def artifact(self, path):
+        self.other.append(("artifact", path.name))
 
     def close(self, failed=False):
-        pass
+        self.closed = "failed" if failed else "finished"
 
 
-class Broken(Slow):
-    name = "broken"
+class Stuck(Good):
+    """A tracker whose open does not return until the test lets it (a server that accepts and never answers)."""
+
+    name = "stuck"
+    release = threading.Event()
 
     def open(self, target, config):
-        pass
+        Stuck.release.wait(120)
+
+
+class Broken(Good):
+    name = "broken"
 
     def log(self, rows):
-        raise ConnectionError("tracker down")
+        raise ConnectionError("tracker down\nTraceback-like second line")
 
 
-def _tracker(monkeypatch, tmp_path, names, **config):
-    monkeypatch.setattr(tracking, "BACKENDS", {"slow": Slow, "broken": Broken})
+class Slow(Good):
+    """A tracker that takes 0.3 s per evaluation: slower than the run, but it keeps taking them."""
+
+    name = "slow"
+
+    def final(self, step, values):
+        time.sleep(0.3)
+        super().final(step, values)
+
+
+def _tracker(monkeypatch, tmp_path, names, system=False, **config):
+    monkeypatch.setattr(tracking, "BACKENDS", {b.name: b for b in (Good, Stuck, Broken, Slow)})
+    monkeypatch.setattr(Stuck, "release", threading.Event())  # each test's stuck tracker is stuck until it says
     target = tracking.Target(run_id="x", experiment="s", name="n", group="g", job_type="j", folder=tmp_path, results=tmp_path)
-    return tracking.Tracker(target, TrackingConfig(backends=names, **config), system=False, process=False)
+    return tracking.Tracker(target, TrackingConfig(backends=names, **config), system=system, process=False)
 
 
-def test_slow_tracker_never_holds_the_training_thread(monkeypatch, tmp_path):
-    tracker = _tracker(monkeypatch, tmp_path, ["slow"], queue_size=5, close_timeout=0.5)
+def test_system_metrics_are_sampled_from_the_start_and_at_the_end_while_a_tracker_is_stuck(monkeypatch, tmp_path):
+    """A run shorter than system_every still has its system metrics: a second in, and at its end. A tracker
+    stuck in its open holds none of them back."""
+    tracker = _tracker(monkeypatch, tmp_path, ["stuck", "good"], system=True, system_every=60, close_timeout=1)
+    for step in range(1, 16):
+        tracker.log(step, {"loss": 1 / step})
+        time.sleep(0.1)
+    tracker.close()
+    Stuck.release.set()
+    sampled = [step for step, values in _backend(tracker, "good").rows if "system/cpu_percent" in values]
+    assert len(sampled) == 2 and sampled[0] < 15 and sampled[-1] == 15, sampled
+    assert {"system/process_cpu_percent", "system/memory_percent", "system/process_memory_gb"} <= set(
+        next(values for _, values in _backend(tracker, "good").rows if "system/cpu_percent" in values))
+
+
+def _backend(tracker, name):
+    return next(c.backend for c in tracker.worker.channels if c.name == name)
+
+
+@pytest.fixture
+def loaded():
+    """Two CPU-bound loops beside the test (a busy 2-core node): what must hold there is timed under them."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    yield
+    for loop in loops:
+        loop.kill()
+        loop.wait()
+
+
+def test_a_run_over_before_the_tracker_started_still_has_a_cpu_sample(monkeypatch, tmp_path):
+    """Everything, the stop included, was queued before the clients' side ran (a short run beside a tracker
+    process slow to start): its one system sample, at the end, still measures the CPU over an interval."""
+    monkeypatch.setattr(tracking, "BACKENDS", {"good": Good})
+    # The machine's CPU counters as a coarse clock would have them: they move every 0.2 s (the kernel's, 0.01 s)
+    monkeypatch.setattr(tracking.System, "_machine", staticmethod(lambda: (float(int(time.monotonic() * 5)), 0.0)))
+    target = tracking.Target(run_id="x", experiment="s", name="n", group="g", job_type="j", folder=tmp_path, results=tmp_path)
+    items = queue.Queue()
+    for step in (1, 2, 3):
+        items.put(("log", [step, {"loss": 1 / step}]))
+    items.put(("stop", [False, 1]))
+    worker = tracking.Worker(target, TrackingConfig(backends=["good"], system_every=60), True, os.getpid(), lambda *_: None)
+    worker.run(lambda timeout: items.get(timeout=timeout))
+    (sampled,) = [values for _, values in worker.channels[0].backend.rows if "system/memory_percent" in values]
+    assert "system/cpu_percent" in sampled and "system/process_cpu_percent" in sampled, sampled
+
+
+def test_a_full_queue_drops_and_counts_and_never_holds_the_training_thread(monkeypatch, tmp_path, loaded):
+    tracker = _tracker(monkeypatch, tmp_path, ["stuck", "good"], queue_size=5, close_timeout=0.5)
     t0 = time.perf_counter()
     for step in range(1, 101):
         tracker.log(step, {"loss": 1.0 / step, "mfu": None})
-    assert time.perf_counter() - t0 < 0.5  # 100 steps queued while the tracker sleeps in its first call
-    assert tracker.dropped >= 90  # the queue holds 5: the rest was dropped and counted, not waited for
-    status = tracker.close()  # gives up after close_timeout instead of waiting for the slow tracker
-    assert status["dropped"] == tracker.dropped and status["backends"] == {"slow": "ok"}
+    assert time.perf_counter() - t0 < 0.5  # 100 steps queued while a tracker hangs in its open
+    status = tracker.close()  # gives up on the stuck tracker once it took nothing for close_timeout
+    stuck, good = status["backends"]["stuck"], status["backends"]["good"]
+    assert stuck["state"] == "failed" and "took nothing for 0.5 s (tracking.close_timeout) while opening" in stuck["why"]
+    # each backend's queue holds 5 rows: what the stuck one never took is counted, dropped or undelivered
+    assert stuck["undelivered"] == 5 and stuck["dropped"] == 95, status
+    rows = _backend(tracker, "good").rows  # the other one never waited for it
+    assert good == {"state": "ok", "why": None, "dropped": 100 - len(rows), "undelivered": 0}
+    assert [s for s, _ in rows] == sorted(s for s, _ in rows) and rows[0] == (1, {"loss": 1.0})
+    Stuck.release.set()
 
 
-def test_failing_tracker_is_one_warning_and_the_others_go_on(monkeypatch, tmp_path, capsys):
-    tracker = _tracker(monkeypatch, tmp_path, ["broken", "slow"])
+def test_each_backend_opens_and_takes_rows_on_its_own(monkeypatch, tmp_path, capsys):
+    """A tracker stuck in its open (longer than close_timeout) and a failing one cost the others nothing: they
+    take every row, the evaluation and the record, the stuck one is given up at the end, each is one warning
+    line, and the status names both."""
+    tracker = _tracker(monkeypatch, tmp_path, ["stuck", "broken", "good"], close_timeout=3)
     for step in (1, 2, 3):
         tracker.log(step, {"loss": float(step)})
-    status = tracker.close(timeout=30)
+    tracker.final(3, {"final/accuracy": 0.5})
+    drained = tracker.drain()  # waits for the good one only as long as it takes; the stuck one is late
+    assert drained["backends"]["good"] == {"state": "ok", "why": None, "dropped": 0, "undelivered": 0}
+    assert drained["backends"]["stuck"]["state"] == "late" and drained["backends"]["stuck"]["undelivered"] == 4
+    assert drained["backends"]["broken"] == {"state": "failed", "why": "ConnectionError: tracker down",
+                                             "dropped": 0, "undelivered": 4}  # fmt: skip
+    t0 = time.perf_counter()
+    status = tracker.close(artifacts=[tmp_path / "train.json"])
+    assert time.perf_counter() - t0 < 2  # the drain waited close_timeout for the stuck one: not again
+    Stuck.release.set()
+    good = _backend(tracker, "good")
+    assert [s for s, _ in good.rows] == [1, 2, 3] and good.closed == "finished"
+    assert good.other == [("final", 3, {"final/accuracy": 0.5}), ("artifact", "train.json")]
+    assert status["backends"]["good"]["state"] == "ok"
+    assert status["backends"]["stuck"] == {"state": "failed", "dropped": 0, "undelivered": 5,
+                                           "why": "took nothing for 3 s (tracking.close_timeout) while opening"}  # fmt: skip
+    assert status["backends"]["broken"]["undelivered"] == 5
     err = capsys.readouterr().err
-    assert err.count("warning: tracking: broken failed (ConnectionError: tracker down)") == 1, err
-    assert status["backends"] == {"broken": "ConnectionError: tracker down", "slow": "ok"}
-    rows = tracker.worker.backends[1].rows
-    assert [step for step, _ in rows] == [1, 2, 3] and rows[0][1] == {"loss": 1.0}
+    assert err.count("hwsweep: warning: tracking:") == 2, err
+    assert err.count("tracking: broken failed (ConnectionError: tracker down); 4 rows undelivered") == 1, err
+    assert err.count("tracking: stuck failed (took nothing for 3 s (tracking.close_timeout) while opening)") == 1
+
+
+def test_a_slow_tracker_that_keeps_taking_rows_is_waited_for_up_to_close_limit(monkeypatch, tmp_path, loaded):
+    """Nine items of 0.3 s each: 2.7 s in all, longer than close_timeout, but never that long without progress."""
+    tracker = _tracker(monkeypatch, tmp_path, ["slow"], close_timeout=1, close_limit=60)
+    for step in range(1, 10):
+        tracker.final(step, {"final/accuracy": step / 10})
+    status = tracker.close()
+    assert status["backends"]["slow"] == {"state": "ok", "why": None, "dropped": 0, "undelivered": 0}
+    assert [step for _, step, _ in _backend(tracker, "slow").other] == list(range(1, 10))
+
+    tracker = _tracker(monkeypatch, tmp_path, ["slow"], close_timeout=1, close_limit=1)  # the bound in all
+    for step in range(1, 10):
+        tracker.final(step, {"final/accuracy": step / 10})
+    status = tracker.close()
+    slow = status["backends"]["slow"]
+    assert slow["state"] == "failed" and slow["why"] == "still sending after 1 s (tracking.close_limit)", slow
+    assert slow["undelivered"] == 9 - len(_backend(tracker, "slow").other) > 0
+
+
+def test_the_status_phrase_names_each_backend_that_did_not_take_everything():
+    assert delivery_problem(None) == "" and delivery_problem({"backends": {"tensorboard": ALL_TAKEN}}) == ""
+    status = {"backends": {"tensorboard": ALL_TAKEN | {"dropped": 3},
+                           "mlflow": {"state": "failed", "why": "MlflowException: down", "dropped": 0, "undelivered": 12},
+                           "wandb": ALL_TAKEN | {"state": "late", "undelivered": 2}}}  # fmt: skip
+    assert delivery_problem(status) == ("tensorboard: 3 rows dropped; mlflow failed (MlflowException: down), 12 rows "
+                                        "undelivered; wandb late, 2 rows undelivered")  # fmt: skip
+    earlier = {"backends": {"mlflow": "ConnectionError: down", "tensorboard": "ok"}}  # an earlier hwsweep's record
+    assert delivery_problem(earlier) == "mlflow failed (ConnectionError: down)"
+
+
+def test_status_reads_what_each_record_says_its_trackers_took(tmp_path):
+    """`status`'s tracking column, from the stored records: the training's and the evaluation's, each named."""
+    from hwsweep.analysis.status import tracking_problem
+
+    spec = resolve(_config(["tensorboard", "mlflow"])).spec("tiny", "default", "cpu1", 0)
+    spec = type(spec).from_dict(spec.to_dict() | {"run_dir": str(tmp_path)})
+    assert tracking_problem(spec, evaluated=True) == ""  # nothing recorded yet
+    failed = {"state": "failed", "why": "MlflowException: down", "dropped": 0, "undelivered": 12}
+    io.write_json(tmp_path / "train.json", {"tracking": {"id": "x", "backends": {"tensorboard": ALL_TAKEN, "mlflow": failed}}})
+    io.write_json(tmp_path / "eval.json", {"tracking": {"id": "x", "backends": {"tensorboard": ALL_TAKEN, "mlflow": ALL_TAKEN}}})
+    assert tracking_problem(spec, evaluated=True) == "train: mlflow failed (MlflowException: down), 12 rows undelivered"
+    io.write_json(tmp_path / "eval.json", {"tracking": {"id": "x", "backends": {"tensorboard": ALL_TAKEN | {"state": "late", "undelivered": 1}}}})
+    assert tracking_problem(spec, evaluated=True).endswith(" | eval: tensorboard late, 1 row undelivered")
+    assert "eval" not in tracking_problem(spec, evaluated=False)
+
+
+def test_system_memory_counts_the_run_s_children_but_not_the_tracker_s_process(monkeypatch):
+    """system/process_memory_gb: the run's process and its descendants (a command's processes), less the
+    tracker's own process (a child of the run's) and its children (W&B's service)."""
+    child = subprocess.Popen([sys.executable, "-c", "x = b'1' * (300 * 2**20); print(flush=True); import time; time.sleep(120)"],
+                             stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        child.stdout.readline()  # its 300 MiB are written
+        run, system = os.getpid(), tracking.System(None, os.getpid())
+        with_it = system.sample()
+        monkeypatch.setattr(os, "getpid", lambda: child.pid)  # as if the child were the tracker's process
+        without = system.sample()
+        assert with_it["system/process_memory_gb"] - without["system/process_memory_gb"] > 0.29, (with_it, without)
+        assert 0 < with_it["system/memory_percent"] < 100 and system.pid == run
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_the_clients_run_in_their_own_process_whose_end_is_one_warning(tmp_path, capfd):
@@ -132,7 +297,7 @@ def test_the_clients_run_in_their_own_process_whose_end_is_one_warning(tmp_path,
     cpu = max(os.sched_getaffinity(0))
     tracker = tracking.Tracker(target, TrackingConfig(backends=["tensorboard"]), system=False, cpus=[cpu])
     tracker.log(1, {"loss": 2.0})
-    assert tracker.drain(timeout=60)["backends"] == {"tensorboard": "ok"}
+    assert tracker.drain(timeout=60)["backends"]["tensorboard"]["state"] == "ok"
     child = tracker._process
     assert child.pid != os.getpid() and os.sched_getaffinity(child.pid) == {cpu}
     assert "serve()" in Path(f"/proc/{child.pid}/cmdline").read_text()
@@ -142,7 +307,8 @@ def test_the_clients_run_in_their_own_process_whose_end_is_one_warning(tmp_path,
     tracker.log(2, {"loss": 1.0})
     status = tracker.drain(timeout=60)  # waiting as the process dies: its end wakes the wait
     assert time.perf_counter() - t0 < 10
-    assert status["backends"]["tensorboard"] == "the tracker's process ended with exit code -9"
+    assert status["backends"]["tensorboard"]["state"] == "failed"
+    assert status["backends"]["tensorboard"]["why"] == "the tracker's process ended with exit code -9"
     t0 = time.perf_counter()
     assert tracker.close(timeout=60) == status  # after its end: nothing to wait for
     assert time.perf_counter() - t0 < 10
@@ -225,15 +391,19 @@ def _scalars(folder: Path) -> dict:
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}, events
 
 
-def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps: int = 60, env=None, hardware="cpu1"):
+def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps: int = 60, env=None, hardware="cpu1",
+         hard_kill_after: int | None = None, checkpoint_every: int = 10):  # fmt: skip
     """The built-in trainer on one spec in `tmp_path/name`, laid out as results/ is; a kill (SIGTERM once the first
-    checkpoint is written) and a rerun that resumes it when asked. Returns the run folder and the last output."""
+    checkpoint is written; or SIGKILL once metrics.jsonl is past step `hard_kill_after`) and a rerun that resumes
+    it when asked. Returns the run folder and the last output."""
     run_dir = tmp_path / name / f"results/tiny/default/{hardware}/seed0"
-    matrix = resolve(_config(block, steps))
+    cfg = _config(block, steps)
+    cfg["recipe"]["checkpoint_every"] = checkpoint_every
+    matrix = resolve(cfg)
     spec = matrix.spec("tiny", "default", hardware, 0).to_dict() | {"run_dir": str(run_dir)}
     path = tmp_path / f"{name}.json"
     io.write_json(path, spec)
-    io.write_json(run_dir / TRACKING_FILE, matrix.tracking.to_dict())  # what the workflow's tracking rule writes
+    io.write_json(run_dir / TRACKING_FILE, matrix.tracking.to_dict())  # what the workflow writes
     cmd = [sys.executable, "-m", "hwsweep.run.train", str(path)]
     if hardware == "cpu2":
         cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", *cmd[1:]]
@@ -246,6 +416,16 @@ def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 75, out[-3000:]
+    if hard_kill_after is not None:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline, last = time.monotonic() + 180, 0
+        while last <= hard_kill_after and proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError, IndexError, KeyError):
+                last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+            time.sleep(0.01)
+        proc.kill()
+        proc.wait()
+        assert hard_kill_after < last < steps, last  # killed between a checkpoint and the next one
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return run_dir, done.stderr
@@ -266,8 +446,7 @@ def test_killed_and_resumed_run_is_one_tracked_run_in_every_tracker(tmp_path, un
     assert record["restarts"] == 1 and record["resumed_from_step"]
     # bitwise the same training with tracking on (and a kill) as off
     assert record["curves"] == untracked["curves"] and record["metrics"] == untracked["metrics"]
-    assert record["tracking"]["backends"] == {"tensorboard": "ok", "mlflow": "ok", "wandb": "ok"}, err
-    assert record["tracking"]["dropped"] == 0
+    assert record["tracking"]["backends"] == {name: ALL_TAKEN for name in ("tensorboard", "mlflow", "wandb")}, err
     loss = dict(zip(record["curves"]["loss"]["steps"], record["curves"]["loss"]["values"]))  # every step
     logged = list(range(5, 61, 5))  # the trackers get the loss at the log steps (log_every 5)
 
@@ -321,6 +500,120 @@ def test_killed_and_resumed_run_is_one_tracked_run_in_every_tracker(tmp_path, un
         assert SECRET.encode() not in path.read_bytes(), path  # the key stays in the environment
 
 
+def _wandb(run_dir: Path, run_id: str) -> list[list[dict]]:
+    """Each W&B attempt's records (its offline-run-*-ID folders, oldest first), read with W&B's own reader."""
+    return [_wandb_attempt(folder) for folder in sorted((run_dir / "wandb").glob(f"offline-run-*-{run_id}"))]
+
+
+def _wandb_attempt(folder: Path) -> list[dict]:
+    (path,) = folder.glob("run-*.wandb")
+    out = subprocess.run([str(BIN / "wandb"), "leet", "inspect", "--json", str(path)], capture_output=True, text=True,
+                         check=True, timeout=120).stdout  # fmt: skip
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def _wandb_steps(records: list[dict], key: str) -> list[int]:
+    return [r["history"].get("step", {}).get("num", 0) for r in records if r["type"] == "history" and key in r["history"]["item"]]
+
+
+def _wandb_summary(records: list[dict]) -> dict:
+    return {k: v for r in records if r["type"] == "summary" for k, v in r["summary"].get("update", {}).items()}
+
+
+@pytest.mark.slow
+def test_a_hard_killed_and_resumed_run_holds_every_step_once_in_every_tracker(tmp_path):
+    """kill -9 after the loss at steps past the checkpoint reached the trackers: the resumed attempt repeats those
+    steps (bitwise the same values), and each tracker still holds each step once: TensorBoard's reader purges them,
+    MLflow and W&B are not sent what they hold (W&B offline: what the killed attempt's run file holds)."""
+    block = {"backends": ["tensorboard", "mlflow", "wandb"], "wandb": {"project": "hwsweep-test", "mode": "offline"}}
+    run_dir, err = _run(tmp_path, "killed", block, steps=120, checkpoint_every=60, hard_kill_after=65)
+    record = json.loads((run_dir / "train.json").read_text())
+    assert record["restarts"] == 1 and record["resumed_from_step"] == 60
+    assert record["tracking"]["backends"] == {name: ALL_TAKEN for name in block["backends"]}, err
+    logged = list(range(5, 121, 5))
+    loss = dict(zip(record["curves"]["loss"]["steps"], record["curves"]["loss"]["values"]))
+
+    scalars, _ = _scalars(run_dir / "tensorboard")
+    assert [s for s, _ in scalars["loss"]] == logged
+    assert "system/cpu_percent" in scalars and "system/process_cpu_percent" in scalars  # at each attempt's end
+
+    client = _mlflow(tmp_path / "killed/results")
+    (run,) = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss")) == logged
+    assert run.info.status == "FINISHED"  # the killed attempt's tracker closed it as failed before this one began
+
+    killed, resumed = _wandb(run_dir, record["tracking"]["id"])
+    sent = _wandb_steps(killed, "loss")
+    assert max(sent) > 65 and _wandb_steps(resumed, "loss")[0] > max(sent)  # the repeated steps were held back
+    assert sent + _wandb_steps(resumed, "loss") == logged
+    values = {r["history"]["step"]["num"]: r["history"]["item"]["loss"] for r in killed + resumed
+              if r["type"] == "history" and "loss" in r["history"]["item"]}  # fmt: skip
+    assert values == pytest.approx({s: loss[s] for s in logged}, rel=1e-6)
+    assert _wandb_steps(resumed, "system/cpu_percent")
+
+
+@pytest.mark.slow
+def test_a_fresh_start_moves_earlier_w_b_attempts_out_of_the_sync(tmp_path):
+    """A run started again from scratch (its checkpoints lost) replaces its tracked run, as TensorBoard and MLflow
+    do: the earlier W&B offline attempts move to wandb/replaced/, out of `wandb sync .../wandb/offline-run-*`."""
+    block = {"backends": ["wandb"], "wandb": {"project": "hwsweep-test", "mode": "offline"}}
+    config = TrackingConfig.from_dict(block, "tracking")
+    target = tracking.Target(run_id="fresh0", experiment="s", name="v/cpu1/seed0", group="s/v", job_type="cpu1",
+                             folder=tmp_path, results=tmp_path)  # fmt: skip
+    for steps in ((5, 10, 15), (5, 10)):  # the second starts again from scratch
+        tracker = tracking.Tracker(target, config, system=False)
+        for step in steps:
+            tracker.log(step, {"loss": 1 / step})
+        assert tracker.close()["backends"]["wandb"] == ALL_TAKEN
+        time.sleep(1.1)  # W&B names an attempt's folder by the second it started
+    attempts = _wandb(tmp_path, "fresh0")  # what `wandb sync` takes
+    assert [_wandb_steps(a, "loss") for a in attempts] == [[5, 10]]
+    (replaced,) = (tmp_path / "wandb" / tracking.REPLACED_FOLDER).glob("offline-run-*-fresh0")
+    assert _wandb_steps(_wandb_attempt(replaced), "loss") == [5, 10, 15]  # kept, apart
+
+
+@pytest.mark.slow
+def test_a_stuck_tracker_costs_the_others_nothing_in_the_tracker_s_process(tmp_path, monkeypatch, capfd, loaded):
+    """The real clients in the tracker's process on a loaded machine: MLflow's server accepts connections and never
+    answers, so its open takes longer than close_timeout. TensorBoard and W&B take every row, the system metrics
+    (sampled from the start and at the end) and the evaluation; the close gives up on MLflow alone, one warning
+    line, and the status names it."""
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "300")  # the client would wait minutes for this server
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        # close_timeout: W&B's open took 12 s here beside two busy loops on a machine loaded to 20
+        block = {"backends": ["tensorboard", "mlflow", "wandb"], "close_timeout": 30, "system_every": 0.5,
+                 "mlflow": {"uri": f"http://127.0.0.1:{server.getsockname()[1]}"},
+                 "wandb": {"project": "hwsweep-test", "mode": "offline"}}  # fmt: skip
+        config = TrackingConfig.from_dict(block, "tracking")
+        folder = tmp_path / "run"
+        target = tracking.Target(run_id="stuck0", experiment="s", name="v/cpu1/seed0", group="s/v", job_type="cpu1",
+                                 folder=folder, results=tmp_path, params={"seed": 0})  # fmt: skip
+        tracker = tracking.Tracker(target, config)
+        for step in range(1, 21):
+            tracker.log(step, {"loss": 1 / step})
+            time.sleep(0.05)
+        tracker.final(20, {"final/accuracy": 0.75})
+        t0 = time.monotonic()
+        status = tracker.close()
+        assert time.monotonic() - t0 < 90
+    mlflow = status["backends"]["mlflow"]
+    assert mlflow["state"] == "failed" and mlflow["why"] == "took nothing for 30 s (tracking.close_timeout) while opening"
+    assert mlflow["undelivered"] >= 22  # 20 rows, the system samples, the evaluation
+    assert status["backends"]["tensorboard"] == status["backends"]["wandb"] == ALL_TAKEN, status
+    err = capfd.readouterr().err
+    assert err.count("warning") == 1 and "tracking: mlflow failed (took nothing for 30 s" in err, err
+
+    scalars, _ = _scalars(folder / "tensorboard")
+    assert [s for s, _ in scalars["loss"]] == list(range(1, 21))
+    assert scalars["final/accuracy"] == [(20, 0.75)]
+    assert {"system/cpu_percent", "system/process_cpu_percent", "system/memory_percent", "system/process_memory_gb"} <= set(scalars)
+    (attempt,) = _wandb(folder, "stuck0")
+    assert _wandb_steps(attempt, "loss") == list(range(1, 21)) and _wandb_steps(attempt, "system/cpu_percent")
+    assert _wandb_summary(attempt)["final/accuracy"] == 0.75
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -328,17 +621,40 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_unreachable_tracking_server_is_one_warning_and_the_same_numbers(tmp_path, untracked):
+def test_unreachable_tracking_server_is_one_warning_and_the_same_numbers(tmp_path, untracked, monkeypatch):
+    """MLflow's server refuses connections: training and evaluation are the same as untracked, each job's log has
+    one warning line, TensorBoard still gets the curves, the system metrics and the evaluation, and both records
+    and `status` name MLflow."""
     uri = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
     block = {"backends": ["mlflow", "tensorboard"], "mlflow": {"uri": uri}}
     run_dir, err = _run(tmp_path, "down", block, hardware="cpu2")  # two ranks: only rank 0 tracks
     record = json.loads((run_dir / "train.json").read_text())
     assert record["curves"] == untracked["curves"]
-    assert err.count("warning: tracking:") == 1 and "tracking: mlflow failed" in err, err
-    assert record["tracking"]["backends"]["mlflow"] != "ok" and record["tracking"]["backends"]["tensorboard"] == "ok"
+    assert err.count("warning") == 1 and "tracking: mlflow failed (MlflowException: " in err, err
+    mlflow = record["tracking"]["backends"]["mlflow"]
+    assert mlflow["state"] == "failed" and mlflow["why"].startswith("MlflowException: ") and mlflow["undelivered"] > 12
+    assert record["tracking"]["backends"]["tensorboard"] == ALL_TAKEN
     scalars, _ = _scalars(run_dir / "tensorboard")
     spread = [v for _, v in scalars["rank_step_time_spread"]]  # the slowest of the two ranks against the median
     assert len(spread) == 12 and all(v >= 1 for v in spread)
+    assert [s for s, _ in scalars["system/cpu_percent"]][-1] == 60  # sampled at the end too
+
+    done = subprocess.run([sys.executable, "-m", "hwsweep.run.evaluate", str(tmp_path / "down.json")], capture_output=True,
+                          text=True, timeout=300, env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert done.returncode == 0 and done.stderr.count("warning") == 1, done.stderr[-3000:]
+    evaluated = json.loads((run_dir / "eval.json").read_text())
+    assert evaluated["tracking"]["backends"]["mlflow"]["state"] == "failed"
+    assert evaluated["tracking"]["backends"]["tensorboard"] == ALL_TAKEN
+    scalars, _ = _scalars(run_dir / "tensorboard")
+    assert scalars["final/token_accuracy"] == [(60, pytest.approx(evaluated["metrics"]["token_accuracy"], rel=1e-6))]
+
+    from hwsweep.analysis.status import write_status
+
+    monkeypatch.chdir(tmp_path / "down")
+    status = write_status(resolve(_config(block)))
+    row = status[(status.hardware == "cpu2") & (status.seed == 0)].iloc[0]
+    assert row.tracking.startswith("train: mlflow failed (MlflowException: ") and " | eval: mlflow failed (" in row.tracking
+    assert "tensorboard" not in row.tracking and set(status[status.seed == 1].tracking) == {""}
 
 
 @pytest.mark.slow
@@ -352,7 +668,7 @@ def test_suite_tables_reach_every_tracker(tmp_path):
     config = TrackingConfig(backends=["tensorboard", "mlflow", "wandb"], close_timeout=120)
     config = TrackingConfig.from_dict(config.to_dict() | {"wandb": {"project": "hwsweep-test", "mode": "offline"}})
     status = tracking.publish_tables("tiny", suite_dir, config, tables)
-    assert set(status["backends"].values()) == {"ok"}, status
+    assert status["backends"] == {name: ALL_TAKEN for name in config.backends}, status
     client = _mlflow(tmp_path / "results")
     (run,) = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
     assert run.data.tags["kind"] == "aggregate"
@@ -390,6 +706,12 @@ SEEN_TEXT = """(() => { const out = []; const walk = (n) => { if (n.shadowRoot) 
     walk(document.body); return out.join(' ').replace(/\\s+/g, ' '); })()"""
 
 
+# The same, of the HParams table view alone.
+TABLE_TEXT = SEEN_TEXT.replace("walk(document.body)", """const find = (n) => n.localName === 'tf-hparams-table-view' ? n :
+    [...(n.shadowRoot ? [n.shadowRoot] : []), ...n.children].map(find).find(x => x) || null;
+    const table = find(document.body); if (table) walk(table)""")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_tensorboard_shows_each_run_and_its_plan_in_a_browser(tmp_path):
@@ -405,7 +727,7 @@ def test_tensorboard_shows_each_run_and_its_plan_in_a_browser(tmp_path):
         tracker = tracking.Tracker.start(matrix.spec("tiny", "default", hardware, seed), folder, matrix.tracking, system=False)
         for step in (5, 10):
             tracker.log(step, {"loss": loss * 10 / step})
-        assert tracker.close()["backends"] == {"tensorboard": "ok"}
+        assert tracker.close()["backends"] == {"tensorboard": ALL_TAKEN}
     port, shots = _free_port(), tmp_path / "screenshots"
     shots.mkdir()
     with open(tmp_path / "tensorboard.log", "w") as log:
@@ -424,11 +746,16 @@ def test_tensorboard_shows_each_run_and_its_plan_in_a_browser(tmp_path):
             b.screenshot(shots / "timeseries.png")
             assert shown, b.evaluate(SEEN_TEXT)[:3000]
             b.evaluate("location.hash = '#hparams'")  # the HPARAMS tab: the same page, so no load event
-            # The table's columns are the plan's values; its rows, one per run, say which hardware and seed.
+            # The plan's values are its columns (and filters); the table has a row per run, named by the run
+            # (trial id, not a hash of the values), with its hardware. The table's own text for the rows: the
+            # filters beside it name every value too (issue 34: columns and filters were seen, but no rows).
             columns = ("hardware", "seed", "plan.global_batch", "cpu1", "cpu2")
             shown = b.until(f"(t => {' && '.join(f't.includes({c!r})' for c in columns)})({SEEN_TEXT})", timeout=90)
-            b.screenshot(shots / "hparams.png")
             assert shown, b.evaluate(SEEN_TEXT)[:3000]
+            rows = [f"tiny/default/{hardware}/seed{seed}" for hardware, seed in runs] + ["cpu1", "cpu2"]
+            shown = b.until(f"(t => {' && '.join(f't.includes({c!r})' for c in rows)})({TABLE_TEXT})", timeout=90)
+            b.screenshot(shots / "hparams.png")
+            assert shown, b.evaluate(TABLE_TEXT)[-3000:]
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -443,5 +770,8 @@ def test_gpu_metrics_come_from_the_run_s_gpu_under_cuda_visible_devices(monkeypa
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     assert device.nvml_index(torch.device("cuda", 1)) == 5
+    assert tracking.visible_gpu() == 3  # the runner of a command (torch-free): rank 0's, the first visible
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8d3c2f6e-1b2a-4c5d-9e8f-0a1b2c3d4e5f,GPU-0")
+    assert tracking.visible_gpu() == "GPU-8d3c2f6e-1b2a-4c5d-9e8f-0a1b2c3d4e5f"  # NVML finds it by UUID
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert device.nvml_index(torch.device("cuda", 1)) == 1
+    assert device.nvml_index(torch.device("cuda", 1)) == 1 and tracking.visible_gpu() == 0

@@ -101,16 +101,30 @@ def test_changing_one_suite_reruns_only_that_suite(two_suites):
     assert trains and set(trains) == {"other"}, proc.stdout[-3000:]
 
 
-def test_naming_a_tracker_after_the_runs_finished_retrains_nothing(two_suites):
-    """Issue 22: which trackers watch is not part of what trains, so adding one rewrites each run's
-    tracking.json and schedules no train job (nor anything after it: snakemake does not look past an
-    ancient input, docs/tracking.md)."""
+def test_naming_a_tracker_later_retrains_nothing_and_hides_no_pending_job(two_suites):
+    """Issue 22: which trackers watch is not part of what trains, so adding one rewrites each run's tracking.json
+    and schedules no train job of a finished run. Issue 34: the dry run after it still lists an unfinished run's
+    pending jobs (they were hidden when a rule rewrote tracking.json: snakemake plans nothing after an ancient
+    input's rule that reruns)."""
     folder, cfg = two_suites
+    unfinished = folder / "results/other/default/cpu2/seed0"
+    for path in (unfinished / "train.json", unfinished / "eval.json", folder / "results/other/runs.csv"):
+        path.unlink()  # as if that run had not finished: nor were its suite's tables made
     cfg["tracking"] = ["tensorboard"]
     proc = snakemake(folder, cfg, "-n", "--cores", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "rule tracking:" in proc.stdout and "rule train:" not in proc.stdout, proc.stdout[-3000:]
-    assert "rule evaluate:" not in proc.stdout and "rule aggregate_suite:" not in proc.stdout
+    trains = re.findall(r"rule train:.*?wildcards: suite=(\w+), variant=\w+, hardware=(\w+)", proc.stdout, flags=re.S)
+    assert trains == [("other", "cpu2")], proc.stdout[-3000:]
+    assert "rule evaluate:" in proc.stdout and "rule aggregate_suite:" in proc.stdout
+    assert "tracking.json would be rewritten by a real run (nothing retrains" in proc.stderr, proc.stderr[-3000:]
+    finished = folder / "results/tiny/default/cpu1/seed0"
+    assert json.loads((finished / "tracking.json").read_text())["backends"] == []  # a dry run writes nothing
+
+    trained = (finished / "train.json").stat().st_mtime_ns
+    proc = snakemake(folder, cfg, "--cores", "2", "results/tiny/runs.csv")  # tiny's runs are finished
+    assert proc.returncode == 0 and "Nothing to be done" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    assert json.loads((finished / "tracking.json").read_text())["backends"] == ["tensorboard"]
+    assert (finished / "train.json").stat().st_mtime_ns == trained
 
 
 def test_a_report_after_a_single_suite_run_leaves_out_the_older_all_suites_tables_and_says_so(two_suites):
@@ -140,6 +154,68 @@ def test_a_report_after_a_single_suite_run_leaves_out_the_older_all_suites_table
     html = (folder / "report.html").read_text()
     assert "results/comparison.html" in html and "results/plan.html" in html
     assert "left out of this report" not in (folder / ".snakemake/hwsweep/landing.rst").read_text()
+
+
+def test_a_report_after_a_suite_changed_leaves_out_its_older_tables_until_all_reruns_it(two_suites):
+    """Issue 33, item 3: after the sweep, suite other changes (a wider model); its tables are made from runs of the
+    older config. The report built before rerunning leaves them out, with the All-suites tables made from them,
+    and its landing page and stderr say why, as `status` says those runs are stale; `all` brings them back."""
+    folder, cfg = two_suites
+    cfg["suites"]["other"]["overrides"]["model"]["width"] = 48
+    proc = snakemake(folder, cfg, "--report", str(folder / "report.html"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (folder / "report.html").read_text()
+    assert "results/tiny/tables/comparison.html" in html and "results/tiny/plots/curves.png" in html
+    # (the landing page names results/other/comparison.csv and runs.csv: the reason they are left out)
+    for item in ("results/other/tables/", "results/other/plots/", "results/other/speedup.csv",
+                 "results/comparison.html", "results/plan.html"):  # fmt: skip
+        assert item not in html, item
+    landing = (folder / ".snakemake/hwsweep/landing.rst").read_text()
+    why = ("results/other/comparison.csv is out of date: of the 2 runs suite other has now, 2 were trained under "
+           "another config (\\`snakemake -f status\\` names them): left out of this report; \\`snakemake all\\`, then "
+           "the report again, brings it up to date.")  # fmt: skip
+    sections = dict(re.findall(r"^\*\*Suite (\w+)\*\*.*?\n\n(.*?)\n\n(?=\*\*Suite |\*\*All suites)", landing, re.M | re.S))
+    assert sections["other"] == f"**Out of date** — {why}", landing  # none of its old verdicts
+    assert sections["tiny"].startswith("- Overall against cpu1"), landing
+    assert "- results/comparison.csv was made from results/other/" in landing, landing
+    assert "hwsweep warning: results/other/comparison.csv is out of date" in proc.stderr, proc.stderr[-3000:]
+
+    proc = snakemake(folder, None, "--cores", "1", "-f", "status")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    states = pd.read_csv(folder / "results/partial/status.csv").groupby("suite").state.agg(set)
+    assert states.to_dict() == {"tiny": {"done"}, "other": {"stale"}}  # the same judgement as the report's
+
+    proc = snakemake(folder, None, "--cores", "2", "all")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = snakemake(folder, None, "--report", str(folder / "report.html"))
+    assert proc.returncode == 0 and "hwsweep warning" not in proc.stderr, proc.stderr[-3000:]
+    assert "results/other/tables/comparison.html" in (folder / "report.html").read_text()
+    assert "Out of date" not in (folder / ".snakemake/hwsweep/landing.rst").read_text()
+
+
+def test_a_report_after_the_statistics_changed_leaves_out_tables_made_with_the_older_ones(two_suites):
+    """The runs stay current when only the statistics change, but every suite's tables (and the landing page's
+    verdicts, read from them) hold intervals at the older confidence: left out until `all` reruns the aggregates,
+    which it does without training."""
+    folder, cfg = two_suites
+    cfg["statistics"] = {"confidence": 0.9}
+    proc = snakemake(folder, cfg, "--report", str(folder / "report.html"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    landing = (folder / ".snakemake/hwsweep/landing.rst").read_text()
+    for suite in ("tiny", "other"):
+        why = (f"**Out of date** — results/{suite}/comparison.csv was made with other settings than this config's "
+               f"(baseline, statistics, metrics, prices, references or targets; results/{suite}/settings.sha256): "
+               "left out of this report")  # fmt: skip
+        assert why in landing, landing
+        assert f"results/{suite}/tables/" not in (folder / "report.html").read_text()
+    assert "Overall against" not in landing
+
+    proc = snakemake(folder, None, "--cores", "2", "all")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rule aggregate_suite:" in proc.stderr and "rule train:" not in proc.stderr, proc.stderr[-3000:]
+    proc = snakemake(folder, None, "--report", str(folder / "report.html"))
+    assert proc.returncode == 0 and "hwsweep warning" not in proc.stderr, proc.stderr[-3000:]
+    assert "Overall against" in (folder / ".snakemake/hwsweep/landing.rst").read_text()
 
 
 def test_jobs_see_exactly_the_replaced_config_and_refuse_a_changed_spec(tmp_path, small_config):

@@ -3,7 +3,8 @@ hwsweep.analysis.validation judges them, the same judgement `all` acts on; runni
 record has its launcher on this node), and a partial aggregate of what has finished, for watching
 a long sweep (`snakemake status`). It reads only: the next `all` moves a corrupt record aside
 (hwsweep.analysis.quarantine), not this; the repairs column names what that `all` will set right and what
-earlier ones did (a rewritten spec.json, records moved aside, a run retrained for a lost checkpoint)."""
+earlier ones did (a rewritten spec.json, records moved aside, a run retrained for a lost checkpoint); the
+tracking column, which tracker did not take what a run sent it, as its records say."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from hwsweep.analysis.aggregate import aggregate, prices_of
 from hwsweep.analysis.validation import FAILED, MISSING, run_state
 from hwsweep.contracts import host, io
 from hwsweep.contracts.spec import EVAL_RECORD, SPEC_FILE, TRAIN_RECORD
+from hwsweep.contracts.tracking import delivery_problem
 
 RUNNING = "running"
 
@@ -29,6 +31,22 @@ def _state(spec, evaluated: bool, launched: set[str]) -> tuple[str, str]:
     return verdict.state, verdict.reason
 
 
+def tracking_problem(spec, evaluated: bool) -> str:
+    """What the run's records say its trackers did not take ("" when each took everything, or nothing is tracked
+    or recorded yet): train.json's for the training, eval.json's for the evaluation (docs/tracking.md)."""
+    out = []
+    for stage, name in (("train", TRAIN_RECORD), ("eval", EVAL_RECORD)):
+        if stage == "eval" and not evaluated:
+            continue
+        try:
+            problem = delivery_problem(io.read_json(spec.path(name)).get("tracking"))
+        except (OSError, ValueError, AttributeError):  # no record (yet), or one the state column judges
+            continue
+        if problem:
+            out.append(f"{stage}: {problem}")
+    return " | ".join(out)
+
+
 def write_status(matrix, folder="results/partial") -> pd.DataFrame:
     folder = Path(folder)
     evaluated = matrix.evaluation.kind != "none"
@@ -38,7 +56,8 @@ def write_status(matrix, folder="results/partial") -> pd.DataFrame:
         state, problem = _state(spec, evaluated, launched)
         rows.append({"suite": r.suite, "variant": r.variant, "hardware": r.hardware, "seed": r.seed,
                      "state": state, "problem": problem,
-                     "repairs": " | ".join(quarantine.repairs(spec, evaluated))})  # fmt: skip
+                     "repairs": " | ".join(quarantine.repairs(spec, evaluated)),
+                     "tracking": tracking_problem(spec, evaluated)})  # fmt: skip
     status = pd.DataFrame(rows)
     io.write_csv(status, folder / "status.csv")
     done = status[status.state == "done"]

@@ -2,9 +2,10 @@
 
 `snakemake --profile slurm` looks for a folder `slurm` in the working directory, then in the user's
 snakemake config folder (platformdirs: $XDG_CONFIG_HOME/snakemake or ~/.config/snakemake on Linux),
-then in the site folder (/etc/xdg/snakemake). The template is profiles/slurm/config.yaml of this
-checkout; the installed copy gets the account and partition asked for by flags, and a summary of
-the partitions and GPU types `sinfo` reports, as comments.
+then in the site folder (/etc/xdg/snakemake). The template is profiles/slurm/config.yaml of the workflow
+files (hwsweep.contracts.workflow_files: the installed package's copy, or the clone's); the installed copy
+gets the account and partition asked for by flags, and a summary of the partitions and GPU types `sinfo`
+reports, as comments.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import sys
 from pathlib import Path
 
 from hwsweep.cluster import slurm
+from hwsweep.contracts import workflow_files
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "profiles"
 SITE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # as the config schema's partition pattern
 
 
@@ -37,12 +38,17 @@ def user_profile_dir() -> Path:
 
 
 def template_path(kind: str, given: Path | None = None) -> Path:
-    candidates = [given] if given else [TEMPLATES / kind / "config.yaml", Path.cwd() / "profiles" / kind / "config.yaml"]
-    for path in candidates:
-        if path.is_file():
-            return path
-    flag = f"--template {given}" if given else f"profiles/{kind}/config.yaml"
-    raise ProfileError(f"{flag}: no such file; run this from a clone of hwsweep or pass --template PATH")
+    if given:
+        if given.is_file():
+            return given
+        raise ProfileError(f"--template {given}: no such file; give the profile file to install")
+    try:
+        path = workflow_files.profile_template(kind)
+    except workflow_files.MissingWorkflow as e:
+        raise ProfileError(f"{e}; or pass --template PATH") from None
+    if not path.is_file():
+        raise ProfileError(f"{path}: no such file; reinstall hwsweep or pass --template PATH")
+    return path
 
 
 def check_site_name(flag: str, value: str | None, known: list[str] | None = None) -> None:
@@ -98,7 +104,8 @@ def check_loads(folder: Path, site: dict[str, str]) -> None:
 
     path = folder / "config.yaml"
     try:
-        with contextlib.redirect_stdout(io.StringIO()):  # its "Using profile ..." note is not our output
+        # Its "Using profile ..." note (stderr) and an argparse complaint are not our output: one line says it.
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             _, args = parse_args(["--profile", str(folder)])
     except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever snakemake stops at, said in one line
         raise ProfileError(f"{path}: snakemake cannot read the written profile ({one_line(e)}); nothing was installed") from None

@@ -94,8 +94,8 @@ class RunRecord(Typed):
     # Recipe settings that reached no flag of the command (recipe.optimizer.weight_decay, ...): the script used
     # its own values, so the recorded recipe does not say what it applied for these.
     not_passed: list = field(default_factory=list)
-    # The trackers that saw the run live (config tracking): {id, dropped (steps the full queue dropped),
-    # backends: name -> "ok" or why it failed}; None: tracking off.
+    # The trackers that saw the run live (config tracking): {id, backends: name -> {state (ok, late, failed), why,
+    # dropped, undelivered}} (hwsweep.run.tracking.Tracker.status); None: tracking off.
     tracking: dict | None = None
 
     def curve(self, name: str) -> Curve:
@@ -114,6 +114,10 @@ class EvalRecord(Typed):
     metrics: dict
     eval_seconds: float
     checks: list = field(default_factory=list)
+    # The device the built-in evaluator ran on (torch's device type: cuda, cpu); None: a command's evaluation.
+    device: str | None = None
+    # What the trackers took of these metrics (final/*), as RunRecord.tracking says it; None: tracking off.
+    tracking: dict | None = None
 
 
 def read(cls, path, metrics: list | None = None):

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from hwsweep.contracts import io
 from hwsweep.contracts.spec import TRACKING_FILE
 from hwsweep.contracts.typed import Typed
 
@@ -43,7 +45,8 @@ class TrackingConfig(Typed):
     wandb: WandbConfig = WandbConfig()
     queue_size: int = 10000
     system_every: float = 10.0
-    close_timeout: float = 30.0
+    close_timeout: float = 60.0  # a job's end gives up on a tracker that took nothing for this long
+    close_limit: float = 600.0  # ... and waits at most this long in all, while trackers still take rows
 
     @property
     def on(self) -> bool:
@@ -64,23 +67,48 @@ class TrackingConfig(Typed):
             return cls()
 
 
+def refresh_run_file(run_dir, config: TrackingConfig, dry_run: bool = False) -> bool:
+    """Make the run's TRACKING_FILE hold `config` (dry_run: write nothing); whether a file there held another
+    block (the config's tracking changed since the run was started)."""
+    path = Path(run_dir, TRACKING_FILE)
+    text = json.dumps(config.to_dict(), sort_keys=True) + "\n"
+    try:
+        held = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        held = None
+    if held != text and not dry_run:
+        io.write_text(path, text)
+    return held is not None and held != text
+
+
 def uri_problem(uri: str) -> str | None:
-    """Why `uri` is not an MLflow tracking URI (a phrase with the fix), or None."""
+    """Why `uri` is not an MLflow tracking URI (a phrase with the fix), or None. Checked as written, at planning:
+    no server is asked (a server down then is a warning of the run, not a refused config)."""
+    fix = "use http://host:5000, sqlite:///path/to/file.db, file:///path/to/folder or a folder"
+    if not uri.strip():
+        return "is empty; leave it out for the local store results/mlruns"
+    if any(c.isspace() or not c.isprintable() for c in uri):
+        return f"holds a space or a control character; {fix}"
     parts = urlsplit(uri)
-    if not parts.scheme:
-        return None if uri.strip() else "is empty; leave it out for the local store results/mlruns"
+    if not parts.scheme:  # a folder: MLflow's file store there; a name with URI syntax in it is a mistyped URI
+        odd = sorted(set(re.sub(r"[\w.+@,=/-]", "", uri)))
+        return f"is neither a URI nor a plain folder (it holds {''.join(odd)!r}); {fix}" if odd else None
     if parts.scheme not in MLFLOW_SCHEMES:
-        return f"has scheme {parts.scheme!r}; use one of {', '.join(MLFLOW_SCHEMES)} (e.g. http://host:5000) or a folder"
+        return f"has scheme {parts.scheme!r}, which MLflow does not take; {fix}"
     if parts.username or parts.password:
         return ("holds credentials; remove them and set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
                 "in the environment instead")  # fmt: skip
-    if parts.scheme in ("http", "https"):
-        try:
-            parts.port  # raises on a port that is not a number in range
-        except ValueError:
-            return "has a port that is not a number from 0 to 65535; use http://host:port"
-        if not parts.hostname:
-            return "names no host; use http://host:port"
+    try:
+        parts.port  # raises on a port that is not a number in range
+    except ValueError:
+        return f"has a port that is not a number from 0 to 65535; {fix}"
+    if parts.scheme in ("http", "https", "postgresql", "mysql", "mssql") and not parts.hostname:
+        return f"names no host; use {parts.scheme}://host:port" + ("" if parts.scheme.startswith("http") else "/database")
+    if parts.scheme in ("file", "sqlite"):
+        if parts.netloc and parts.netloc != "localhost":
+            return f"names host {parts.netloc!r}; a {parts.scheme} URI is on this machine: {parts.scheme}:///path (three slashes)"
+        if parts.path.strip("/") == "":
+            return f"names no path; {fix}"
     return None
 
 
@@ -98,6 +126,26 @@ def config_problem(config: TrackingConfig) -> str | None:
     if "wandb" in config.backends and not config.wandb.project:
         return "tracking.wandb.project: W&B needs a project; add tracking: {wandb: {project: NAME}}"
     return None
+
+
+def rows_text(n: int) -> str:
+    """A count of rows as the warnings and `status` say it."""
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
+def delivery_problem(status: dict | None) -> str:
+    """What a record's `tracking` (train.json's or eval.json's) says went wrong, one phrase per backend that did
+    not take every row it was given ("" when all did, or tracking was off): `status` shows it."""
+    out = []
+    for name, b in ((status or {}).get("backends") or {}).items():
+        if isinstance(b, str):  # a record of an earlier hwsweep: "ok" or why the backend failed
+            b = {"state": "ok"} if b == "ok" else {"state": "failed", "why": b}
+        lost = [f"{rows_text(b[k])} {k}" for k in ("dropped", "undelivered") if b.get(k)]
+        if b.get("state") != "ok":
+            out.append(f"{name} {b.get('state')}" + (f" ({b['why']})" if b.get("why") else "") + "".join(f", {x}" for x in lost))
+        elif lost:
+            out.append(f"{name}: " + ", ".join(lost))
+    return "; ".join(out)
 
 
 def run_id(suite: str, variant: str, hardware: str, seed: int) -> str:

@@ -49,8 +49,12 @@ def _emphasis(sentence: str) -> str:
 
 
 def suite_section(matrix, suite: str, complete: bool, description: str = "",
-                  results: Path = Path("results")) -> list[str]:  # fmt: skip
+                  results: Path = Path("results"), stale: str | None = None) -> list[str]:  # fmt: skip
+    """The suite's headline from its tables; or, where it has none, which runs failed and why; or, where its tables
+    are out of date (`stale`: why, hwsweep.report.current), that they are left out and what brings them back."""
     lines = [f"**Suite {_escape(suite)}**" + (f" — {_escape(description)}" if description else ""), ""]
+    if complete and stale:
+        return lines + [f"**Out of date** — {_escape(left_out(stale))}.", ""]
     if not complete:
         counts, reasons = run_states(matrix, suite)
         lines += [_emphasis(headline.failure_sentence(counts, reasons[:1])), ""]
@@ -103,14 +107,16 @@ def left_out(why: str) -> str:
 
 
 def write(matrix, complete: dict[str, bool], template: Path, path: Path, descriptions: dict | None = None,
-          stale: dict[str, str] | None = None) -> Path:  # fmt: skip
-    """The landing page's reStructuredText: headlines (or failures) per suite, the comparisons across suites,
-    which "All suites" tables are left out as out of date (`stale`: table -> why), then the template. The
-    headline part is wrapped so the report's template engine leaves it as is."""
-    stale = stale or {}
+          stale: dict[str, str] | None = None, stale_suites: dict[str, str] | None = None) -> Path:  # fmt: skip
+    """The landing page's reStructuredText: headlines (or failures, or why the tables are out of date:
+    `stale_suites`, suite -> why) per suite, the comparisons across suites, which "All suites" tables are left
+    out as out of date (`stale`: table -> why), then the template. The headline part is wrapped so the report's
+    template engine leaves it as is."""
+    stale, stale_suites = stale or {}, stale_suites or {}
     lines = ["What the runs show", "==================", ""]
     for suite in matrix.suites:
-        lines += suite_section(matrix, suite, complete[suite], (descriptions or {}).get(suite, ""))
+        lines += suite_section(matrix, suite, complete[suite], (descriptions or {}).get(suite, ""),
+                               stale=stale_suites.get(suite))  # fmt: skip
     lines += compare_section() if matrix.compare and "results/compare.csv" not in stale else []
     if stale:
         lines += ["**All suites**", ""] + [f"- {_escape(left_out(why))}" for why in stale.values()] + [""]

@@ -41,7 +41,8 @@ def builtin(spec: RunSpec) -> int:
         metrics = fam.evaluate(model, spec.recipe, held_out, curves=curves)
     metrics |= costs(spec, trained, last, metrics)
     record = EvalRecord(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
-                        evaluator="builtin", metrics=metrics, eval_seconds=time.perf_counter() - t0)  # fmt: skip
+                        evaluator="builtin", metrics=metrics, eval_seconds=time.perf_counter() - t0,
+                        device=device.type)  # fmt: skip
     print(f"hwsweep.run.evaluate: evaluated on {device.type}", file=sys.stderr)
     io.write_json(spec.path(EVAL_RECORD), record.to_dict())
     print(f"{spec.run_dir}: " + ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} none" for k, v in metrics.items()))

@@ -46,7 +46,9 @@ def torchrun_command(spec: RunSpec, env: dict) -> list[str]:
     """torchrun with the plan's shape and rendezvous, up to the program it starts."""
     plan = spec.plan
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [str(torchrun) if torchrun.exists() else "torchrun"]
+    # Else the same module through this interpreter (a venv that sees torch without its scripts), never a
+    # torchrun found on PATH, whose Python may be another one, with another hwsweep.
+    cmd = [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
     if plan.nodes == 1:
         cmd += ["--standalone", "--nnodes", "1", "--rdzv-conf", f"join_timeout={RENDEZVOUS_TIMEOUT}"]
     else:

@@ -347,7 +347,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
             return 0  # a runtime-API script wrote the full RunRecord itself
     except RunFailed as e:
         print(f"hwsweep: {spec.suite}/{spec.variant}/{spec.hardware_name}/seed{spec.seed}: {e}", file=sys.stderr)
-        feed.close(failed=stage.signalled is None)
+        feed.close(failed=stage.signalled is None, preempted=stage.signalled is not None)
         # A runtime-API script resumes from its own checkpoints without trainer.resume.
         resumable = trainer.resume_when or any(Path(spec.run_dir, CHECKPOINT_DIR).glob(CHECKPOINTS))
         return EXIT_PREEMPTED if stage.signalled is not None and resumable else 1
@@ -371,7 +371,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         peak_memory_source="host_rss", tracking=feed.drain(),
     )  # fmt: skip
     io.write_json(spec.path(TRAIN_RECORD), record.to_dict())
-    feed.close(artifacts=[spec.path(TRAIN_RECORD)])
+    feed.close(record=spec.path(TRAIN_RECORD))
     for check in record.checks:
         print(f"hwsweep: warning: {check}", file=sys.stderr)
     return 0
@@ -397,6 +397,7 @@ class TrackerFeed:
         self.spec, self.run_dir, self.config, self.start_step, self.since = spec, run_dir, config, start_step, since
         self.tracker = None
         self.theirs = False  # the script's own runtime tracks
+        self.drained: dict | None = None  # the status drain() gave the record
 
     def __call__(self, observations: list[dict]) -> None:
         if self.tracker is None and not self.theirs:
@@ -404,7 +405,7 @@ class TrackerFeed:
             self.theirs = owner.exists() and owner.stat().st_mtime >= self.since
             if self.theirs:
                 return
-            gpu = 0 if self.spec.plan.accelerator == "cuda" else None
+            gpu = tracking.visible_gpu() if self.spec.plan.accelerator == "cuda" else None
             self.tracker = tracking.Tracker.start(self.spec, self.run_dir, self.config, self.start_step, gpu)
         if self.tracker is None:
             return
@@ -415,12 +416,20 @@ class TrackerFeed:
         for step, values in sorted(by_step.items()):
             self.tracker.log(step, values)
 
-    def drain(self) -> dict | None:
-        return self.tracker.drain() if self.tracker is not None else None
+    def close(self, record=None, failed: bool = False, preempted: bool = False) -> None:
+        """Close the tracked run; with `record` (train.json, just written with drain()'s status) sent as an
+        artifact and its tracking status brought up to date. Preempted, it waits at most close_timeout: the
+        scheduler's notice is for the checkpoint."""
+        if self.tracker is None:
+            return
+        if record is None:
+            self.tracker.close(failed=failed, timeout=self.config.close_timeout if preempted else None)
+        else:
+            tracking.close_recorded(self.tracker, record, self.drained)
 
-    def close(self, artifacts=(), failed: bool = False) -> None:
-        if self.tracker is not None:
-            self.tracker.close(artifacts=artifacts, failed=failed)
+    def drain(self) -> dict | None:
+        self.drained = self.tracker.drain() if self.tracker is not None else None
+        return self.drained
 
 
 def evaluate(spec: RunSpec, spec_path: str, threads: int) -> int:

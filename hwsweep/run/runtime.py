@@ -361,8 +361,8 @@ class Run:
         if stop and done < self.plan.steps and not reached:
             if self.master:
                 print(f"hwsweep: stop requested; checkpoint at step {done}, exiting {EXIT_PREEMPTED}", flush=True)
-                if self.tracker is not None:  # the resumed run continues the same tracked run
-                    self.tracker.close()
+                if self.tracker is not None:  # the resumed run continues the same tracked run; the scheduler's
+                    self.tracker.close(timeout=self.tracking.close_timeout)  # notice is for the checkpoint
             dist.destroy_process_group()
             raise SystemExit(EXIT_PREEMPTED)
 
@@ -559,7 +559,7 @@ class Run:
                     self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
                 io.write_json(self.run_dir / TRAIN_RECORD, record.to_dict())
                 if self.tracker is not None:
-                    self.tracker.close(artifacts=[self.run_dir / TRAIN_RECORD])
+                    tracking.close_recorded(self.tracker, self.run_dir / TRAIN_RECORD, status)
         dist.broadcast_object_list(problem, src=0)
         dist.barrier()
         dist.destroy_process_group()

@@ -2,28 +2,34 @@
 
     tracker = Tracker.start(spec, run_dir, config, start_step)   # None when tracking is off; rank 0 only
     tracker.log(step, {"loss": 2.3, "lr": 1e-3})          # never blocks: a full queue drops and counts
-    status = tracker.drain()                              # what the record keeps: each backend ok or why not
+    status = tracker.drain()                              # what the record keeps: each backend's delivery
     tracker.close(artifacts=[record_path])
 
 The clients run in the tracker's own process, fed through a pipe, on the CPUs the run's processes left spare
 (where there are any): the training thread only puts plain floats into a bounded queue, so a slow,
 unreachable or misconfigured tracker can neither fail, hold nor slow a run, the clients' Python never holds
-the run's interpreter lock, and the trained numbers are the same with tracking on or off. That process opens
-the tracked run (which may reach a server), writes the curves and samples system metrics (CPU; GPU through
-NVML where present) every `system_every` seconds. A backend that raises is dropped after one warning line
-on stderr (the run's log). Each run has one tracked run, its id derived from (suite, variant, hardware,
-seed): a resumed run continues it (TensorBoard purges the steps after the checkpoint, MLflow finds it by
-tag, W&B resumes the id). Torch-free: the runner of a user's command uses it too; the trackers' clients are
-imported in the tracker's process only, only when named."""
+the run's interpreter lock, and the trained numbers are the same with tracking on or off. In that process each
+backend has a thread and a queue of its own (Channel): it opens its tracked run (which may reach a server),
+writes and closes whatever the others do, so a slow or failing one never delays or drops another's rows. System
+metrics (CPU; GPU through NVML where present) are sampled every `system_every` seconds from the start and once
+at the end. The end of a job waits while each backend keeps taking rows (close_timeout without progress gives
+it up, close_limit bounds the wait); a backend that raises or is given up is one warning line on stderr (the
+job's log) and its status says so. Each run has one tracked run, its id derived from (suite, variant,
+hardware, seed): a resumed run continues it (TensorBoard purges the steps after the checkpoint, MLflow and W&B
+are sent only the steps past those they hold). Torch-free: the runner of a user's command uses it too; the
+trackers' clients are imported in the tracker's process only, only when named."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import csv
 import functools
 import json
+import logging
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -33,12 +39,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hwsweep.contracts import io
 from hwsweep.contracts.spec import RUN_DIR
-from hwsweep.contracts.tracking import TrackingConfig, aggregate_id, run_id
+from hwsweep.contracts.tracking import TrackingConfig, aggregate_id, rows_text, run_id
 
 FOLDER = "tensorboard"  # in each run's folder (and each suite's, for its tables)
 MLFLOW_FOLDER = "mlruns"  # the default MLflow store, in results/
 ID_TAG = "hwsweep_run_id"
+REPLACED_FOLDER = "replaced"  # under a run's wandb/: W&B offline attempts a fresh start replaced (kept, not synced)
+PID_FILE = "tracking.pid"  # in the tracked folder: the tracker's process that writes there now
 OWNER_FILE = "tracking.owner"  # written by hwsweep.runtime in the run folder: the runner of a command leaves it the tracking
 BATCH = 1000  # queued items a backend takes in one call
 FINAL_PREFIX = "final/"  # the held-out evaluation's metrics, apart from the periodic evaluations' curves
@@ -63,7 +72,7 @@ class Target:
     start_step: int = 0  # a resumed run continues after this step
     params: dict = field(default_factory=dict)
     tags: dict = field(default_factory=dict)
-    gpu: int | None = None  # the NVML index of the run's GPU; None: no GPU metrics
+    gpu: int | str | None = None  # the run's GPU: NVML's index, or its UUID; None: no GPU metrics
 
 
 def _flat(value, prefix: str, out: dict) -> dict:
@@ -83,7 +92,14 @@ def _results(folder: Path, layout: str) -> Path:
     return folder.parents[depth - 1] if len(folder.parents) >= depth else folder
 
 
-def run_target(spec, run_dir, start_step: int = 0, gpu: int | None = None) -> Target:
+def visible_gpu() -> int | str:
+    """The first GPU this process may use, as NVML names it, without torch (the runner of a command): the first
+    entry of CUDA_VISIBLE_DEVICES (SLURM binds a job's GPUs so), an index or a UUID; 0 where it is unset."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return int(first) if first.isdigit() else (first or 0)
+
+
+def run_target(spec, run_dir, start_step: int = 0, gpu: int | str | None = None) -> Target:
     """The tracked run of `spec`: its plan as params (recipe, batch plan, sweep values) and its identity as tags."""
     folder = Path(run_dir).resolve()
     tags = {"suite": spec.suite, "variant": spec.variant, "hardware": spec.hardware_name, "seed": str(spec.seed),
@@ -126,7 +142,9 @@ class TensorBoard:
         if target.params:
             from tensorboard.plugins.hparams import summary_v2
 
-            summary = summary_v2.hparams_pb(target.params, start_time_secs=time.time())
+            # The trial's id names the run (the HParams table's first column): by default a hash of the values.
+            summary = summary_v2.hparams_pb(target.params, trial_id=f"{target.experiment}/{target.name}",
+                                            start_time_secs=time.time())  # fmt: skip
             self._event(Event(step=first, summary=summary))
 
     def _event(self, event) -> None:
@@ -259,18 +277,52 @@ class Wandb:
         import wandb
 
         c = config.wandb
-        mode = c.mode if c.mode != "auto" else ("online" if os.environ.get("WANDB_API_KEY") else "offline")
+        self.offline = (c.mode if c.mode != "auto" else ("online" if os.environ.get("WANDB_API_KEY") else "offline")) == "offline"
+        if self.offline and not target.start_step:  # a fresh start: an earlier attempt's folders are not this run's
+            replaced = target.folder / "wandb" / REPLACED_FOLDER  # out of `wandb sync .../wandb/offline-run-*`
+            for earlier in (target.folder / "wandb").glob(f"offline-run-*-{target.run_id}"):
+                replaced.mkdir(parents=True, exist_ok=True)
+                earlier.rename(replaced / earlier.name)
         self.run = wandb.init(
             project=c.project, entity=c.entity, group=target.group, job_type=target.job_type, name=target.name,
-            id=target.run_id, resume="allow", config=target.params, dir=str(target.folder), mode=mode,
+            id=target.run_id, resume="allow", config=target.params, dir=str(target.folder),
+            mode="offline" if self.offline else "online",
             # hwsweep samples the system itself (tracker thread): W&B's own sampler would be a second one.
             settings=wandb.Settings(console="off", silent=True, init_timeout=60, x_disable_stats=True,
                                     disable_job_creation=True),
         )  # fmt: skip
+        self.target, self.timeout = target, config.close_timeout
+        self.held: int | None = None if target.start_step else -1  # the last step W&B has; None: not read yet
 
     def log(self, rows: list[tuple[int, dict]]) -> None:
+        if self.held is None:  # read at the first row, not at the open: the evaluate job logs no rows
+            self.held = self._held()
         for step, values in rows:
-            self.run.log(values, step=step)
+            if step > self.held:  # a resumed attempt repeats the steps between its checkpoint and the kill
+                self.run.log(values, step=step)
+
+    def _held(self) -> int:
+        """The last step of this run's W&B history: online, the step the server resumed it after; offline, the
+        newest step in the earlier attempts' run files (each attempt writes a folder of its own, with the same id,
+        one run once synced), read with W&B's own reader (`wandb leet inspect --json`)."""
+        if not self.offline:
+            return self.run.starting_step - 1
+        mine = Path(self.run.dir).resolve().parent
+        held = -1
+        for path in sorted((self.target.folder / "wandb").glob(f"offline-run-*-{self.target.run_id}/run-*.wandb")):
+            if path.parent.resolve() == mine:
+                continue
+            try:
+                out = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(path)],
+                                     capture_output=True, text=True, timeout=self.timeout, check=True).stdout  # fmt: skip
+            except (OSError, subprocess.SubprocessError) as e:
+                warn(f"tracking: wandb: {path} is unreadable ({first_line(e)}); the steps it holds are sent again")
+                continue
+            for line in out.splitlines():
+                record = json.loads(line)
+                if record.get("type") == "history":  # protobuf's JSON leaves out a 0
+                    held = max(held, int(record["history"].get("step", {}).get("num", 0)))
+        return held
 
     def final(self, step: int, values: dict) -> None:
         # W&B's history only moves forward, and its run table compares runs by their summary: the summary.
@@ -321,10 +373,11 @@ def markdown_table(path: Path) -> str:
 
 # -- system metrics, sampled where the clients run ----------------------------------------------------
 class System:
-    """CPU utilisation of the machine and of the run's process `pid` (and its children waited for), and the
-    run's GPU (utilisation, memory, power) through NVML when nvidia-ml-py is installed and a GPU is given."""
+    """CPU utilisation and memory in use of the machine and of the run's process `pid` (CPU: with its children
+    waited for; memory: with its live descendants, the tracker's own process left out), and the run's GPU
+    (utilisation, memory, power) through NVML when nvidia-ml-py is installed and a GPU is given."""
 
-    def __init__(self, gpu: int | None, pid: int):
+    def __init__(self, gpu: int | str | None, pid: int):
         self.pid = pid
         self.last = (self._machine(), self._process(), time.monotonic())
         self.nvml = None
@@ -333,7 +386,8 @@ class System:
                 import pynvml
 
                 pynvml.nvmlInit()
-                self.nvml, self.handle = pynvml, pynvml.nvmlDeviceGetHandleByIndex(gpu)
+                by = pynvml.nvmlDeviceGetHandleByIndex if isinstance(gpu, int) else pynvml.nvmlDeviceGetHandleByUUID
+                self.nvml, self.handle = pynvml, by(gpu)
             except Exception:  # no NVML here: CPU metrics only
                 self.nvml = None
 
@@ -353,10 +407,46 @@ class System:
         except (OSError, ValueError, IndexError):
             return None
 
-    def sample(self) -> dict:
+    @staticmethod
+    def _memory() -> float | None:
+        """Percent of the machine's memory in use (not available to a new process)."""
+        try:
+            fields = {k: float(v.split()[0]) for k, v in (line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())}
+            return 100 * (1 - fields["MemAvailable"] / fields["MemTotal"])
+        except (OSError, ValueError, KeyError, IndexError, ZeroDivisionError):
+            return None
+
+    def _resident(self) -> float | None:
+        """GB resident of the run's process and its live descendants (a command's, dataloader workers), this
+        tracker's process and its own (W&B's service) left out."""
+        total, todo, seen = 0, [self.pid], set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen or (pid == os.getpid() and pid != self.pid):
+                continue
+            seen.add(pid)
+            try:
+                found = re.search(r"^VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
+                total += int(found.group(1)) * 1024 if found else 0
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    todo += [int(child) for child in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                if pid == self.pid:
+                    return None  # the run's process is gone
+        return total / 2**30
+
+    def sample(self, least: float = 0.0) -> dict:
+        """The metrics since the last sample, at least `least` seconds after it (a CPU share needs an interval: the
+        end of a run shorter than the tracker's start-up is its only sample)."""
+        time.sleep(max(0.0, self.last[2] + least - time.monotonic()))
         machine, process, now = self._machine(), self._process(), time.monotonic()
         (m0, p0, t0), self.last = self.last, (machine, process, now)
         out = {}
+        memory, resident = self._memory(), self._resident()
+        if memory is not None:
+            out["system/memory_percent"] = memory
+        if resident is not None:
+            out["system/process_memory_gb"] = resident
         if now > t0 and process is not None and p0 is not None:
             out["system/process_cpu_percent"] = 100 * (process - p0) / (now - t0)
         if machine and m0 and machine[0] > m0[0]:
@@ -388,79 +478,235 @@ def take(get, timeout: float | None) -> list:
     return items
 
 
+def first_line(error: BaseException) -> str:
+    """Why a client failed, as the record and the warning say it: its type and the first line of its message."""
+    text = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    return f"{type(error).__name__}: {text}"[:300] if text else type(error).__name__
+
+
+class Channel:
+    """One backend on a thread of its own, with its own queue: it opens, takes what is queued for it in order,
+    and closes, whatever the others do, so a slow or failing backend never delays or drops another's rows. Its
+    rows wait here until it took them or failed (at most queue_size of them: past it new ones are dropped for
+    it and counted). Its fields are read and written under the worker's `changed` condition."""
+
+    def __init__(self, backend, worker: "Worker"):
+        self.backend, self.name, self.worker = backend, backend.name, worker
+        self.items: collections.deque = collections.deque()  # (seq, kind, payload)
+        self.rows = 0  # log rows waiting in items
+        self.pending = 0  # what it was given and has not taken yet: a row, an evaluation, a table, a file each
+        self.dropped = 0  # rows its full queue dropped
+        self.undelivered = 0  # what it was given and never took: it failed, or was given up at the end
+        self.why: str | None = None  # failed: why (the first line)
+        self.doing = "opening"  # what its client is at: opening, sending, closing, closed
+        self.taken = 0  # the sequence number of the last item it took (or passed over, failed)
+        self.progress = time.monotonic()  # when its client last returned
+        self.busy = 0.0  # CPU seconds its client spent after opening (bench/)
+        self.thread = threading.Thread(target=self._run, name=f"hwsweep-tracking-{self.name}", daemon=True)
+
+    def put(self, seq: int, kind: str, payload) -> None:
+        """Queue an item for this backend (the worker's `changed` held)."""
+        size = len(payload) if kind == "log" else int(kind in ("text", "final", "artifact"))
+        if self.why is not None:
+            self.undelivered += size
+            return
+        if kind == "log" and self.rows + size > self.worker.config.queue_size:
+            keep = max(0, self.worker.config.queue_size - self.rows)
+            self.dropped += size - keep
+            payload, size = payload[:keep], keep
+            if not payload:
+                return
+        self.rows += size if kind == "log" else 0
+        self.pending += size
+        self.items.append((seq, kind, payload))
+
+    def status(self) -> dict:
+        state = "failed" if self.why is not None else "late" if self.pending else "ok"
+        return {"state": state, "why": self.why, "dropped": self.dropped, "undelivered": self.undelivered + self.pending}
+
+    def fail(self, why: str) -> None:
+        """Drop this backend (the worker's `changed` held): what it holds is undelivered; one warning line."""
+        if self.why is None:
+            self.why = why
+            self.undelivered += self.pending
+            self.pending = self.rows = 0
+            self.items.clear()
+            lost = f"; {rows_text(self.undelivered)} undelivered" if self.undelivered else ""
+            warn(f"tracking: {self.name} failed ({why}){lost}; the run goes on without it")
+
+    def _call(self, method: str, *args) -> None:
+        if self.why is None:
+            try:
+                getattr(self.backend, method)(*args)
+            except Exception as e:  # any failure of a tracker is the tracker's, never the run's
+                with self.worker.changed:
+                    self.fail(first_line(e))
+        with self.worker.changed:
+            self.progress = time.monotonic()
+            self.worker.changed.notify_all()
+
+    def _run(self) -> None:
+        changed = self.worker.changed
+        self._call("open", self.worker.target, self.worker.config)
+        cpu = time.thread_time()
+        while True:
+            with changed:
+                while not self.items:
+                    changed.wait()
+                batch = [self.items.popleft()]
+                while batch[-1][1] == "log" and self.items and self.items[0][1] == "log":
+                    batch.append(self.items.popleft())
+                seq, kind, payload = batch[-1]
+                size = sum(len(p) for _, k, p in batch if k == "log")
+                self.rows -= size
+                size += int(kind in ("text", "final", "artifact"))
+                self.doing = "closing" if kind == "close" else "sending"
+            if kind == "log":
+                self._call("log", [row for _, _, rows in batch for row in rows])
+            elif kind == "close":
+                self._call("close", payload)
+            elif kind != "mark":
+                self._call(kind, *payload)
+            with changed:
+                if self.why is None:  # failed meanwhile: fail() counted these undelivered
+                    self.pending -= size
+                self.taken, self.busy = seq, time.thread_time() - cpu
+                self.doing = "closed" if kind == "close" else self.doing
+                changed.notify_all()
+            if kind == "close":
+                return
+
+
 class Worker:
-    """Owns every client: opens each backend's tracked run, hands it rows, evaluations, tables and files, and
-    samples system metrics every system_every seconds. Items are JSON-able (kind, payload) pairs: they cross a
-    pipe to the tracker's process. A backend that raises is dropped after one warning line."""
+    """Owns every client: a Channel (thread and queue) per backend, fed in order with rows, evaluations, tables
+    and files, and system metrics sampled every system_every seconds from its start and once at the end. Items
+    are JSON-able (kind, payload) pairs: they cross a pipe to the tracker's process. A mark (drain) or the stop
+    is answered once every backend took what came before it, failed, or took nothing for close_timeout seconds,
+    and at most close_limit seconds after it came; at the stop, a backend still holding rows is given up (one
+    warning line; the status counts them undelivered)."""
 
     def __init__(self, target: Target, config: TrackingConfig, system: bool, pid: int, done):
         self.target, self.config = target, config
-        self.backends = [BACKENDS[name]() for name in config.backends]
-        self.failed: dict[str, str] = {}  # backend -> why it was dropped
-        self.step = target.start_step  # the newest step logged: system samples are put at it
-        self.busy_seconds = 0.0  # CPU time spent on the trackers after opening them (bench/)
+        self.changed = threading.Condition()
+        self.channels = [Channel(BACKENDS[name](), self) for name in config.backends]
+        # The newest step logged: system samples are put at it. After a resume, at the first step this attempt
+        # owns: TensorBoard would read a lower one as a restart and drop the curves after it.
+        self.step = target.start_step + 1 if target.start_step else 0
+        self.seq = 0  # items given to the channels, numbered in order
+        self._short: dict = {}  # the backends the last wait ended short of: since when they took nothing
         self._system, self._pid = system, pid
         self._done = done  # done(token, stopped): a mark or the stop was reached
 
-    def _fail(self, backend, error: BaseException) -> None:
-        reason = " ".join(f"{type(error).__name__}: {error}".split())[:300]
-        self.failed[backend.name] = reason
-        warn(f"tracking: {backend.name} failed ({reason}); the run goes on without it")
+    @property
+    def busy_seconds(self) -> float:
+        return sum(c.busy for c in self.channels)
 
-    def _each(self, method: str, *args) -> None:
-        for backend in self.backends:
-            if backend.name in self.failed:
-                continue
-            try:
-                getattr(backend, method)(*args)
-            except Exception as e:  # any failure of a tracker is the tracker's, never the run's
-                self._fail(backend, e)
+    def status(self) -> dict:
+        with self.changed:
+            return {c.name: c.status() for c in self.channels}
+
+    def _put(self, kind: str, payload=None) -> int:
+        with self.changed:
+            self.seq += 1
+            for channel in self.channels:
+                channel.put(self.seq, kind, payload)
+            self.changed.notify_all()
+            return self.seq
+
+    def _wait(self, seq: int) -> list:
+        """Wait while a backend that has not taken item `seq` yet still takes something within close_timeout,
+        at most close_limit in all; the backends still short of it (too slow or stuck), with why. A backend short
+        at the last wait too (the close after the record's drain) is timed from that one: a stuck backend costs
+        the job close_timeout once, not per wait."""
+        start, c = time.monotonic(), self.config
+        with self.changed:
+            while True:
+                now = time.monotonic()
+                short = [ch for ch in self.channels if ch.why is None and ch.taken < seq]
+                since = {ch: max(ch.progress, self._short.get(ch, start)) for ch in short}
+                moving = [ch for ch in short if now - since[ch] < c.close_timeout]
+                if not moving or now - start >= c.close_limit:
+                    self._short = since
+                    if now - start >= c.close_limit:
+                        return [(ch, f"still {ch.doing} after {c.close_limit:g} s (tracking.close_limit)") for ch in short]
+                    return [(ch, f"took nothing for {c.close_timeout:g} s (tracking.close_timeout) while {ch.doing}")
+                            for ch in short]  # fmt: skip
+                wake = min([since[ch] + c.close_timeout for ch in moving] + [start + c.close_limit])
+                self.changed.wait(max(0.01, wake - now))
+
+    def _sample(self, system: "System", least: float = 0.0) -> None:
+        values = system.sample(least)
+        if values:
+            self._put("log", [(self.step, values)])
 
     def run(self, get) -> None:
         """Take items from get(timeout) (which raises queue.Empty) until the stop, or the run's end ("eof": the
         run's process is gone without a stop; its tracked runs are closed as failed)."""
-        self._each("open", self.target, self.config)
+        for channel in self.channels:
+            channel.thread.start()  # each opens now, on its own: sampling and rows do not wait for any open
         system = System(self.target.gpu, self._pid) if self._system else None
-        next_sample = time.monotonic() + self.config.system_every
+        # The first sample a second in (a CPU share needs an interval), whatever system_every: a run's start-up
+        # and first steps are seen, as a short run's are.
+        next_sample = time.monotonic() + min(1.0, self.config.system_every)
         while True:
             items = take(get, max(0.0, next_sample - time.monotonic()) if system else None)
-            busy = time.thread_time()
             if system and time.monotonic() >= next_sample:
                 next_sample = time.monotonic() + self.config.system_every
-                self._each("log", [(self.step, system.sample())])
+                self._sample(system)
             rows = [tuple(payload) for kind, payload in items if kind == "log"]
             if rows:
                 self.step = max(self.step, max(step for step, _ in rows))
-                self._each("log", rows)
+                self._put("log", rows)
             for kind, payload in items:
                 if kind == "text":
-                    self._each("text", payload[0], Path(payload[1]))
+                    self._put("text", (payload[0], Path(payload[1])))
                 elif kind == "final":
-                    self._each("final", *payload)
+                    self._put("final", tuple(payload))
                 elif kind == "artifact":
-                    self._each("artifact", Path(payload))
+                    self._put("artifact", (Path(payload),))
                 elif kind == "mark":
-                    self.busy_seconds += time.thread_time() - busy
-                    busy = time.thread_time()
+                    self._wait(self._put("mark"))
                     self._done(payload, False)
                 elif kind in ("stop", "eof"):
                     failed, token = payload if kind == "stop" else (True, None)
-                    self._each("close", failed)
-                    self.busy_seconds += time.thread_time() - busy
+                    if system:  # the run's last moments, whatever the interval (a fifth of a second at least)
+                        self._sample(system, least=0.2)
+                    late = self._wait(self._put("close", failed))
+                    with self.changed:
+                        for channel, why in late:
+                            channel.fail(why)
                     self._done(token, True)
                     return
-            self.busy_seconds += time.thread_time() - busy
+
+
+def _follow(path: Path, limit: float) -> None:
+    """Wait (at most `limit` s) until the tracker's process that last wrote `path` has ended, then write ours:
+    a hard-killed run's tracker closes its tracked runs while the resumed attempt starts, and the resumed one must
+    see what that one sent (W&B's last step) and close after it (MLflow's status)."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(path.read_text())
+        deadline = time.monotonic() + limit
+        while pid != os.getpid() and time.monotonic() < deadline:
+            if "hwsweep.run.tracking import serve" not in Path(f"/proc/{pid}/cmdline").read_text():
+                break  # raises OSError once that process is gone; another process with its number: not ours
+            time.sleep(0.1)
+    with contextlib.suppress(OSError):
+        io.write_text(path, f"{os.getpid()}\n")
 
 
 def serve() -> None:
     """The tracker's process (Tracker, process=True): its first line on stdin says what to track, each next line
     is an item; each mark and the stop are answered on stdout. Apart from the run's process so that the clients'
-    Python never holds the run's interpreter lock, and on the CPUs the run left spare. It ends at the stop, or
-    close_timeout after its stdin ends (the run is gone: what is left is sent as far as it goes)."""
+    Python never holds the run's interpreter lock, and on the CPUs the run left spare. It ends once the stop is
+    answered; if its stdin ends first (the run is gone), it closes the tracked runs as failed, as far as the
+    trackers take them within close_timeout (close_limit in all)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C or a scheduler's TERM is the run's to handle: it
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # checkpoints, then stops its tracker or ends (stdin closes)
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # a client library's prints go to the run's log, not into the answers
+    # The clients' own retry chatter (urllib3's "Retrying ..." per attempt) is not the one warning line a
+    # failing backend gets.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     first = sys.stdin.readline()
     if not first:  # the run ended before it said what to track
         return
@@ -471,35 +717,29 @@ def serve() -> None:
     t = start["target"]
     target = Target(**t | {"folder": Path(t["folder"]), "results": Path(t["results"])})
     config = TrackingConfig.from_dict(start["config"], "tracking")
-    items: queue.Queue = queue.Queue()
-    dropped = [0]
-
-    def exit_later() -> None:
-        timer = threading.Timer(config.close_timeout, os._exit, (0,))
-        timer.daemon = True
-        timer.start()
+    items: queue.Queue = queue.Queue()  # unbounded: each backend's channel bounds its own rows
 
     def read() -> None:  # takes stdin as it comes, so the run's writes never wait on a slow tracker
         for line in sys.stdin:
-            item = json.loads(line)
-            if item[0] == "log" and items.qsize() >= config.queue_size:
-                dropped[0] += 1
-            else:
-                items.put(item)
+            items.put(json.loads(line))
         items.put(("eof", None))
-        exit_later()
+        # A last resort: the worker gives up on the trackers within close_limit of the end.
+        timer = threading.Timer(config.close_limit + config.close_timeout + 30, os._exit, (0,))
+        timer.daemon = True
+        timer.start()
 
     def done(token, stopped: bool) -> None:
-        answer = {"done": token, "stopped": stopped, "failed": worker.failed, "busy": worker.busy_seconds,
-                  "dropped": dropped[0]}  # fmt: skip
+        answer = {"done": token, "stopped": stopped, "backends": worker.status(), "busy": worker.busy_seconds}
         with contextlib.suppress(OSError):
             answers.write(json.dumps(answer) + "\n")
             answers.flush()
 
     worker = Worker(target, config, start["system"], start["pid"], done)
     threading.Thread(target=read, name="hwsweep-tracking-stdin", daemon=True).start()
+    _follow(target.folder / PID_FILE, config.close_limit)
     worker.run(lambda timeout: items.get(timeout=timeout))
-    exit_later()  # a client's leftover thread does not keep the process
+    sys.stderr.flush()
+    os._exit(0)  # every client closed or given up: a given-up client's thread does not keep the process
 
 
 # -- the run's side --------------------------------------------------------------------------------------------
@@ -510,10 +750,11 @@ class Tracker:
     def __init__(self, target: Target, config: TrackingConfig, system: bool = True, cpus=None, process: bool = True):
         self.target, self.config = target, config
         self.queue: queue.Queue = queue.Queue(maxsize=config.queue_size)
-        self.dropped = 0  # steps the queue had no room for (and the tracker's process's queue)
-        self.failed: dict[str, str] = {}  # backend -> why it was dropped
+        self.dropped = 0  # rows this queue had no room for: lost to every backend
+        self.backends: dict[str, dict] = {}  # each backend's status, as the clients' side last answered
         self.busy_seconds = 0.0  # CPU time the clients spent after opening (bench/)
-        self._dropped_there = 0
+        self._unanswered: str | None = None  # why the clients' side did not answer the last wait
+        self._warned_late = False
         self._waiting: dict[int, threading.Event] = {}
         self._tokens = iter(range(1, 1 << 62))
         self._stopped = False
@@ -529,7 +770,7 @@ class Tracker:
         self._thread.start()
 
     @classmethod
-    def start(cls, spec, run_dir, config: TrackingConfig, start_step: int = 0, gpu: int | None = None,
+    def start(cls, spec, run_dir, config: TrackingConfig, start_step: int = 0, gpu: int | str | None = None,
               system: bool = True, cpus=None) -> "Tracker | None":  # fmt: skip
         """The tracker of a run (`config`: its folder's, TrackingConfig.of_run), or None when it names no tracker.
         `cpus`: where its process runs (the CPUs the run's processes left spare); None: where the run does."""
@@ -550,9 +791,7 @@ class Tracker:
                                              stdout=subprocess.PIPE, env=env, text=True)  # fmt: skip
         except OSError as e:
             self._process, self._gone = None, True
-            why = f"the tracker's process did not start ({e})"
-            self.failed = {name: why for name in self.config.backends}
-            warn(f"tracking: {why}; the run goes on without the trackers")
+            self._end(f"the tracker's process did not start ({e})")
             return
         target = {k: str(v) if isinstance(v, Path) else v for k, v in self.target.__dict__.items()}
         start = {"target": target, "config": self.config.to_dict(), "system": system, "pid": os.getpid(),
@@ -586,22 +825,28 @@ class Tracker:
         for line in self._process.stdout:
             answer = json.loads(line)
             self._stopped = self._stopped or answer["stopped"]
-            self._answer(answer["done"], answer["failed"], answer["busy"], answer["dropped"])
+            self._answer(answer["done"], answer["backends"], answer["busy"])
         code = self._process.wait()
         self._gone = True
         if not self._stopped:
-            why = f"the tracker's process ended with exit code {code}"
-            self.failed |= {name: why for name in self.config.backends if name not in self.failed}
-            warn(f"tracking: {why}; the run goes on without the trackers")
+            self._end(f"the tracker's process ended with exit code {code}")
         for token in list(self._waiting):
             self._waiting.pop(token).set()
 
-    def _answer_worker(self, token, stopped: bool) -> None:
-        self._answer(token, self.worker.failed, self.worker.busy_seconds, 0)
+    def _end(self, why: str) -> None:
+        """The tracker's process is gone before the stop: every backend still fine failed with it (one line)."""
+        for name in self.config.backends:
+            b = self.backends.get(name) or {"state": "ok", "why": None, "dropped": 0, "undelivered": 0}
+            if b["state"] != "failed":
+                self.backends[name] = b | {"state": "failed", "why": why}
+        warn(f"tracking: {why}; the run goes on without the trackers")
 
-    def _answer(self, token, failed: dict, busy: float, dropped: int) -> None:
-        self.failed |= failed
-        self.busy_seconds, self._dropped_there = busy, dropped
+    def _answer_worker(self, token, stopped: bool) -> None:
+        self._answer(token, self.worker.status(), self.worker.busy_seconds)
+
+    def _answer(self, token, backends: dict, busy: float) -> None:
+        self.backends |= backends
+        self.busy_seconds = busy
         event = self._waiting.pop(token, None)
         if event is not None:
             event.set()
@@ -635,16 +880,23 @@ class Tracker:
         return done.wait(max(0.0, deadline - time.monotonic()))
 
     def drain(self, timeout: float | None = None) -> dict:
-        """Wait (at most close_timeout seconds) for what is queued to reach the trackers; the status the record
-        keeps: each backend "ok" or why it failed, the steps dropped, the run's id."""
-        timeout = self.config.close_timeout if timeout is None else timeout
-        if not self._wait("mark", timeout):
-            self._late(timeout)
+        """Wait for what is queued to reach the trackers (each backend as long as it takes something within
+        close_timeout, close_limit in all; `timeout`: the most this side waits for the answer); the status the
+        record keeps (status())."""
+        self._unanswered = None if self._wait("mark", self._timeout(timeout)) else self._late(self._timeout(timeout))
         return self.status()
 
     def status(self) -> dict:
-        return {"id": self.target.run_id, "dropped": self.dropped + self._dropped_there,
-                "backends": {name: self.failed.get(name, "ok") for name in self.config.backends}}  # fmt: skip
+        """The run's id, and per backend: state (ok: it took every row it was given; late: it still holds some;
+        failed: it raised, was given up at the end, or its process ended), why (failed: the first line of why),
+        the rows it lost to a full queue (dropped) and those it was given but never took (undelivered)."""
+        backends = {}
+        for name in self.config.backends:
+            b = self.backends.get(name) or {"state": "late", "why": None, "dropped": 0, "undelivered": 0}
+            if self._unanswered and b["state"] != "failed":
+                b = b | {"state": "late", "why": self._unanswered}
+            backends[name] = b | {"dropped": b["dropped"] + self.dropped}
+        return {"id": self.target.run_id, "backends": backends}
 
     def final(self, step: int, values: dict) -> None:
         """A run's held-out evaluation (eval.json), at its last step: a scalar each in TensorBoard and MLflow,
@@ -652,34 +904,54 @@ class Tracker:
         self._put(("final", (int(step), {k: float(v) for k, v in values.items() if v is not None})))
 
     def close(self, artifacts=(), texts: dict | None = None, failed: bool = False, timeout: float | None = None) -> dict:
-        """Hand over files (the record) and tables, close every tracked run, and wait at most close_timeout."""
-        timeout = self.config.close_timeout if timeout is None else timeout
+        """Hand over files (the record) and tables, close every tracked run, and wait as drain() does: a backend
+        still holding rows then is given up (one warning line) and counted so."""
         for name, path in (texts or {}).items():
             self._put(("text", (name, str(path))))
         for path in artifacts:
             self._put(("artifact", str(path)))
-        if not self._wait("stop", timeout, failed):
-            self._late(timeout)
+        self._unanswered = None if self._wait("stop", self._timeout(timeout), failed) else self._late(self._timeout(timeout))
         return self.status()
 
-    def _late(self, timeout: float) -> None:
-        warn(f"tracking: the trackers did not take what was queued within {timeout:g} s (tracking.close_timeout); "
-             "the run goes on without waiting")  # fmt: skip
+    def _timeout(self, timeout: float | None) -> float:
+        """The most this side waits for an answer: the clients' side answers within close_limit of the mark."""
+        return self.config.close_limit + 30 if timeout is None else timeout
+
+    def _late(self, timeout: float) -> str:
+        """Why the clients' side did not answer (status() says it for each backend); one warning line per job."""
+        if not self._warned_late:
+            self._warned_late = True
+            warn(f"tracking: the tracker's process did not answer within {timeout:g} s; the run goes on without waiting")
+        return f"the tracker's process did not answer within {timeout:g} s"
+
+
+def close_recorded(tracker: Tracker, record, status: dict) -> dict:
+    """Close `tracker` with `record` (train.json or eval.json, written with `status`, what drain() said) as an
+    artifact, and bring the record's tracking up to date where the close changed it (a backend that failed or
+    was given up at the end): the record says what each tracker finally holds."""
+    closed = tracker.close(artifacts=[record])
+    if closed != status:
+        io.write_json(record, io.read_json(record) | {"tracking": closed})
+    return closed
+
 
 def publish_evaluation(spec, run_dir, step: int, metrics: dict, record) -> dict | None:
     """The evaluate job's metrics to the run's tracked run (the same id: after its training, at its last step,
-    under final/<metric>) with eval.json as an artifact. Waits at most close_timeout; failures are warnings.
-    None when the run is not tracked."""
+    under final/<metric>) with eval.json (`record`) as an artifact; eval.json's tracking says what each backend
+    took. Waits as Tracker.drain does; failures are warnings. None when the run is not tracked."""
     tracker = Tracker.start(spec, run_dir, TrackingConfig.of_run(run_dir), start_step=step, system=False)
     if tracker is None:
         return None
     tracker.final(step, {f"{FINAL_PREFIX}{k}": v for k, v in metrics.items()})
-    return tracker.close(artifacts=[record])
+    status = tracker.drain()
+    io.write_json(record, io.read_json(record) | {"tracking": status})
+    return close_recorded(tracker, record, status)
 
 
 def publish_tables(suite: str, suite_dir, config: TrackingConfig, tables: dict) -> dict | None:
     """A suite's tables (name -> CSV path) to every tracker: MLflow artifacts, a W&B table each, TensorBoard
-    text. Waits at most close_timeout; failures are warnings. None when tracking is off."""
+    text. Waits as Tracker.close does; a backend that did not take them is one warning line in the job's log.
+    None when tracking is off."""
     if not config.on:
         return None
     tracker = Tracker(aggregate_target(suite, suite_dir), config, system=False)

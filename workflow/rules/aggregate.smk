@@ -1,6 +1,3 @@
-import json
-
-from hwsweep.analysis.aggregate import prices_of
 from hwsweep.analysis.stats import Settings
 
 # Shares (bounds [0, 1]) are written in percentage points in every table and figure.
@@ -43,23 +40,12 @@ rule aggregate_suite:
             subcategory="Tables (CSV, every column)",
             labels={"table": "variants"},
         ),
+        settings=STAMPS["aggregate"][0],
     log:
         "logs/{suite}/aggregate.log",
     params:
-        # What the tables depend on, hashed: a changed margin or price reruns the aggregate, and the
-        # report's job parameters stay one line. The script resolves the same config itself.
-        settings_sha256=layout.sha256(
-            json.dumps(
-                [
-                    MATRIX.baseline,
-                    MATRIX.statistics,
-                    [m.to_dict() for m in MATRIX.metrics],
-                    prices_of(MATRIX.hardware),
-                    MATRIX.references,
-                ],
-                sort_keys=True,
-            )
-        ),
+        # The script resolves the same config itself.
+        settings_sha256=AGGREGATE_SHA256,
         config_dir=str(CONFIG_DIR),
     script:
         "../scripts/aggregate.py"
@@ -304,21 +290,11 @@ rule time_to_target:
             subcategory="Time to target",
             labels={"figure": "metric against steps and time, with the target"},
         ),
+        settings=STAMPS["time_to_target"][0],
     log:
         "logs/{suite}/time_to_target.log",
     params:
-        settings_sha256=layout.sha256(
-            json.dumps(
-                [
-                    MATRIX.baseline,
-                    MATRIX.statistics,
-                    [m.to_dict() for m in MATRIX.metrics],
-                    prices_of(MATRIX.hardware),
-                    {s: [t.to_dict() for t in ts] for s, ts in MATRIX.targets.items()},
-                ],
-                sort_keys=True,
-            )
-        ),
+        settings_sha256=TARGET_SHA256,
         config_dir=str(CONFIG_DIR),
     script:
         "../scripts/time_to_target.py"

@@ -1,12 +1,13 @@
 # Bookkeeping only: paths, wildcards, input functions and resources. Never imports torch.
-import json
 import os
 import shlex
 import sys
 from pathlib import Path
 
 from hwsweep.analysis import quarantine
+from hwsweep.analysis.aggregate import prices_of
 from hwsweep.contracts import spec as layout
+from hwsweep.contracts import tracking as tracking_contract
 from hwsweep.plan import interrupt, placement, shared
 from hwsweep.plan.config import ConfigError, resolve_or_exit
 from hwsweep.plan.matrix import Run
@@ -66,9 +67,31 @@ def run_spec_json(wildcards):
     return layout.canonical_json(run_spec_of(wildcards))
 
 
-def tracking_json(wildcards):
-    """Which trackers see the runs (config tracking), as the run folder's TRACKING_FILE holds it."""
-    return json.dumps(MATRIX.tracking.to_dict(), sort_keys=True) + "\n"
+def tracking_file(wildcards):
+    """The train job's ancient input: which trackers see the run (config tracking), its TRACKING_FILE, written
+    from the config by this process while it builds the DAG (a dry run says so and writes nothing). Not a rule's
+    output: snakemake leaves out of its plan every job after an ancient input's rule that reruns, even a train
+    job whose record is missing, so a changed tracking block hid the pending jobs of unfinished runs.
+    """
+    path = run_file(layout.TRACKING_FILE).format(**wildcards)
+    if executor() is not None and path not in SETTLED_TRACKING:
+        SETTLED_TRACKING.add(path)
+        dry_run = EXECUTOR["dry_run"]
+        changed = tracking_contract.refresh_run_file(
+            Path(path).parent, MATRIX.tracking, dry_run
+        )
+        if changed and not EXECUTOR.get("said_tracking"):
+            EXECUTOR["said_tracking"] = True
+            done = "would be rewritten by a real run" if dry_run else "are rewritten"
+            print(
+                f"hwsweep: the config's tracking block changed: the runs' {layout.TRACKING_FILE} {done} "
+                "(nothing retrains; a run trains with the trackers named when it starts)",
+                file=sys.stderr,
+            )
+    return ancient(path) if os.path.exists(path) else []
+
+
+SETTLED_TRACKING = set()
 
 
 def run_spec_sha256(wildcards):
@@ -363,3 +386,38 @@ def plan_table(wildcards):
     from hwsweep.plan.table import format_table, plan_rows
 
     return format_table(plan_rows(MATRIX), sep="\t")
+
+
+def settings_sha256(*more):
+    """What a suite's tables depend on besides its runs, hashed: a job parameter, so a changed margin, price or
+    target reruns the job (and the report's job parameters stay one line), and a stamp the job writes beside
+    its tables, so a report built before that rerun leaves them out (report.smk, hwsweep.report.current).
+    """
+    return layout.sha256(
+        json.dumps(
+            [
+                MATRIX.baseline,
+                MATRIX.statistics,
+                [m.to_dict() for m in MATRIX.metrics],
+                prices_of(MATRIX.hardware),
+                *more,
+            ],
+            sort_keys=True,
+        )
+    )
+
+
+AGGREGATE_SHA256 = settings_sha256(MATRIX.references)
+TARGET_SHA256 = settings_sha256(
+    {s: [t.to_dict() for t in ts] for s, ts in MATRIX.targets.items()}
+)
+STAMPS = {
+    "aggregate": ("results/{suite}/settings.sha256", AGGREGATE_SHA256),
+    "time_to_target": ("results/{suite}/time_to_target.sha256", TARGET_SHA256),
+}
+
+
+def suite_stamps(suite):
+    """Each stamp of a suite's tables -> what it reads when they were made with this config's settings."""
+    jobs = ["aggregate"] + (["time_to_target"] if MATRIX.targets.get(suite) else [])
+    return {STAMPS[j][0].format(suite=suite): STAMPS[j][1] + "\n" for j in jobs}

@@ -11,6 +11,11 @@ REPORTING = (
     and "--report-after-run" not in sys.argv
 )
 TABLE_PAGES = ["comparison", "equivalence", "speedup", "variants"]
+# The captions' folder beside this file, wherever the workflow is (a clone, or inside the installed package when
+# a Snakefile elsewhere includes it); workflow.basedir is the folder of the Snakefile snakemake was given.
+REPORT_DIR = (
+    Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent / "report"
+)
 
 
 def suite_pages(suite):
@@ -26,10 +31,11 @@ def suite_complete(suite):
 
 
 def all_inputs():
-    """Every target; while a report is built, only what exists (see REPORTING)."""
+    """Every target; while a report is built, only what exists and is current (see REPORTING)."""
     if not REPORTING:
         return all_targets() + [p for s in MATRIX.suites for p in suite_pages(s)]
-    done = [s for s in MATRIX.suites if suite_complete(s)]
+    # A suite whose tables are out of date is left out like one without tables (the landing page says why).
+    done = [s for s in MATRIX.suites if suite_complete(s) and s not in stale_suites()]
     targets = [p for s in done for p in suite_outputs(s)]
     combined = [t for t in all_targets() if t.count("/") == 1]  # results/<table>
     missing = len(done) < len(MATRIX.suites)
@@ -60,11 +66,26 @@ def made_from(rule):
 STALE = {}
 
 
+def stale_suites():
+    """While a report is built: suite -> why its tables are out of date (hwsweep.report.current), said on stderr."""
+    if "suites" not in STALE:
+        STALE["suites"] = {}
+        for suite in MATRIX.suites:
+            stamps = suite_stamps(suite)  # common.smk
+            why = current.why_suite_stale(MATRIX, suite, stamps=stamps)
+            if why:
+                STALE["suites"][suite] = why
+                print(f"hwsweep warning: {landing.left_out(why)}", file=sys.stderr)
+    return STALE["suites"]
+
+
 def stale_combined():
     """While a report is built: rule -> (its table, why it is out of date) for each
     of plan, combine and compare_suites whose table is (hwsweep.report.current),
-    said on stderr."""
+    said on stderr. A table made from an out-of-date suite's table is out of date too.
+    """
     if "found" not in STALE:
+        outdated = [p for s in stale_suites() for p in suite_outputs(s)]
         checks = {
             "plan": ("results/plan.tsv", dict(text=plan_table(None))),
             "combine": (
@@ -78,7 +99,7 @@ def stale_combined():
         }
         STALE["found"] = {}
         for rule, (table, check) in checks.items():
-            why = current.why_stale(table, made_from(rule), **check)
+            why = current.why_stale(table, made_from(rule), outdated=outdated, **check)
             if why:
                 STALE["found"][rule] = (table, why)
                 print(f"hwsweep warning: {landing.left_out(why)}", file=sys.stderr)
@@ -88,7 +109,7 @@ def stale_combined():
 def report_text():
     """The landing page: while a report is built, the headline of every suite (or why it has
     none) computed from the tables, then workflow.rst; otherwise workflow.rst alone."""
-    template = Path(workflow.basedir) / "workflow" / "report" / "workflow.rst"
+    template = REPORT_DIR / "workflow.rst"
     if not REPORTING:
         return str(template)
     descriptions = {
@@ -98,7 +119,11 @@ def report_text():
     complete = {s: suite_complete(s) for s in MATRIX.suites}
     path = Path(".snakemake", "hwsweep", "landing.rst").resolve()
     stale = dict(stale_combined().values())
-    return str(landing.write(MATRIX, complete, template, path, descriptions, stale))
+    return str(
+        landing.write(
+            MATRIX, complete, template, path, descriptions, stale, stale_suites()
+        )
+    )
 
 
 def metric_about(wildcards):

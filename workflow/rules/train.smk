@@ -41,21 +41,6 @@ rule spec:
         "../scripts/write_text.py"
 
 
-rule tracking:
-    """Which trackers see the run live, beside spec.json: the train job takes it as an ancient input, so
-    naming another tracker rewrites this file and retrains nothing (a run started later is tracked).
-    """
-    output:
-        run_file(layout.TRACKING_FILE),
-    log:
-        log_file("tracking.log"),
-    localrule: True
-    params:
-        text=tracking_json,
-    script:
-        "../scripts/write_text.py"
-
-
 rule train:
     """One run of the trainer (built-in or the user's command), under torchrun or as a plain
     process, global batch fixed by the plan. Multi-node hardware starts one launcher per node
@@ -64,7 +49,7 @@ rule train:
     """
     input:
         spec=placed_spec,
-        tracking=ancient(run_file(layout.TRACKING_FILE)),
+        tracking=tracking_file,
     output:
         record=run_file(layout.TRAIN_RECORD),
     log:

@@ -7,6 +7,7 @@ from pathlib import Path
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
 from hwsweep.analysis.aggregate import aggregate, prices_of  # noqa: E402
+from hwsweep.contracts import io  # noqa: E402
 from hwsweep.plan.config import resolve  # noqa: E402
 from hwsweep.run.tracking import publish_tables  # noqa: E402
 
@@ -21,6 +22,8 @@ aggregate(
     prices_of(matrix.hardware),
     matrix.references.get(snakemake.wildcards.suite),  # noqa: F821
 )
+# The settings these tables were made with, for the report to check (hwsweep.report.current).
+io.write_text(snakemake.output.settings, snakemake.params.settings_sha256 + "\n")  # noqa: F821
 suite = snakemake.wildcards.suite  # noqa: F821
 verdicts = {name: snakemake.output[name] for name in ("comparison", "equivalence", "speedup")}  # noqa: F821
 publish_tables(suite, Path(verdicts["comparison"]).parent, matrix.tracking, verdicts)

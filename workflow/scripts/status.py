@@ -12,5 +12,7 @@ summary = ", ".join(f"{n} {state}" for state, n in counts.items())
 print(f"hwsweep status: {summary}; see results/partial/", file=sys.stderr)
 for run in status[status.repairs != ""].itertuples():  # what `all` set right, or will
     print(f"hwsweep status: {run.suite}/{run.variant}/{run.hardware}/seed{run.seed}: {run.repairs}", file=sys.stderr)
+for run in status[status.tracking != ""].itertuples():  # a tracker that did not take what the run sent it
+    print(f"hwsweep status: {run.suite}/{run.variant}/{run.hardware}/seed{run.seed}: tracking: {run.tracking}", file=sys.stderr)
 with open(snakemake.log[0], "w") as log:  # noqa: F821
     print(summary, file=log)

@@ -23,3 +23,4 @@ io.write_csv(table, out.comparison)
 io.write_csv(curves, out.curves)
 io.write_text(out.page, report.page_html(table, confidence))
 report.figure(curves, runs, [(t.metric, t.value) for t in goals], matrix.baseline, out.figure)
+io.write_text(out.settings, snakemake.params.settings_sha256 + "\n")  # noqa: F821 - the settings, for the report
