@@ -77,8 +77,11 @@ def _compared(row: pd.Series | None, what: str) -> str:
     if verdict == "not compared" and not (pd.isna(row.ci_low) or pd.isna(row.ci_high)):
         decided = row.ci_low > 0 or row.ci_high < 0  # no margin: the interval alone
         verdict = ("higher" if row.ci_low > 0 else "lower") if decided else verdict
+    note = row.note if isinstance(row.get("note"), str) and row.note else f"verdict {verdict}"
     if pd.isna(row.difference):
-        return f"{what}: no interval ({row.note if isinstance(row.note, str) and row.note else 'too few seeds'})"
+        return f"{what}: no difference to test ({note})"
+    if pd.isna(row.ci_low) or pd.isna(row.ci_high):  # e.g. every seed identical on both sides
+        return f"{what}: {row.difference * 100:+.3g} points, no interval ({note}), {UNDECIDED}"
     shown = f"{row.difference * 100:+.3g} points ({_interval(row.ci_low, row.ci_high, unit='')})"
     return f"{what}: {shown}, " + (f"**{verdict}**" if decided else UNDECIDED)
 
@@ -131,8 +134,9 @@ def questions(runs: pd.DataFrame, variants: pd.DataFrame, compare: pd.DataFrame)
         + "; ".join(_mean_words(runs, c, n, suite="baseline", hardware="cpu1")
                     for c, n in (("exact_accuracy", "exact accuracy"), ("pass_at_1", "pass@1 over the views"))),
         "2. **Augmentation: diminishing returns after 300?** Two points of the curve only (0 and 32 copies): "
-        + "; ".join(_compared(v("augmentation", x, m), f"{x} against augmentation-0, {m}")
-                    for x in others(variants, "augmentation") for m in ("exact_accuracy", "pass_at_2"))
+        + ("; ".join(_compared(v("augmentation", x, m), f"{x} against augmentation-0, {m}")
+                     for x in others(variants, "augmentation") for m in ("exact_accuracy", "pass_at_2"))
+           or "the augmentation suite is not in this run's tables")
         + f"; whether returns diminish after 300: {UNDECIDED} (no such sizes here).",
         "3. **Hierarchy: 2x2 modest benefits, 4x4 overkill?** "
         + _compared(v("hierarchical", "h_cycles-2_l_cycles-2", "exact_accuracy"), "2x2 against 1x1, exact accuracy")
@@ -141,14 +145,16 @@ def questions(runs: pd.DataFrame, variants: pd.DataFrame, compare: pd.DataFrame)
         + _compared(_row(compare, comparison="hrm_vs_transformer", metric="exact_accuracy"),
                     "HRM 2x2 against the deep transformer of one segment's blocks, exact accuracy"),
         "5. **Puzzle embeddings: critical, and may hurt true generalization?** "
-        + "; ".join(_compared(v("puzzle_embeddings", x, m), f"{x} against none, {m}") for x in embedded
-                    for m in ("exact_accuracy", "unseen_exact_accuracy", "unseen_token_accuracy")),
+        + ("; ".join(_compared(v("puzzle_embeddings", x, m), f"{x} against none, {m}") for x in embedded
+                     for m in ("exact_accuracy", "unseen_exact_accuracy", "unseen_token_accuracy"))
+           or "the puzzle_embeddings suite is not in this run's tables"),
         "6. **ACT against simpler mechanisms?** "
-        + "; ".join([_compared(v("act_alternatives", x, "exact_accuracy"), f"{x} against act, exact accuracy")
-                     for x in acts if x != act]
-                    + ([_paired_words(paired(runs, "halted_exact_accuracy", "exact_accuracy", suite="act_alternatives",
-                                             variant=act), "act halting where its Q head says, against all segments")]
-                       if act else [])),
+        + ("; ".join([_compared(v("act_alternatives", x, "exact_accuracy"), f"{x} against act, exact accuracy")
+                      for x in acts if x != act]
+                     + ([_paired_words(paired(runs, "halted_exact_accuracy", "exact_accuracy",
+                                              suite="act_alternatives", variant=act),
+                                       "act halting where its Q head says, against all segments")] if act else []))
+           or "the act_alternatives suite is not in this run's tables"),
     ]  # fmt: skip
     return out
 

@@ -1,4 +1,5 @@
 # Bookkeeping only: paths, wildcards, input functions and resources. Never imports torch.
+import json
 import os
 import shlex
 import sys
