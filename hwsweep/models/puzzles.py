@@ -9,13 +9,16 @@ with nothing downloaded. A puzzle set is flattened square grids of tokens:
 - ARC-like: a colour grid (6x6..10x10, colours 0-9) in the top-left corner of a max_size
   canvas; token 0 is padding, colour c is token c + 1. Each puzzle identifier is one instance
   of a transformation rule (rotation, reflection, colour mapping, translation, object
-  recolour) with its parameters; its samples are new input grids under the same rule.
+  recolour) with its parameters; its samples are new input grids under the same rule. With
+  demonstrations, a sample shows input/output pairs of its puzzle before the query, canvas after
+  canvas; only the query's output is asked.
 
 Augmentation (`augment`) makes views of a puzzle by one of the 8 dihedral transforms of the
-canvas and a permutation of the colour tokens, applied alike to input and output. A view of a
-puzzle is a different puzzle (a reflected "rotate 90" is "rotate 270"), so view v of puzzle p
-gets its own identifier p * (n + 1) + v, and the transforms are a function of (seed, p, v)
-only: training and evaluation see the same views of the same puzzle.
+canvas (of each canvas, in place) and a permutation of the colour tokens, applied alike to input
+and output. An ARC-like view is a different puzzle (a reflected "rotate 90" is "rotate 270"), so
+view v of puzzle p gets its own identifier p * (n + 1) + v; a sudoku view is a sudoku and keeps
+identifier 0. The transforms are a function of (seed, p, v) only: training and evaluation see the
+same views of the same puzzle.
 """
 
 from __future__ import annotations
@@ -210,7 +213,8 @@ def arc_spec(max_size: int, demonstrations: int = 0) -> GridSpec:
 
 
 def arc_rules(num_puzzles: int, seed: int) -> list[tuple[str, tuple]]:
-    """Puzzle p's rule and parameters; a function of (num_puzzles, seed) only."""
+    """Puzzle p's rule and parameters, drawn in turn from `seed`: the first N are the same for any num_puzzles >= N
+    (so unseen puzzles after the trained ones leave the trained ones' rules alone)."""
     rng = np.random.default_rng([seed, 0xA5C])
     rules = []
     for p in range(num_puzzles):
@@ -339,7 +343,7 @@ class Views:
 
     inputs: torch.Tensor  # (views, batch, length)
     targets: torch.Tensor  # (views, batch, length)
-    puzzle_ids: torch.Tensor  # (views, batch): p * (n + 1) + v
+    puzzle_ids: torch.Tensor  # (views, batch): GridSpec.view_ids (ARC-like p * (n + 1) + v; sudoku 0)
     dihedral: torch.Tensor  # (views, batch) in 0..7
     token_map: torch.Tensor  # (views, batch, vocab): view token = token_map[original token]
     spec: GridSpec
