@@ -642,6 +642,8 @@ def test_the_estimate_counts_every_prediction_the_evaluator_makes():
     ({}, {}),
     ({"width": 32, "heads": 4, "h_layers": 2, "halt_max_steps": 2, "puzzle_emb_ndim": 40, "positions": "learned"},
      {"name": "arc", "min_size": 3, "max_size": 5, "num_puzzles": 3, "augmentation": 2}),
+    ({"puzzle_emb_ndim": 16}, {"name": "arc", "min_size": 3, "max_size": 4, "num_puzzles": 3, "demonstrations": 1,
+                               "unseen_puzzles": 2}),
     ({"name": "deep_transformer", "width": 16, "heads": 2, "depth": 5}, {}),
     ({"act_mode": "none"}, {}),
 ])  # fmt: skip
