@@ -1084,6 +1084,16 @@ def test_unseen_puzzles_are_new_identifiers_that_no_training_step_touches():
     assert m["unseen_exact_accuracy"] is not None and m["unseen_token_accuracy"] is not None
 
 
+def test_unseen_puzzles_without_demonstrations_are_named_in_one_warning():
+    """Nothing would tell the model an unseen puzzle's rule: the plan says so before any job, once."""
+    blind = resolve(config(task={**ARC_DEMO, "demonstrations": 0, "unseen_puzzles": 2}))
+    assert [w for w in blind.warnings if "unseen_puzzles" in w] == [
+        "recipe.task.unseen_puzzles without demonstrations (suite s): an unseen puzzle's rule reaches the model "
+        "through nothing, so unseen_exact_accuracy measures chance; set task.demonstrations: 1 to ask whether the "
+        "rule is read from the sample"]  # fmt: skip
+    assert not [w for w in resolve(config(task={**ARC_DEMO, "unseen_puzzles": 2})).warnings if "unseen" in w]
+
+
 class RuleByIdentifier(torch.nn.Module):
     """Answers by the identifier's rule, known for the trained puzzles only (an embedding at its most
     memorising); on any other identifier it copies the query."""
