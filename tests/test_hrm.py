@@ -971,8 +971,8 @@ def test_exploration_is_drawn_at_every_segment_as_the_original_or_once_per_sampl
             "per_sample": (1 - p) + sum(s * p / (m - 1) for s in range(2, m + 1))}  # fmt: skip
     assert abs(want["per_segment"] - want["per_sample"]) > 0.25  # the two rules are told apart below
     for mode, mean in want.items():
-        net, batch, _ = model_and_batch(model={"halt_max_steps": m, "halt_exploration_prob": p, "width": 8,
-                                               "heads": 1, "halt_exploration": mode}, batch=8)  # fmt: skip
+        net, batch, _ = model_and_batch(model={"halt_max_steps": m, "halt_exploration_prob": p, "width": 8, "heads": 1,
+                                               "h_cycles": 1, "l_cycles": 1, "halt_exploration": mode}, batch=8)  # fmt: skip
         set_q(net, halt=5.0, cont=-5.0)
         torch.manual_seed(1)
         assert abs(_mean_segments(net, batch, 4096) - mean) < 0.06, mode  # 4096 samples: standard error 0.015
