@@ -3,18 +3,22 @@ the same layout, and the step time of FSDP over DDP's at each world size.
 
     .venv/bin/python bench/fsdp.py [--width 512 --depth 8 --length 32 --micro-batch 4 --steps 8]
                                    [--world-sizes 1 2 4] [--strategies ddp fsdp] [--precision fp32] [--json out.json]
+                                   [--layouts ddp fsdp fsdp:full fsdp:selective]
 
-For each world size and strategy it starts `torchrun --nproc_per_node N bench/fsdp.py --worker ...`: the
-built-in transformer, wrapped by hwsweep's own reduction (what run.wrap applies: DDP, or FSDP2 sharding each
-block then the root), trains `steps` steps of one micro-batch per device with the recipe's AdamW (gloo on CPU,
-NCCL on CUDA). Per device, the maximum over ranks:
+For each world size and layout (a strategy, with `:MODE` its activation checkpointing; --strategies alone: each
+without) it starts `torchrun --nproc_per_node N bench/fsdp.py --worker ...`: the built-in transformer, built on
+the meta device and placed as run.wrap places it (hwsweep.run.reduce.prepare: DDP, or FSDP2 sharding each block,
+then the embeddings and head, then the root, each rank then given memory for its shards only), trains `steps`
+steps of one micro-batch per device with the recipe's AdamW (gloo on CPU, NCCL on CUDA). Per device, the
+maximum over ranks:
 
 - peak: on CUDA torch.cuda.max_memory_allocated; on CPU the growth of the process's peak resident set from
   just before the model is built, after the same steps on a one-block model (the interpreter, torch's code
   and one-time setup and the process group are not the plan's business), with glibc returning freed large
   blocks at once (MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_, set here) so the peak is of live memory;
-- planned: footprint.device_bytes for the same layout (shards = N under FSDP), without the CUDA context the
-  plan reserves (max_memory_allocated does not see it); measured / planned is the plan's error (goal +-15%);
+- planned: footprint.device_bytes for the same layout (shards = N under FSDP, the activation checkpointing),
+  without the CUDA context the plan reserves (max_memory_allocated does not see it); measured / planned is the
+  plan's error (goal +-15%);
 - step: the median step time after two warm-up steps; fsdp/ddp is their ratio at the same world size.
 
 Runs unchanged on a GPU machine (world sizes above its GPU count are skipped, said so).
@@ -35,8 +39,10 @@ sys.path.insert(0, str(REPO))
 
 
 # glibc keeps freed memory in its heap (resident) unless told to hand large blocks back: without this the peak
-# RSS measures the allocator's retention as much as the model's memory.
-MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536"}
+# RSS measures the allocator's retention as much as the model's memory. One arena, so that other threads (gloo's)
+# keep none of their own: set after fsdp:full at N = 1 once read 166 MB where it reads 96 MB (under load, inside
+# pytest); whether threads' arenas were the cause is not established.
+MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "1"}
 
 
 def _shapes(args):
@@ -76,22 +82,29 @@ def layout_peak(args, device) -> dict:
     from hwsweep.models import families, footprint
     from hwsweep.run import device as devices
     from hwsweep.run import repro
-    from hwsweep.run.reduce import make_reduction
+    from hwsweep.run.reduce import prepare
 
     accelerator = device.accelerator
+    checkpointing = args.activation_checkpointing
     n = dist.get_world_size()
     probe = torch.ones(1, device=device.torch_device)
     dist.all_reduce(probe)  # the process group's own buffers exist before the baseline is read
     task, model_cfg = _shapes(args)
     parallel = Parallel(strategy=args.strategy, reshard_after_forward=True)
+    # What run.wrap reads of the recipe and the plan: one micro-batch per step on one node.
+    recipe = SimpleNamespace(reproducibility="deterministic", parallel=parallel, compile=False,
+                             activation_checkpointing=checkpointing)  # fmt: skip
+    plan = SimpleNamespace(accumulation=1, precision=args.precision, nodes=1, devices_per_node=n)
     opt = Optimizer(name="adamw", lr=1e-3, weight_decay=0.01, beta1=0.9, beta2=0.95, grad_clip=0.0, kernel="auto",
                     puzzle_emb_lr=0.01, puzzle_emb_weight_decay=0.1)
     scaler = devices.grad_scaler(device, args.precision)
 
     def train(model_cfg, steps: int) -> list[float]:
         repro.seed_everything(0)
-        model, batch = families.model_and_batch(task, model_cfg, args.micro_batch, device.torch_device)
-        reduction = make_reduction("deterministic", model, 1, device, parallel, args.precision)
+        model, _ = families.model_and_batch(task, model_cfg, args.micro_batch)  # on the meta device
+        reduction = prepare(model, recipe, plan, device, 0)
+        train_table, _ = families.torch_side("transformer").tables(SimpleNamespace(task=task, model=model_cfg))
+        batch = tuple(t[: args.micro_batch].to(device.torch_device) for t in train_table)
         optimizer = devices.adamw(reduction.model.parameters(), opt, opt.lr, accelerator)
         seconds = []
         for _ in range(steps):
@@ -123,28 +136,31 @@ def layout_peak(args, device) -> dict:
     most = torch.tensor([float(peak)], device=device.torch_device)
     dist.all_reduce(most, op=dist.ReduceOp.MAX)
     planned = footprint.device_bytes(model_cfg, task, args.micro_batch, 1, False, "cpu", args.precision,
-                                     n if args.strategy == "fsdp" else 0)  # fmt: skip
+                                     parallel.shards(1, n), True, checkpointing)  # fmt: skip
     del probe
     gc.collect()
     if accelerator == "cuda":
         torch.cuda.empty_cache()
     return {
-        "strategy": args.strategy, "world_size": n, "accelerator": accelerator, "peak_bytes": most.item(),
-        "source": source, "planned_bytes": planned, "step_seconds": statistics.median(seconds[2:] or seconds),
+        "strategy": args.strategy, "activation_checkpointing": checkpointing, "world_size": n,
+        "accelerator": accelerator, "peak_bytes": most.item(), "source": source, "planned_bytes": planned,
+        "step_seconds": statistics.median(seconds[2:] or seconds),
         "parameters": footprint.parameter_count(model_cfg, task), "device": device.name,
     }  # fmt: skip
 
 
-def measure(args, strategy: str, n: int) -> dict:
+def measure(args, layout: str, n: int) -> dict:
+    strategy, _, checkpointing = layout.partition(":")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), __file__,
-           "--worker", "--strategy", strategy, "--width", str(args.width), "--depth", str(args.depth),
+           "--worker", "--strategy", strategy, "--activation-checkpointing", checkpointing or "none",
+           "--width", str(args.width), "--depth", str(args.depth),
            "--length", str(args.length), "--micro-batch", str(args.micro_batch), "--steps", str(args.steps),
            "--precision", args.precision]  # fmt: skip
     env = os.environ | {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")} | MALLOC
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode or not lines:
-        sys.exit(f"bench/fsdp.py: {strategy} at world size {n} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+        sys.exit(f"bench/fsdp.py: {layout} at world size {n} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
     return json.loads(lines[-1][len("RESULT ") :])
 
 
@@ -158,9 +174,12 @@ def main() -> None:
     parser.add_argument("--precision", choices=["fp32", "bf16-mixed"], default="fp32")
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--strategies", nargs="+", choices=["ddp", "fsdp"], default=["ddp", "fsdp"])
+    parser.add_argument("--layouts", nargs="+", help="strategy[:activation checkpointing], e.g. fsdp:full (default: "
+                                                     "each of --strategies without)")  # fmt: skip
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--strategy", default="fsdp", help=argparse.SUPPRESS)
+    parser.add_argument("--activation-checkpointing", default="none", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -171,17 +190,25 @@ def main() -> None:
     sizes = [n for n in args.world_sizes if not gpus or n <= gpus]
     for n in sorted(set(args.world_sizes) - set(sizes)):
         print(f"world size {n}: skipped, this machine has {gpus} GPU(s)")
-    rows = [measure(args, s, n) for n in sizes for s in args.strategies]
+    layouts = args.layouts or args.strategies
+    for layout in layouts:
+        strategy, _, checkpointing = layout.partition(":")
+        if strategy not in ("ddp", "fsdp") or checkpointing not in ("", "none", "full", "selective"):
+            sys.exit(f"bench/fsdp.py: --layouts {layout}: use ddp or fsdp, optionally :none, :full or :selective")
+    rows = [measure(args, layout, n) for n in sizes for layout in layouts]
     first = rows[0]
     print(f"model: transformer width {args.width}, depth {args.depth}, length {args.length}, "
           f"{first['parameters'] / 1e6:.2f}M parameters; micro-batch {args.micro_batch}, {args.precision}, "
           f"{args.steps} steps; {first['accelerator']} ({first['device']}); peak: {first['source']}")  # fmt: skip
-    print(f"{'strategy':>8} {'N':>3} {'peak MB':>9} {'planned MB':>11} {'peak/plan':>9} {'step ms':>9} {'fsdp/ddp':>9}")
-    step = {(r["strategy"], r["world_size"]): r["step_seconds"] for r in rows}
+    print(f"{'strategy':>8} {'act. ckpt':>9} {'N':>3} {'peak MB':>9} {'planned MB':>11} {'peak/plan':>9} {'step ms':>9} "
+          f"{'/ddp':>9}")  # fmt: skip
+    # the step time over plain DDP's at the same world size
+    step = {(r["strategy"], r["world_size"]): r["step_seconds"] for r in rows if r["activation_checkpointing"] == "none"}
     for r in rows:
-        both = r["strategy"] == "fsdp" and ("ddp", r["world_size"]) in step
-        ratio = step[("fsdp", r["world_size"])] / step[("ddp", r["world_size"])] if both else None
-        print(f"{r['strategy']:>8} {r['world_size']:>3} {r['peak_bytes'] / 2**20:>9.1f} {r['planned_bytes'] / 2**20:>11.1f} "
+        plain = ("ddp", r["world_size"]) in step and (r["strategy"], r["activation_checkpointing"]) != ("ddp", "none")
+        ratio = r["step_seconds"] / step[("ddp", r["world_size"])] if plain else None
+        print(f"{r['strategy']:>8} {r['activation_checkpointing']:>9} {r['world_size']:>3} {r['peak_bytes'] / 2**20:>9.1f} "
+              f"{r['planned_bytes'] / 2**20:>11.1f} "
               f"{r['peak_bytes'] / r['planned_bytes']:>9.2f} {r['step_seconds'] * 1e3:>9.1f} "
               f"{'' if ratio is None else f'{ratio:.2f}':>9}")  # fmt: skip
     if args.json:

@@ -43,10 +43,11 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under `--dist loadgroup`, the tests that share a module or session fixture of this suite (a finished
     sweep, the SLURM cluster) go to one worker, which builds it once: one xdist group per set of tests linked
-    by such fixtures."""
+    by such fixtures or by a group mark of their own (whose name the set then takes)."""
     parent: dict[str, str] = {}
 
     def root(key: str) -> str:
@@ -54,19 +55,21 @@ def pytest_collection_modifyitems(config, items):
             key = parent[key]
         return key
 
-    shared = {}
+    linked = {}
     for item in items:
-        keys = []
+        mark = item.get_closest_marker("xdist_group")
+        keys = [f"mark:{(mark.args or [mark.kwargs.get('name', 'default')])[0]}"] if mark else []
         for name in getattr(item, "fixturenames", ()):
             fixture = (item._fixtureinfo.name2fixturedefs.get(name) or [None])[-1]  # the one the test gets
             if fixture and fixture.scope != "function" and fixture.baseid.startswith("tests"):  # ours, not a plugin's
                 keys.append(f"{fixture.baseid}::{name}")
         for key in keys[1:]:
-            parent[root(key)] = root(keys[0])
-        shared[item] = keys
-    for item, keys in shared.items():
+            parent[root(key)] = root(keys[0])  # a mark, where there is one, stays the root
+        linked[item] = keys
+    for item, keys in linked.items():
         if keys:
-            item.add_marker(pytest.mark.xdist_group(root(keys[0])))
+            group = root(keys[0])
+            item.add_marker(pytest.mark.xdist_group(group.removeprefix("mark:")), append=False)
 
 
 # A small matrix: 1 suite x 1 variant x 2 seeds x (cpu1 + cpu2), a few seconds per run.
@@ -152,3 +155,72 @@ def two_suites(finished_two_suites) -> tuple[Path, dict]:
     shutil.rmtree(folder)
     shutil.copytree(pristine, folder, symlinks=True)
     return folder, two_suite_config()
+
+
+# -- real file system faults (issue 36): a small full tmpfs, a read-only bind mount, a user without the right ----------
+# Mounts need root (CAP_SYS_ADMIN); each is made under the test's own tmp_path and taken down after it.
+
+
+def _mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True, capture_output=True, text=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """mount(folder, megabytes): a tmpfs of that size mounted at `folder` (made if missing); unmounted at the
+    end. Skips where this process may not mount (not root)."""
+    mounted = []
+
+    def mount(folder: Path, megabytes: float) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            _mount("-t", "tmpfs", "-o", f"size={int(megabytes * 1024)}k", "tmpfs", str(folder))
+        except (subprocess.CalledProcessError, FileNotFoundError) as e:
+            pytest.skip(f"cannot mount a tmpfs here: {getattr(e, 'stderr', e)}")
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in reversed(mounted):
+        subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """make(folder): `folder` becomes a read-only bind mount of itself (EROFS for root too); undone at the end."""
+    mounted = []
+
+    def make(folder: Path) -> Path:
+        try:
+            _mount("--bind", str(folder), str(folder))
+        except (subprocess.CalledProcessError, FileNotFoundError) as e:
+            pytest.skip(f"cannot bind-mount here: {getattr(e, 'stderr', e)}")
+        mounted.append(folder)
+        _mount("-o", "remount,ro,bind", str(folder))
+        return folder
+
+    def undo() -> None:
+        while mounted:
+            subprocess.run(["umount", "-l", str(mounted.pop())], check=False, capture_output=True)
+
+    make.undo = undo
+    yield make
+    undo()
+
+
+def fill(folder: Path, leave: int = 0) -> Path:
+    """Fill the file system of `folder` up to `leave` free bytes with one file (delete it to free the space)."""
+    filler = folder / "filler"
+    with open(filler, "wb") as f:
+        while shutil.disk_usage(folder).free > leave:
+            try:
+                f.write(b"\0" * max(4096, min(1 << 20, shutil.disk_usage(folder).free - leave)))
+                f.flush()
+            except OSError:
+                break
+    return filler
+
+
+# A process of root without the right to override file permissions: EACCES on a folder it may not write, as for
+# any user. setpriv drops the capabilities from the bounding set, so the program it starts never has them.
+WITHOUT_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]

@@ -3,6 +3,7 @@ the runner's verdict on a finished command (with small stand-in scripts, no torc
 
 import copy
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -290,6 +291,40 @@ def test_metrics_from_a_jsonl_file_the_script_writes(tmp_path):
     metrics = {"val_loss": {"goal": "min", "margin": 0.1}, "acc": {"goal": "max", "key": "accuracy"}}
     code, path = run_stage(tmp_path, body, metrics=metrics, trainer=COMMAND["trainer"] | {"metrics_file": "m.jsonl"})
     assert code == 0 and read(RunRecord, path).metrics == {"val_loss": 0.5, "acc": 0.8}
+
+
+ESCAPES = [
+    ("metrics_file", "a/../../../../etc/passwd", "has a '..' part, which leads out of the run folder"),
+    ("metrics_file", "m/..", "has a '..' part"),
+    ("metrics_file", "train.json", "is hwsweep's own train.json in the run folder"),
+    ("resume", {"when": "*/../../../*", "args": ["--resume"]}, "has a '..' part"),
+    ("resume", {"when": "spec.json", "args": ["--resume"]}, "is hwsweep's own spec.json"),
+]
+
+
+@pytest.mark.parametrize("key, value, words", ESCAPES, ids=[str(v)[:30] for _, v, _ in ESCAPES])
+def test_a_path_the_config_names_in_the_run_folder_stays_in_it(tmp_path, key, value, words):
+    script(tmp_path, "")
+    field = f"trainer.{key}" + (".when" if key == "resume" else "")
+    with pytest.raises(ConfigError) as err:
+        matrix(tmp_path, trainer=COMMAND["trainer"] | {key: value})
+    assert str(err.value).startswith(f"{field}: ") and words in str(err.value) and "\n" not in str(err.value)
+    evaluation = {"command": ["python", "script.py"], key: value}
+    if key == "metrics_file":  # the evaluation command's metrics file too
+        with pytest.raises(ConfigError, match=rf"^evaluation.metrics_file: .*{re.escape(words)}"):
+            matrix(tmp_path, evaluation=evaluation)
+
+
+def test_a_metrics_file_that_links_out_of_the_run_folder_is_not_read(tmp_path, capsys):
+    (tmp_path / "outside.jsonl").write_text('{"step": 1, "val_loss": 0.5, "acc": 0.5}\n')
+    body = f"""
+        import os, sys
+        out = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--out=")][0]
+        os.symlink({str(tmp_path / "outside.jsonl")!r}, out + "/m.jsonl")
+    """
+    code, path = run_stage(tmp_path, body, trainer=COMMAND["trainer"] | {"metrics_file": "m.jsonl"})
+    assert code != 0 and not path.exists()
+    assert "metrics file m.jsonl is a link out of the run folder" in capsys.readouterr().err
 
 
 def test_preemption_resumes_with_the_declared_arguments_and_keeps_earlier_steps(tmp_path):

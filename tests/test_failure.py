@@ -95,6 +95,12 @@ def test_a_long_log_is_read_from_its_end(tmp_path):
 # -- end to end: the runner's message and status's problem column ---------------------------
 
 
+def _state(status, spec, evaluated: bool) -> tuple[str, str]:
+    """status's state and problem columns for the run, where no scheduler knows it."""
+    row = status.run_status(spec, evaluated, set(), status.Scheduler(ask=lambda: []))
+    return row["state"], row["problem"]
+
+
 def test_the_runner_and_status_name_the_cause_of_a_failed_torchrun_command(tmp_path, capsys, monkeypatch):
     """A command whose output is a real torchrun failure (replayed, so no torchrun starts): the job's last
     line says the exit code and the cause; `status` reads the job's log to the same cause."""
@@ -116,7 +122,7 @@ def test_the_runner_and_status_name_the_cause_of_a_failed_torchrun_command(tmp_p
     log = Path(LOG_DIR.format(suite="s", variant="default", hardware="cpu1", seed=0)) / "train.log"
     log.parent.mkdir(parents=True)
     log.write_text("hwsweep.run.launch [node 0]: python script.py\n" + out + err)  # the train rule's > log 2>&1
-    assert status._state(spec, False, set()) == (FAILED, SHARD)
+    assert _state(status, spec, False) == (FAILED, SHARD)
 
 
 def test_status_names_why_an_evaluation_failed(tmp_path, capsys, monkeypatch):
@@ -133,6 +139,6 @@ def test_status_names_why_an_evaluation_failed(tmp_path, capsys, monkeypatch):
     spec = type(spec).from_dict(spec.to_dict() | {"run_dir": str(tmp_path / "run")})
     log = Path(LOG_DIR.format(suite="s", variant="default", hardware="cpu1", seed=0)) / "evaluate.log"
     log.parent.mkdir(parents=True)
-    assert status._state(spec, True, set()) == (TRAINED, "")  # evaluation not started: nothing to say
+    assert _state(status, spec, True) == (TRAINED, "")  # evaluation not started: nothing to say
     log.write_text((LOGS / "chained.log").read_text())
-    assert status._state(spec, True, set()) == (TRAINED, CAUSES["chained"])
+    assert _state(status, spec, True) == (TRAINED, CAUSES["chained"])

@@ -3,6 +3,7 @@
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -13,6 +14,8 @@ import pytest
 import torch
 import yaml
 from conftest import BIN, REPO
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hwsweep.contracts import io
 from hwsweep.contracts.command import plan_values
@@ -21,6 +24,7 @@ from hwsweep.contracts.hardware import GB
 from hwsweep.models import footprint
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.plan.table import plan_rows
+from hwsweep.run.runner import descendants
 from hwsweep.run.train import EXIT_PREEMPTED
 
 
@@ -41,7 +45,8 @@ def test_ddp_too_big_for_the_declared_memory_is_refused_naming_fsdp_and_the_devi
         resolve(big_config(small_config, devices=4))
     msg = str(err.value)
     assert "\n" not in msg
-    assert msg.startswith("recipe.parallel.strategy: ddp keeps a whole replica per device")
+    assert msg.startswith("recipe.parallel.strategy: ddp at micro-batch 4 needs 0.147 GB per device, over the device's "
+                          "0.1 GB")  # fmt: skip
     assert "hardware cpu4" in msg and "set parallel.strategy: fsdp" in msg and "on this hardware's 4 devices" in msg
     # Two devices are too few for FSDP too: the advisor names the fewest that fit.
     with pytest.raises(ConfigError, match=r"fsdp, which needs .* GB per device on 4 devices \(a hardware entry"):
@@ -61,6 +66,23 @@ def test_fsdp_plans_the_sharded_state_per_device(small_config):
     assert (one.est_memory_gb - plan.est_memory_gb) * GB == pytest.approx(state * 3 / 4, rel=1e-3)  # est_memory_gb: 4 decimals
     ddp = footprint.device_bytes(r.model, r.task, 4, 1, False, "cpu")
     assert plan.est_memory_gb * GB < ddp / 2
+
+
+def test_activation_checkpointing_is_a_sweepable_recipe_key_the_plan_counts(small_config):
+    small_config["recipe"] |= {"micro_batch": "auto"}
+    small_config["recipe"]["model"] |= {"depth": 4}
+    small_config["suites"]["tiny"]["sweep"] = {"activation_checkpointing": ["none", "full", "selective"]}
+    r = resolve(small_config).cells[0].recipe
+    need = {m: footprint.device_bytes(r.model, r.task, 16, 1, False, "cpu", checkpointing=m) for m in ("none", "full")}
+    # A device on which 16 samples per micro-batch fit with full checkpointing but not without (auto aims at 75%)
+    small_config["hardware"]["cpu2"]["memory_gb"] = (need["none"] + need["full"]) / 2 / 0.75 / GB
+    matrix = resolve(small_config)
+    assert [c.variant for c in matrix.cells] == [f"activation_checkpointing-{m}" for m in ("none", "full", "selective")]
+    plans = {m: matrix.spec("tiny", f"activation_checkpointing-{m}", "cpu2", 0) for m in ("none", "full", "selective")}
+    assert plans["full"].recipe.activation_checkpointing == "full"
+    assert plan_values(plans["selective"])["activation_checkpointing"] == "selective"
+    micro = {m: spec.plan.micro_batch for m, spec in plans.items()}
+    assert micro["none"] < micro["full"] == 16 and micro["none"] <= micro["selective"], micro  # auto fits more
 
 
 def test_strategy_is_a_sweepable_recipe_key_and_a_plan_value(small_config):
@@ -87,7 +109,57 @@ def test_fsdp_refuses_what_it_cannot_keep_in_one_line(small_config, recipe, word
     assert "\n" not in str(err.value)
 
 
-def test_every_block_of_the_built_in_families_is_a_shard_unit():
+def test_fp16_under_fsdp_is_refused_however_it_is_set(small_config):
+    """The hardware's precision (allowed to differ by advisor.allow_precision_mismatch) slipped past the recipe's check."""
+    small_config["recipe"] |= {"parallel": {"strategy": "fsdp"}}
+    small_config["hardware"]["cpu2"]["precision"] = "fp16-mixed"
+    small_config["advisor"] = {"allow_precision_mismatch": True}
+    with pytest.raises(ConfigError, match=r"^recipe.parallel.strategy: fsdp does not run fp16-mixed .*, and hardware "
+                                          r"precision fp16-mixed asks for it \(suite tiny, variant default, hardware cpu2\)"):  # fmt: skip
+        resolve(small_config)
+    small_config["hardware"]["cpu2"]["precision"] = "bf16-mixed"
+    assert resolve(small_config).spec("tiny", "default", "cpu2", 0).plan.precision == "bf16-mixed"
+    small_config["suites"]["tiny"]["sweep"] = {"precision": ["fp32", "fp16-mixed"]}  # and through a sweep
+    with pytest.raises(ConfigError, match=r"^suites.tiny.parallel.strategy: fsdp does not run fp16-mixed"):
+        resolve(small_config)
+
+
+def test_an_fsdp_plan_over_the_device_memory_is_refused_naming_the_device_count_that_fits(small_config):
+    # It only warned ("estimated 0.0 GB per device exceeds the device's 0.03 GB") and then ran out of memory.
+    with pytest.raises(ConfigError) as err:
+        resolve(big_config(small_config, "fsdp", memory_gb=0.06, devices=2))
+    assert re.fullmatch(r"recipe.parallel.strategy: fsdp at micro-batch 4 needs 0.0\d+ GB per device, over the device's "
+                        r"0.06 GB \(suite tiny, variant default, hardware cpu2\); it needs 0.0\d+ GB per device on 4 "
+                        r"devices \(a hardware entry of nodes x devices_per_node = 4\)", str(err.value)), str(err.value)
+
+
+@pytest.mark.parametrize("strategy, recipe, words", [
+    ("ddp", {}, "neither ddp nor fsdp fits on any device count up to 1024"),
+    ("fsdp", {}, "neither fsdp nor ddp fits on any device count up to 1024"),
+    ("ddp", {"reproducibility": "strict"}, "; ddp fits on no device count up to 1024"),  # fsdp cannot be strict
+])  # fmt: skip
+def test_a_model_that_fits_no_device_count_is_refused_under_either_strategy(small_config, strategy, recipe, words):
+    cfg = big_config(small_config, strategy, memory_gb=0.001, devices=2, **recipe)
+    with pytest.raises(ConfigError) as err:
+        resolve(cfg)
+    assert words in str(err.value) and "\n" not in str(err.value), str(err.value)
+    assert str(err.value).endswith("use a device with more memory, a smaller model or a smaller micro_batch")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(share=st.floats(0.9, 0.99999))
+def test_a_refusal_never_prints_the_need_and_the_limit_as_the_same_number(small_config, share):
+    cfg = big_config(copy.deepcopy(small_config), devices=2)
+    cfg["hardware"]["cpu2"]["memory_gb"] = 1.0
+    need = resolve(cfg).spec("tiny", "default", "cpu2", 0).plan.est_memory_gb
+    cfg["hardware"]["cpu2"]["memory_gb"] = need * share  # just under what the plan needs
+    with pytest.raises(ConfigError) as err:
+        resolve(cfg)
+    needs, limit = re.search(r"needs ([0-9.e-]+) GB per device, over the device's ([0-9.e-]+) GB", str(err.value)).groups()
+    assert needs != limit and float(needs) > float(limit), str(err.value)
+
+
+def test_every_block_and_the_embeddings_and_head_of_the_built_in_families_are_shard_units():
     from types import SimpleNamespace
 
     from hwsweep.models import families
@@ -96,7 +168,8 @@ def test_every_block_of_the_built_in_families_is_a_shard_unit():
     task = SimpleNamespace(name="sort", length=8, vocab_size=16)
     model = families.torch_side("transformer").build(SimpleNamespace(
         task=task, model=SimpleNamespace(name="transformer", width=32, depth=3, heads=2, mlp_ratio=4)))  # fmt: skip
-    assert shard_units(model) == list(model.blocks)
+    # The blocks, then the embedding, the final norm and the head as units of their own; the root keeps `pos`.
+    assert shard_units(model) == [*model.blocks, model.tok, model.norm, model.head]
     sudoku = SimpleNamespace(name="sudoku", size=4, blanks=6, augmentation=0, eval_views=0, train_size=8, eval_size=8,
                              length=16, vocab_size=5, num_puzzle_ids=1)  # fmt: skip
     hrm = SimpleNamespace(name="hrm", width=32, heads=2, mlp_ratio=4, h_layers=2, l_layers=3, h_cycles=1, l_cycles=1,
@@ -105,7 +178,8 @@ def test_every_block_of_the_built_in_families_is_a_shard_unit():
                           halt_exploration="per_segment")  # fmt: skip
     model = families.torch_side("hrm").build(SimpleNamespace(task=sudoku, model=hrm))
     units = shard_units(model)
-    assert len(units) == 5 and all(type(u).__name__ == "Block" for u in units)
+    assert len(units) == 8 and all(type(u).__name__ == "Block" for u in units[:5])
+    assert units[5:] == [model.input, model.head, model.q_head]  # H and L hold nothing beside their blocks
 
 
 # -- real torchrun (gloo, CPU): FSDP trains, is killed, resumes, matches DDP, reshards -------------------
@@ -160,16 +234,22 @@ def _stopped(proc, out: str) -> str:
 
 
 @pytest.mark.slow
-def test_fsdp_trains_is_killed_resumes_bitwise_and_matches_ddp(tmp_path, small_config):
+def test_fsdp_trains_is_sigkilled_resumes_bitwise_and_matches_ddp(tmp_path, small_config):
     with pytest.raises(ConfigError, match="set parallel.strategy: fsdp, which needs .* on this hardware's 2 devices"):
         resolve(_config(small_config, "ddp"))  # the model is too big for DDP on this entry
     cmd = _spec(tmp_path, small_config, "fsdp", "cut")
-    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # SIGKILL to torchrun and its ranks (each in a session of its own) once a periodic checkpoint is complete:
+    # nothing is written at the signal
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpts = tmp_path / "cut" / "checkpoints"
     deadline = time.monotonic() + 300
     while not list(ckpts.glob("step*")) and time.monotonic() < deadline:
         time.sleep(0.2)
-    _stopped(proc, "")
+    ranks = descendants(proc.pid)
+    for pid in [*ranks, proc.pid]:
+        os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert not (tmp_path / "cut" / TRAIN_RECORD).exists()
     cut_at = max(int(p.name[4:]) for p in ckpts.glob("step*"))
     assert 0 < cut_at < 30 and (ckpts / f"step{cut_at:09d}" / ".metadata").is_file()  # DCP's shards, complete
     _run(cmd)  # the rerun resumes from the sharded checkpoint
@@ -221,18 +301,25 @@ def test_a_sharded_checkpoint_resumes_at_another_world_size_and_the_record_says_
 
 @pytest.mark.slow
 def test_the_memory_plan_is_within_15_percent_of_the_measured_peak_at_world_sizes_1_2_4(tmp_path):
-    """bench/fsdp.py's measurement (peak RSS growth over training a 4.8M-parameter transformer, torch's own
-    setup excluded) against footprint.device_bytes: FSDP with shards = N, and DDP, whose gradients are its
-    buckets' views (one copy, as planned, at every N); the ±15% goal of the plan."""
+    """bench/fsdp.py's measurement (peak RSS growth over training a 4.8M-parameter transformer whose activations
+    are about as large as its state, torch's own setup excluded) against footprint.device_bytes: DDP, whose
+    gradients are its buckets' views (one copy, as planned, at every N), FSDP with shards = N, and FSDP with full
+    activation checkpointing; the ±15% goal of the plan, and checkpointing's saving as the plan counts it."""
     out = tmp_path / "fsdp.json"
-    cmd = [sys.executable, str(REPO / "bench" / "fsdp.py"), "--width", "256", "--depth", "6", "--length", "16",
-           "--steps", "3", "--json", str(out)]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True, timeout=900, env=ENV)
-    rows = {(r["strategy"], r["world_size"]): r for r in json.loads(out.read_text())}
-    assert sorted(rows) == [(s, n) for s in ("ddp", "fsdp") for n in (1, 2, 4)]
+    cmd = [sys.executable, str(REPO / "bench" / "fsdp.py"), "--width", "256", "--depth", "6", "--length", "128",
+           "--micro-batch", "8", "--steps", "3", "--layouts", "ddp", "fsdp", "fsdp:full", "--json", str(out)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=1500, env=ENV)
+    rows = {(r["strategy"], r["activation_checkpointing"], r["world_size"]): r for r in json.loads(out.read_text())}
+    layouts = [("ddp", "none"), ("fsdp", "none"), ("fsdp", "full")]
+    assert sorted(rows) == sorted((s, c, n) for s, c in layouts for n in (1, 2, 4))
     for key, r in rows.items():
         assert r["peak_bytes"] == pytest.approx(r["planned_bytes"], rel=0.15), (key, r)
-    assert rows["fsdp", 4]["peak_bytes"] < 0.5 * rows["fsdp", 1]["peak_bytes"]  # sharding, not noise: 1/N of the state
+    # sharding, not noise: with the activations checkpointed the state is most of the peak, and a quarter of it at 4
+    assert rows["fsdp", "full", 4]["peak_bytes"] < 0.6 * rows["fsdp", "full", 1]["peak_bytes"]
+    for n in (1, 2, 4):
+        plain, checkpointed = rows["fsdp", "none", n], rows["fsdp", "full", n]
+        saving = plain["peak_bytes"] - checkpointed["peak_bytes"]
+        assert saving == pytest.approx(plain["planned_bytes"] - checkpointed["planned_bytes"], rel=0.2), n
 
 
 @pytest.mark.slow
@@ -267,6 +354,224 @@ def test_the_strategy_is_part_of_the_device_description_and_of_a_diagnosis():
 
     assert devices({"world_size": 2, "gpu_type": "H100-80GB", "strategy": "fsdp"}) == "2 × H100-80GB, FSDP"
     assert devices({"world_size": 2, "gpu_type": "H100-80GB", "strategy": "ddp"}) == "2 × H100-80GB"
+    assert devices({"world_size": 4, "gpu_type": "H100-80GB", "strategy": "hsdp"}) == "4 × H100-80GB, HSDP"
     assert devices({"world_size": 1, "gpu_type": "cpu"}) == "1 × cpu"  # a runs.csv from before the column
     runs, base = pd.DataFrame({"strategy": ["fsdp"]}), pd.DataFrame({"strategy": ["ddp"]})
     assert "parallel strategy: strategy fsdp vs ddp" in differences(runs, base)
+
+
+# -- built on the meta device: the same initial weights at any layout -----------------------------------
+def _layouts(small_config) -> dict:
+    """Hardware entries of 1 and 4 CPU processes (4 also as 2 nodes x 2 for HSDP); a transformer whose shapes do
+    not divide by 4 (vocabulary 18, width 36), so FSDP's shards are uneven."""
+    cfg = small_config
+    cfg["recipe"] |= {"global_batch": 16, "micro_batch": 4, "model": {"width": 36, "depth": 2, "heads": 2}}
+    cfg["recipe"]["task"] |= {"vocab_size": 18, "length": 6}
+    cfg["hardware"] = {"cpu1": {"accelerator": "cpu", "devices_per_node": 1},
+                       "cpu4": {"accelerator": "cpu", "devices_per_node": 4},
+                       "cpu2x2": {"accelerator": "cpu", "nodes": 2, "devices_per_node": 2}}  # fmt: skip
+    cfg["suites"]["tiny"]["sweep"] = {"parallel.strategy": ["ddp", "fsdp", "hsdp"]}
+    return cfg
+
+
+@pytest.mark.slow
+def test_a_model_built_on_meta_gets_the_unsharded_initial_weights_bitwise_under_fsdp_and_hsdp(tmp_path, small_config):
+    """run.wrap on a meta-built model (the built-in family as the trainer builds it, and a user's model with an
+    init function): FSDP over 4 processes and HSDP over 2 x 2 give, gathered, exactly DDP's weights at 1."""
+    matrix = resolve(_layouts(small_config))
+    found = {}
+    for variant, hardware, n, built in [("strategy-ddp", "cpu1", 1, "built"), ("strategy-fsdp", "cpu4", 4, "meta"),
+                                        ("strategy-hsdp", "cpu2x2", 4, "meta")]:  # fmt: skip
+        spec = matrix.spec("tiny", variant, hardware, 0).to_dict() | {"run_dir": str(tmp_path / variant)}
+        io.write_json(tmp_path / f"{variant}.json", spec)
+        out = tmp_path / f"{variant}.pt"
+        _run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(n), str(REPO / "tests" / "runtime_initial_weights.py"),
+              str(tmp_path / f"{variant}.json"), str(out), built])  # fmt: skip
+        found[variant] = torch.load(out, weights_only=False)
+    ddp = found["strategy-ddp"]
+    assert ddp["family"]["tok.weight"].std() > 0.5 and ddp["own"]["scale"].abs().max() > 0.5  # drawn, not empty
+    for sharded in ("strategy-fsdp", "strategy-hsdp"):
+        for model in ("family", "own"):
+            assert sorted(found[sharded][model]) == sorted(ddp[model])
+            assert all(torch.equal(found[sharded][model][k], ddp[model][k]) for k in ddp[model]), (sharded, model)
+
+
+def test_a_meta_module_without_an_initialiser_is_refused_naming_it():
+    from hwsweep.run import weights
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Linear(3, 3)
+            self.gain = torch.nn.Parameter(torch.empty(3))
+
+    with torch.device("meta"):
+        model = Scaled()
+    model.to_empty(device="cpu")
+    with pytest.raises(TypeError) as err:
+        weights.initialise(model, 0)
+    assert str(err.value).startswith("run.wrap: gain (Scaled) has no initialiser; give Scaled a reset_parameters()")
+    weights.initialise(model, 0, init=lambda m: torch.nn.init.ones_(m.gain) if isinstance(m, Scaled) else m.reset_parameters())
+    assert torch.equal(model.gain, torch.ones(3)) and model.inner.weight.abs().max() > 0
+
+
+# -- activation checkpointing: what it keeps, against the plan ------------------------------------------
+def _activation_bytes_per_sample(family: str, task, model_cfg, mode: str, precision: str = "fp32") -> float:
+    """Per sample, the growth of the peak bytes of one forward + backward from micro-batch 4 to 8, as torch's
+    MemTracker counts every live tensor (weights, gradients, activations, the backward's temporaries)."""
+    from types import SimpleNamespace
+
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    from hwsweep.models import families
+    from hwsweep.run import recompute
+    from hwsweep.run.reduce import block_units
+
+    side = families.torch_side(family)
+    peaks = {}
+    for n in (4, 8):
+        torch.manual_seed(0)
+        model = side.build(SimpleNamespace(task=task, model=model_cfg))
+        recompute.apply(block_units(model), mode)
+        batch = tuple(t[:n] for t in side.tables(SimpleNamespace(task=task, model=model_cfg))[0])
+        tracker = MemTracker()
+        tracker.track_external(model)
+        with tracker, torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision != "fp32"):
+            model(*batch).backward()
+        peaks[n] = sum(kinds.get("Total", 0) for kinds in tracker.get_tracker_snapshot("peak").values())
+    return (peaks[8] - peaks[4]) / 4
+
+
+@pytest.mark.parametrize("family, precision", [("transformer", "fp32"), ("transformer", "bf16-mixed"),
+                                               ("deep_transformer", "fp32")])  # fmt: skip
+def test_activation_checkpointing_saves_what_the_plan_counts(family, precision):
+    """The plan's activations per sample under none, full and selective within 15% of what torch keeps, and the
+    saving of full and selective against none within 15% of the plan's (a saving the plan overstates would let
+    micro_batch auto pick a micro-batch that does not fit)."""
+    from types import SimpleNamespace
+
+    if family == "transformer":
+        task = SimpleNamespace(name="sort", length=64, vocab_size=16, train_size=16, eval_size=8)
+        model_cfg = SimpleNamespace(name="transformer", width=32, depth=3, heads=2, mlp_ratio=4)
+        planned = lambda mode: footprint.activation_bytes_per_sample(model_cfg, task, precision, mode)  # noqa: E731
+    else:
+        from hwsweep.contracts.recipe import SudokuTask
+
+        task = SudokuTask(name="sudoku", size=4, blanks=6, distinct_puzzles=4, augmentation=0, eval_views=0,
+                          train_size=16, eval_size=8)  # fmt: skip
+        model_cfg = SimpleNamespace(name="deep_transformer", width=64, heads=2, mlp_ratio=4, depth=4, puzzle_emb_ndim=0,
+                                    positions="rope", loss="softmax_cross_entropy")  # fmt: skip
+        planned = lambda mode: footprint.puzzle_activation_bytes_per_sample(model_cfg, task, mode)  # noqa: E731
+    measured = {mode: _activation_bytes_per_sample(family, task, model_cfg, mode, precision)
+                for mode in ("none", "full", "selective")}  # fmt: skip
+    assert measured["full"] < measured["selective"] < 0.9 * measured["none"]
+    if family != "transformer":  # the puzzle families' activations are a fitted upper bound (tests/test_hrm.py)
+        assert all(value <= planned(mode) <= 1.4 * value for mode, value in measured.items()), measured
+        return
+    for mode, value in measured.items():
+        assert planned(mode) == pytest.approx(value, rel=0.15), (mode, planned(mode), value)
+    for mode in ("full", "selective"):
+        saving = measured["none"] - measured[mode]
+        assert planned("none") - planned(mode) == pytest.approx(saving, rel=0.15), (mode, saving)
+
+
+@pytest.mark.slow
+def test_a_model_too_big_for_a_ddp_rank_trains_under_fsdp_at_4_and_no_rank_ever_holds_its_weights(tmp_path, small_config):
+    """The case FSDP is for, on CPU: a transformer of 57M parameters (226 MB of fp32 weights) on an entry whose 4
+    processes may each use twice that. DDP (weights, gradients and AdamW state: 4 x 226 MB per rank) is refused
+    by the plan; FSDP at 4 trains, each rank's peak resident set staying under the limit. Built on the meta
+    device, no rank ever holds the whole model: placing and initialising it raises a rank's resident set by
+    less than half the weights (its quarter and one layer at a time). AdamW's state alone is 16 bytes per
+    parameter, so at 4 ranks a rank's share of weights, gradients and moments is the full weights' size: the
+    training peak is bounded by the limit, not by the weights."""
+    cfg = small_config
+    cfg["recipe"] |= {"global_batch": 4, "micro_batch": 1, "checkpoint_every": 100, "log_every": 1,
+                      "model": {"width": 768, "depth": 8, "heads": 12}}  # fmt: skip
+    cfg["recipe"]["task"] |= {"vocab_size": 64, "length": 8}
+    cfg["recipe"]["schedule"] = {"steps": 2, "warmup_steps": 1}
+    r = resolve(cfg).cells[0].recipe
+    weights = footprint.parameter_count(r.model, r.task) * footprint.FP32
+    assert weights > 200e6
+    limit = 2 * weights
+    cfg["hardware"] = {"cpu4": {"accelerator": "cpu", "devices_per_node": 4, "memory_gb": limit / GB}}
+    cfg["baseline"] = "cpu4"
+    with pytest.raises(ConfigError, match="ddp keeps a whole replica per device .* set parallel.strategy: fsdp"):
+        resolve(cfg)
+    cfg["recipe"]["parallel"] = {"strategy": "fsdp"}
+    spec = resolve(cfg).spec("tiny", "default", "cpu4", 0)
+    assert spec.plan.est_memory_gb * GB < limit
+    io.write_json(tmp_path / "spec.json", spec.to_dict() | {"run_dir": str(tmp_path / "run")})
+    # glibc hands freed large blocks back at once (as bench/fsdp.py sets it): the peak is of live memory
+    env = ENV | {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536"}
+    proc = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "4",
+                           str(REPO / "tests" / "runtime_memory.py"), str(tmp_path / "spec.json"), str(tmp_path / "grown")],
+                          env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    grown = [json.loads((tmp_path / f"grown.rank{r}.json").read_text()) for r in range(4)]
+    print({"weights MB": weights / 2**20, "limit MB": limit / 2**20, "planned MB": spec.plan.est_memory_gb * GB / 2**20,
+           "placed MB": [g["placed"] / 2**20 for g in grown], "trained MB": [g["trained"] / 2**20 for g in grown]})  # fmt: skip
+    assert all(g["placed"] < weights / 2 for g in grown), grown
+    assert all(g["trained"] < limit for g in grown), grown
+
+
+@pytest.mark.slow
+def test_fsdp_compiles_each_block_and_hsdp_trains_2_by_2_like_fsdp(tmp_path, small_config):
+    """recipe.compile under FSDP compiles each block before sharding it (inductor, on CPU): it trains as eager
+    does, up to the compiled kernels' last bits, and its final.pt has the same keys; HSDP over 2 nodes x 2
+    processes, with full activation checkpointing, trains as FSDP does (the reduction order only; recomputing
+    runs the same ops) and writes sharded checkpoints; the record says which checkpointing ran."""
+    runs = {"eager": ("fsdp", False, 1, 2, "none"), "compiled": ("fsdp", True, 1, 2, "none"),
+            "hsdp": ("hsdp", False, 2, 2, "full")}  # fmt: skip
+    for name, (strategy, compiled, nodes, devices, checkpointing) in runs.items():
+        cfg = _config(small_config, strategy, steps=8, memory_gb=None)
+        cfg["recipe"] |= {"compile": compiled, "checkpoint_every": 4, "activation_checkpointing": checkpointing}
+        cfg["hardware"]["gpus"] |= {"nodes": nodes, "devices_per_node": devices}
+        spec = resolve(cfg).spec("tiny", "default", "gpus", 0).to_dict() | {"run_dir": str(tmp_path / name)}
+        io.write_json(tmp_path / f"{name}.json", spec)
+        _run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(nodes * devices), "-m", "hwsweep.run.train",
+              str(tmp_path / f"{name}.json")])  # fmt: skip
+    (eager, p_eager), (compiled, p_compiled), (hsdp, p_hsdp) = (_results(tmp_path, n) for n in runs)
+    assert compiled["provenance"]["compile"] is True and eager["provenance"]["compile"] is False
+    assert sorted(p_compiled) == sorted(p_eager) == sorted(p_hsdp)
+    assert compiled["curves"]["loss"]["values"] == pytest.approx(eager["curves"]["loss"]["values"], rel=1e-3)
+    assert hsdp["plan"]["strategy"] == "hsdp" and hsdp["plan"]["world_size"] == 4
+    assert hsdp["provenance"]["activation_checkpointing"] == "full" and hsdp["spec"]["recipe"]["activation_checkpointing"] == "full"
+    assert hsdp["curves"]["loss"]["values"] == pytest.approx(eager["curves"]["loss"]["values"], rel=1e-4)
+    assert (tmp_path / "hsdp" / "checkpoints" / "step000000008" / ".metadata").is_file()
+
+
+def test_under_fsdp_each_block_is_checkpointed_and_compiled_before_sharding_and_keeps_its_names(tmp_path):
+    """What run.wrap does to a meta-built model with activation checkpointing and compile under FSDP: every block's
+    forward is checkpointed and the block compiled in place (the root is not), the blocks, embeddings and head
+    are FSDP units, and the state dict's names are the model's own (checkpoints do not change with the options)."""
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FSDPModule
+
+    from hwsweep.contracts.recipe import Parallel
+    from hwsweep.models import families
+    from hwsweep.run import recompute
+    from hwsweep.run.device import select
+    from hwsweep.run.reduce import prepare
+
+    rec = SimpleNamespace(task=SimpleNamespace(name="sort", length=8, vocab_size=16),
+                          model=SimpleNamespace(name="transformer", width=32, depth=3, heads=2, mlp_ratio=4))  # fmt: skip
+    plain = families.torch_side("transformer").build(rec)
+    with torch.device("meta"):
+        model = families.torch_side("transformer").build(rec)
+    recipe = SimpleNamespace(reproducibility="deterministic", parallel=Parallel("fsdp", True), compile=True,
+                             activation_checkpointing="full")  # fmt: skip
+    plan = SimpleNamespace(accumulation=1, precision="fp32", nodes=1, devices_per_node=1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        reduction = prepare(model, recipe, plan, select("cpu", 0), seed=3)
+        assert reduction.module is model and isinstance(model, FSDPModule)
+        assert all(isinstance(u, FSDPModule) for u in [*model.blocks, model.tok, model.norm, model.head])
+        assert all(b._compiled_call_impl is not None for b in model.blocks)
+        # full: the block's own forward under checkpoint(), without selective's context
+        assert all(b.forward.func is recompute._checkpointed and b.forward.args[1] == {} for b in model.blocks)
+        assert model._compiled_call_impl is None and not model.tok.weight.is_meta
+        assert sorted(model.state_dict()) == sorted(plain.state_dict())
+    finally:
+        dist.destroy_process_group()

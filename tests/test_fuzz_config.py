@@ -5,11 +5,15 @@ line or a config; and what the planner accepts does run (plans => runs)."""
 import copy
 import json
 import os
+import signal
 import subprocess
 import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import BIN, SMALL, snakemake
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -19,7 +23,7 @@ from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import canonical_json
 from hwsweep.contracts.typed import SpecError
 from hwsweep.plan import placement
-from hwsweep.plan.config import RESERVED_SUITES, ConfigError, load_file, resolve
+from hwsweep.plan.config import MAX_BYTES, RESERVED_SUITES, ConfigError, load_file, resolve
 
 NASTY = ["a b", "a;b", "a/b", "..", "../x", "$(id)", "`id`", "a|b", "a&b", "a>b", "x\ny", "é", "名前", "", "-x",
          "a" * 65, "a'b", 'a"b', "a*b", "~root", "a\\b", " lead"]  # fmt: skip
@@ -266,3 +270,142 @@ def test_a_config_the_planner_accepts_runs(data):
                               capture_output=True, text=True, timeout=300, env=os.environ | NO_GPU)  # fmt: skip
         assert proc.returncode == 0, f"{json.dumps(cfg)}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
         validation.check(RunRecord, spec.path("train.json"), spec)  # a complete, plausible record
+
+
+# -- issue 36's kinds: paths out of the run folder, YAML's booleans for enum words, memory that fits nowhere ---------
+
+def command_with(key: str):
+    """A command trainer (the plain DDP example's script) with trainer.<key> set to the drawn value."""
+
+    def apply(cfg, value):
+        cfg["recipe"] = {k: v for k, v in cfg["recipe"].items() if k not in ("task", "model")}
+        cfg["trainer"] = {"command": ["python", "train.py"], "workdir": str(Path(__file__).parents[1] / "examples/plain_ddp"),
+                          "args": {"batch_size": "micro_batch", "grad_accum": "accumulation"}}  # fmt: skip
+        cfg["metrics"] = {"loss": {"goal": "min"}}
+        setter(f"trainer.{key}")(cfg, value)
+
+    return apply
+
+
+def fsdp_at(precision):
+    def apply(cfg, _):
+        cfg["recipe"]["parallel"] = {"strategy": "fsdp"}
+        cfg["hardware"]["cpu2"]["precision"] = precision
+        cfg["advisor"] = {"allow_precision_mismatch": True}
+
+    return apply
+
+
+ESCAPING = ["a/../../../../etc/passwd", "x/..", "out/../../up.jsonl", "train.json", "spec.json", "final.pt", "eval.json",
+            "tracking.json"]  # fmt: skip
+KINDS += [
+    (command_with("metrics_file"), st.sampled_from(ESCAPING), "trainer.metrics_file"),
+    (command_with("resume"), st.sampled_from([{"when": w, "args": ["--resume"]} for w in
+                                              ["*/../../../*", "a/../../*", "spec.json", "train.json", "a/../b"]]),
+     "trainer.resume"),
+    (command_with("observe"), st.sampled_from([False, True]), "trainer.observe"),  # a bare off / on
+    (setter("guard.action"), st.sampled_from([False, True]), "guard.action"),
+    (setter("hardware.cpu2.memory_gb"), st.sampled_from([0.00001, 0.00005, 0.0001]), "recipe.parallel.strategy"),
+    (fsdp_at("fp16-mixed"), st.none(), "recipe.parallel.strategy"),
+    (setter("seeds"), st.recursive(st.lists(st.integers(0, 3), max_size=2), lambda inner: st.lists(inner, max_size=2),
+                                   max_leaves=40).filter(lambda v: any(isinstance(x, list) for x in v)), "seeds"),
+]  # fmt: skip
+
+
+# -- hostile YAML through both entry points, each case bounded in time ------------------------------------------------
+
+TOP = ["seeds", "recipe", "suites", "hardware", "baseline", "metrics", "extra"]
+
+
+def _nest(depth: int, style: str) -> str:
+    if style == "flow-list":
+        return "[" * depth + "1" + "]" * depth
+    if style == "flow-map":
+        return "{a: " * depth + "1" + "}" * depth
+    return "\n" + "".join(f"{'  ' * (i + 1)}k{i}:\n" for i in range(depth)) + "  " * (depth + 1) + "1"
+
+
+HOSTILE = st.one_of(
+    st.builds(lambda d, s: _nest(d, s), st.integers(20, 3000), st.sampled_from(["flow-list", "flow-map", "block"])),
+    st.sampled_from(["&a [*a]", "&a {b: *a}", "&a [1, {c: [*a]}]", "&a {b: [1, 2, {c: *a}]}", "*undefined",
+                     "&a [1, &a [*a]]"]),
+    st.builds(lambda levels, fan: "l0: &l0 [" + ", ".join(["x"] * fan) + "]\n" + "".join(
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * fan)}]\n" for i in range(1, levels)) + f"bomb: *l{levels - 1}",
+              st.integers(2, 9), st.integers(2, 12)),
+    st.sampled_from(["!!python/object/apply:os.system ['id']", "!!python/name:os.system", "!!binary aGVsbG8=",
+                     "!!set {a, b}", "!!timestamp 2001-12-14t21:59:43.10-05:00", "!!omap [{a: 1}]", "!custom 3",
+                     "!!int x", "!!float [1]", "!!str [1, 2]", "{? [1, 2] : x}", "{<<: 3}", "off", "~", ".nan",
+                     "-.inf", "0x_", "2001-01-01"]),
+    st.builds(lambda n: "[" + ", ".join(["1"] * n) + "]", st.sampled_from([10, 1000, 150_000])),
+    st.builds(lambda n: "x" * n, st.sampled_from([100, 10_000, MAX_BYTES + 10])),
+    st.builds(lambda n: "1" * n, st.sampled_from([20, 4301, 10_000])),
+    st.builds(lambda n: "{" + ", ".join(f"k{i}: {i}" for i in range(n)) + "}", st.sampled_from([10, 5000])),
+)  # fmt: skip
+
+
+def hostile_document(top: str, fragment: str) -> str:
+    """SMALL as YAML with `top`'s value replaced by the hostile fragment (anchors defined elsewhere come first)."""
+    head, _, value = fragment.rpartition("\nbomb: ") if "\nbomb: " in fragment else ("", "", fragment)
+    cfg = {k: v for k, v in copy.deepcopy(SMALL).items() if k != top}
+    body = yaml.safe_dump(cfg, default_flow_style=False)
+    return (f"{head}\n" if head else "") + body + f"{top}: {value}\n"
+
+
+@contextmanager
+def bounded(seconds: float):
+    """Fail, instead of hanging, when the body takes longer (SIGALRM: the main thread, where hypothesis runs)."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"took longer than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(top=st.sampled_from(TOP), fragment=HOSTILE)
+def test_hostile_yaml_is_a_config_or_one_line_within_seconds(top, fragment):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "config.yaml")
+        path.write_text(hostile_document(top, fragment))
+        t0 = time.perf_counter()
+        with bounded(10):  # a second is the goal: ten leaves room for a loaded machine, none for a hang
+            try:
+                resolve(load_file(path))
+            except (ConfigError, SpecError) as e:
+                assert "\n" not in str(e) and len(str(e)) < 600, str(e)[:2000]
+        assert time.perf_counter() - t0 < 10
+
+
+# What snakemake prints when it fails reading --configfile itself, before any workflow code (docs/safety.md).
+BEFORE_THE_WORKFLOW = ("RecursionError: maximum recursion depth exceeded", "ValueError: Exceeds the limit",
+                       "UnicodeDecodeError:", "IsADirectoryError:", "OSError: [Errno 40]")  # fmt: skip
+
+
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(top=st.sampled_from(TOP), fragment=HOSTILE)
+def test_hostile_yaml_through_both_entry_points_is_one_line_within_a_bound(top, fragment):
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        (folder / "config.yaml").write_text(hostile_document(top, fragment))
+        plan = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(folder / "config.yaml")],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert "Traceback" not in plan.stderr, plan.stderr[-2000:]
+        assert plan.returncode == 0 or (plan.returncode == 1 and plan.stderr.count("\n") == 1), plan.stderr[-2000:]
+        dry = snakemake(folder, None, "-n", timeout=120)
+        out = dry.stdout + dry.stderr
+        errors = [line for line in dry.stderr.splitlines() if line.startswith("hwsweep config error:")]
+        before = [line for line in out.splitlines() if line.strip()][-1:]
+        if dry.returncode == 0:
+            assert plan.returncode == 0, plan.stderr
+        elif "ConfigSettings" in out:  # snakemake failed reading the file, before any workflow code (documented)
+            assert before and before[0].startswith(BEFORE_THE_WORKFLOW), out[-2000:]
+        else:
+            assert len(errors) == 1 and "Traceback" not in out, out[-3000:]
+        assert not (folder / "results").exists()

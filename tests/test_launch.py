@@ -43,3 +43,50 @@ def test_enough_gpus_or_no_word_on_them_passes(small_config, env):
 def test_a_cpu_entry_without_gpus_needs_none(small_config):
     run = spec(small_config, accelerator="cpu", gpu_model=None, gpu_type="cpu", partition="cpu")
     assert gpu_shortage(run, {"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": ""}) is None
+
+
+def test_a_run_folder_on_a_full_disk_is_refused_before_torchrun_and_stale_temporaries_are_removed(
+        small_config, tmp_path, small_disk, capsys, monkeypatch):  # fmt: skip
+    from conftest import fill
+
+    from hwsweep.contracts import io
+    from hwsweep.contracts.spec import canonical_json
+    from hwsweep.run import launch
+
+    disk = small_disk(tmp_path / "disk", 2)
+    run = resolve(small_config).spec("tiny", "default", "cpu1", 0)
+    run = type(run).from_dict(run.to_dict() | {"run_dir": str(disk / "run")})
+    (disk / "run/checkpoints").mkdir(parents=True)
+    stale = [disk / "run/checkpoints/.step000000025.pt.a1b2c3.tmp", disk / "run/.final.pt.a1b2c3.tmp"]
+    for path in stale:
+        path.write_bytes(b"")
+    io.write_text(tmp_path / "spec.json", canonical_json(run))
+    filler = fill(disk)
+    with pytest.raises(SystemExit) as end:
+        launch.main([str(tmp_path / "spec.json")])
+    assert str(end.value.code).startswith(f"hwsweep: {disk / 'run'}: no space left on device (0 bytes free")
+    assert all(p.exists() for p in stale) and "torchrun" not in capsys.readouterr().out  # nothing started or touched
+    filler.unlink()
+    kept = disk / "run/checkpoints/step000000020.pt"
+    kept.write_text("x")
+    monkeypatch.setattr(launch, "supervise", lambda cmd, env: 0)  # stop where torchrun would start
+    assert launch.main([str(tmp_path / "spec.json")]) == 0
+    assert not any(p.exists() for p in stale) and kept.exists()
+    assert "removed 2 temporary file(s) a killed write left" in capsys.readouterr().out
+
+
+def test_an_evaluation_whose_run_folder_is_read_only_is_refused_before_it_loads_anything(small_config, tmp_path,
+                                                                                         read_only):  # fmt: skip
+    from hwsweep.contracts import io
+    from hwsweep.contracts.spec import canonical_json
+    from hwsweep.run import evaluate
+
+    run = resolve(small_config).spec("tiny", "default", "cpu1", 0)
+    run = type(run).from_dict(run.to_dict() | {"run_dir": str(tmp_path / "results/run")})
+    io.write_text(tmp_path / "spec.json", canonical_json(run))
+    (tmp_path / "results/run").mkdir(parents=True)
+    read_only(tmp_path / "results")
+    with pytest.raises(SystemExit) as end:  # no final.pt or train.json here: it stops before it reads them
+        evaluate.main([str(tmp_path / "spec.json")])
+    assert str(end.value.code) == (f"hwsweep: {tmp_path / 'results/run'}: read-only file system; remount it read-write "
+                                   "or work in a writable copy, then run snakemake again (finished work is kept)")  # fmt: skip

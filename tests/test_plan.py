@@ -61,7 +61,8 @@ def test_auto_micro_batch_is_the_largest_that_fits():
     recipe = SimpleNamespace(model=big, task=task, global_batch=256, micro_batch="auto", max_micro_batch=None,
                              batch_policy="locked", lr_scaling="none", precision="fp32", tf32=False,
                              reproducibility="deterministic", schedule=SimpleNamespace(steps=10, warmup_steps=1),
-                             optimizer=SimpleNamespace(lr=1e-3), parallel=Parallel("ddp", True))  # fmt: skip
+                             optimizer=SimpleNamespace(lr=1e-3), parallel=Parallel("ddp", True),
+                             activation_checkpointing="none")  # fmt: skip
     hw = Hardware(accelerator="cuda", nodes=1, devices_per_node=8, gpu_type="A100-80GB", cpus_per_task=8)
     plan = make_plan(recipe, hw, Advisor(target_utilisation=0.75))
     budget = 0.75 * 80 * GB
@@ -117,7 +118,7 @@ def test_mixed_precision_plans_less_memory_and_a_larger_auto_micro_batch(tmp_pat
                                  reproducibility="comparable", precision=precision, tf32=False,
                                  schedule=SimpleNamespace(steps=10, warmup_steps=1),
                                  optimizer=SimpleNamespace(lr=1e-3), lr_scaling="none",
-                                 parallel=Parallel("ddp", True))  # fmt: skip
+                                 parallel=Parallel("ddp", True), activation_checkpointing="none")  # fmt: skip
         plan = make_plan(recipe, h100)
         micro[precision] = plan.micro_batch
         assert plan.est_memory_gb * GB <= 0.75 * 80 * GB
@@ -161,7 +162,9 @@ def test_unknown_gpu_type_needs_memory_and_nothing_fits_is_refused(small_config)
     with pytest.raises(ConfigError, match=r"hardware.h200x2.gpu_type: 'B300' is not in the catalog; .* or give memory_gb"):
         resolve(cfg)
     cfg["hardware"]["h200x2"]["memory_gb"] = 0.0001
-    with pytest.raises(ConfigError, match=r"recipe.micro_batch: even micro-batch 1 needs .* use a device with more memory"):
+    with pytest.raises(ConfigError, match=r"^recipe.micro_batch: ddp at micro-batch 1 needs 0.586 GB per device, over 75% "
+                                          r"of 0.0001 GB = 7.5e-05 GB .*; neither ddp nor fsdp fits on any device count "
+                                          r"up to 1024: use a device with more memory or a smaller model$"):  # fmt: skip
         resolve(cfg)
 
 

@@ -234,7 +234,7 @@ def test_a_lost_final_checkpoint_is_repaired_by_plain_all_and_status_names_every
     (run / "spec.json").write_text("garbage")
     proc = snakemake(folder, cfg, "--cores", "1", "-f", "status")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "needed: " in proc.stderr and "the final checkpoint is missing" in proc.stderr, proc.stderr[-3000:]
+    assert "the next all: " in proc.stderr and "the final checkpoint is missing" in proc.stderr, proc.stderr[-3000:]
     assert "spec.json is damaged; would rewrite" in proc.stderr
 
     proc = snakemake(folder, cfg, "--cores", "2")  # plain all: retrained (from its checkpoints) and evaluated
@@ -245,6 +245,120 @@ def test_a_lost_final_checkpoint_is_repaired_by_plain_all_and_status_names_every
 
     proc = snakemake(folder, cfg, "--cores", "1", "-f", "status")
     assert "spec.json is damaged; rewritten from the config" in proc.stderr  # what the last all set right
-    assert "made " in proc.stderr and "the final checkpoint is missing" in proc.stderr
+    assert "an earlier all (" in proc.stderr and "the final checkpoint is missing" in proc.stderr
     status = pd.read_csv(folder / "results/partial/status.csv")
     assert set(status.state) == {"done"} and status.repairs.notna().sum() == 1
+
+
+# -- file system faults on a finished sweep (issue 36): one line each, nothing lost, the next `all` repairs ----------
+
+def _snapshot(results, but: str = "") -> dict:
+    """The files of every run folder (records, checkpoints, specs) but `but`'s, by content: what `nothing lost`
+    compares (a suite's tables are made again whenever one of its runs is)."""
+    return {str(p.relative_to(results)): p.read_bytes() for p in sorted(results.rglob("seed*/**/*"))
+            if p.is_file() and not (but and str(p.relative_to(results)).startswith(but))}  # fmt: skip
+
+
+def _hwsweep_lines(proc) -> list[str]:
+    return [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("hwsweep: ")]
+
+
+def _on_small_disk(folder, small_disk, slack_mb: float):
+    """results/ moved onto a tmpfs of its size plus `slack_mb`, files and times kept (nothing is out of date)."""
+    import shutil
+
+    results, saved = folder / "results", folder / "results.saved"
+    results.rename(saved)
+    used = sum(p.stat().st_size for p in saved.rglob("*") if p.is_file())
+    small_disk(results, used / 2**20 + slack_mb + 1)
+    shutil.copytree(saved, results, dirs_exist_ok=True, symlinks=True)
+    shutil.rmtree(saved)
+    return results
+
+
+def test_a_full_disk_is_named_in_the_log_status_and_report_and_the_next_all_repairs(two_suites, small_disk, monkeypatch):
+    from conftest import fill
+
+    from hwsweep.contracts.failure import log_reason
+    from hwsweep.report import landing
+
+    folder, cfg = two_suites
+    results = _on_small_disk(folder, small_disk, slack_mb=3)
+    run = results / "tiny/default/cpu2/seed0"
+    for name in ("train.json", "eval.json", "final.pt", "checkpoints"):  # lost: the run is trained again
+        subprocess.run(["rm", "-rf", str(run / name)], check=True)
+    before = _snapshot(results, but="tiny/default/cpu2/seed0")
+    filler = fill(results, leave=1_150_000)  # past the start-of-run check (1 MiB), short of a checkpoint's need
+
+    proc = snakemake(folder, cfg, "--cores", "2")
+    assert proc.returncode != 0
+    log = folder / "logs/tiny/default/cpu2/seed0/train.log"
+    line = f"hwsweep: {run.relative_to(folder)}/checkpoints: no space left on device ("
+    text = log.read_text()
+    assert line in text and "unexpected pos" not in text and "inline_container" not in text, text[-3000:]
+    assert log_reason(log).startswith(line) and "then run snakemake again" in log_reason(log)
+
+    status = snakemake(folder, cfg, "--cores", "1", "-f", "status")  # the 1 MB left hold status's tables
+    assert status.returncode == 0, status.stderr[-2000:]
+    rows = pd.read_csv(results / "partial/status.csv").set_index(["suite", "hardware", "seed"])
+    assert rows.loc[("tiny", "cpu2", 0), "state"] == "failed"
+    assert rows.loc[("tiny", "cpu2", 0), "problem"].startswith(line), rows.loc[("tiny", "cpu2", 0), "problem"]
+    monkeypatch.chdir(folder)
+    _, reasons = landing.run_states(resolve(cfg), "tiny")  # the report's failure list
+    assert len(reasons) == 1 and line in reasons[0]
+
+    fill(results)  # nothing left at all: refused before any job, in one line
+    for args in (["--cores", "2"], ["--cores", "1", "-f", "status"]):
+        proc = snakemake(folder, cfg, *args)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-2000:]
+        lines = _hwsweep_lines(proc)
+        assert len(lines) == 1 and lines[0].startswith("hwsweep: results: no space left on device (0 bytes free"), lines
+
+    filler.unlink()  # the fault removed: plain all trains the lost run and nothing else
+    (run / "checkpoints").mkdir(exist_ok=True)
+    for stale in (run / "checkpoints/.step000000005.pt.k1ll3d.tmp", run / ".train.json.k1ll3d.tmp"):
+        stale.write_bytes(b"")  # what a write killed half-way leaves (a SIGKILL, a node that went down)
+    proc = snakemake(folder, cfg, "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "removed 2 temporary file(s) a killed write left" in log.read_text()
+    assert _snapshot(results, but="tiny/default/cpu2/seed0") == before  # nothing lost, no other run redone
+    assert json.loads((run / "train.json").read_text())["status"] == "complete" and (run / "eval.json").exists()
+    assert not list(run.rglob(".*.tmp"))
+
+
+@pytest.mark.parametrize("fault", ["read-only", "permission denied"])
+def test_an_unwritable_results_folder_is_one_line_before_any_job_and_nothing_is_lost(two_suites, read_only, fault):
+    from conftest import WITHOUT_OVERRIDE
+
+    folder, cfg = two_suites
+    results = folder / "results"
+    (results / "tiny/default/cpu1/seed0/eval.json").unlink()  # something to redo
+    before = _snapshot(results)
+    prefix = WITHOUT_OVERRIDE if fault == "permission denied" else []
+    if fault == "read-only":
+        read_only(results)
+    else:
+        results.chmod(0o555)
+
+    def run(*args):
+        cmd, env = snakemake_command(folder, cfg, *args)
+        return subprocess.run(prefix + cmd, capture_output=True, text=True, env=env, timeout=600)
+
+    words = "read-only file system" if fault == "read-only" else "permission denied for user root"
+    for args in (["--cores", "2"], ["--cores", "1", "-f", "status"]):
+        proc = run(*args)
+        lines = _hwsweep_lines(proc)
+        assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
+        assert lines == [f"hwsweep: results: {words}; " + lines[0].split("; ", 1)[1]] and "run snakemake again" in lines[0]
+    dry = run("-n")  # a dry run only reads: snakemake's own word on the outputs it could not replace, no traceback
+    assert "Traceback" not in dry.stdout + dry.stderr, dry.stderr[-2000:]
+
+    if fault == "read-only":
+        read_only.undo()
+    else:
+        results.chmod(0o755)
+    assert _snapshot(results) == before  # nothing lost
+    proc = snakemake(folder, cfg, "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after = _snapshot(results)
+    assert json.loads(after.pop("tiny/default/cpu1/seed0/eval.json"))["metrics"] and after == before

@@ -1,22 +1,35 @@
-"""The workflow against a real SLURM controller (tests/slurm/cluster.py): the slurm profile as
-users install and run it (`hwsweep profile install slurm`, `snakemake --profile slurm all`),
-multi-node torchrun through srun, resources read back from the controller."""
+"""The workflow against a real SLURM controller (tests/slurm/cluster.py): the slurm profile as users install and
+run it (`hwsweep profile install slurm`, `snakemake --profile slurm all`), multi-node torchrun through srun,
+resources read back from the controller, preemption and time limits, and `status` from a login node's view.
+
+One cluster per test session and two sweeps, each carrying several checks, run side by side (most of their time
+is waiting: job start-up, SLURM's polls):
+- the matrix sweep (`matrix`): resources, GRES per node, 2-node parity, the user's config replacing the default,
+  the aggregate's shape against a local run, and which rules become SLURM jobs;
+- the signals sweep (`signals`): a run preempted PREEMPTIONS times with no retry to spend, its uninterrupted
+  twin, a 2-node run preempted once, a run signalled before its time limit, a run that fails, and `status`
+  asked from a process namespace that sees no compute-node process, while jobs pend, run, wait after a
+  preemption and fail.
+"""
 
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import BIN, REPO, snakemake_command, write_config
+from conftest import BIN, REPO, SMALL, snakemake_command, write_config
 
 sys.path.insert(0, str(Path(__file__).parent / "slurm"))
 import cluster  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# One worker (the cluster has fixed ports); a session fixture drives a whole sweep in its first test's setup.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.timeout(1800)]
 
 # Fake-GPU nodes have no CUDA: the config says accelerator: cpu explicitly (and train.json records it).
 HARDWARE = {
@@ -26,10 +39,13 @@ HARDWARE = {
                "partition": "gpu-h100", "cpus_per_task": 2, "mem_mb": 2000, "runtime": 10},
     "h100x2n": {"accelerator": "cpu", "nodes": 2, "devices_per_node": 1, "gres": "gpu:h100:1",
                 "partition": "gpu-h100", "cpus_per_task": 1, "mem_mb": 1000, "runtime": 10},
+    # GPUs by model, 2 per node on 2 nodes, while h100-1 has only 2 of its 4 free: SLURM must give 2 + 2.
+    "g2n": {"accelerator": "cpu", "nodes": 2, "devices_per_node": 2, "gpu_type": "fake-h100", "memory_gb": 80,
+            "gpu_model": "h100", "partition": "gpu-h100", "cpus_per_task": 1, "mem_mb": 1000, "runtime": 10},
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def slurm(tmp_path_factory):
     """The test cluster, and the slurm profile installed as users install it, into a private XDG_CONFIG_HOME."""
     if os.geteuid() != 0 and not cluster.shutil.which("slurmctld"):
@@ -50,34 +66,27 @@ def slurm(tmp_path_factory):
 STATUS_SECONDS = "1"
 
 
-def run_slurm(workdir: Path, cfg: dict, env: dict, *args: str, timeout: int = 900):
-    """`snakemake --profile slurm all` as typed, run in `workdir`; the tests add the Snakefile, their
-    config and shorter status intervals."""
+def slurm_command(workdir: Path, cfg: dict, *args: str, targets=("all",)) -> list[str]:
+    """`snakemake --profile slurm all` as typed, run in `workdir` (its config written there); the tests add the
+    Snakefile, their config and shorter status intervals."""
     workdir.mkdir(parents=True, exist_ok=True)
     path = write_config(workdir, cfg)
-    cmd = ["snakemake", "--profile", "slurm", "all",
-           "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(path),
-           "--replace-workflow-config", "--slurm-init-seconds-before-status-checks", STATUS_SECONDS,
-           "--seconds-between-status-checks", STATUS_SECONDS, *args]  # fmt: skip
-    # A hard timeout: on SIGTERM snakemake would wait for its jobs.
-    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
+    return ["snakemake", "--profile", "slurm", *targets,
+            "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(path),
+            "--replace-workflow-config", "--slurm-init-seconds-before-status-checks", STATUS_SECONDS,
+            "--seconds-between-status-checks", STATUS_SECONDS, "--slurm-keep-successful-logs", *args]  # fmt: skip
 
 
 def start_slurm(workdir: Path, cfg: dict, env: dict, *args: str, targets=("all",)) -> subprocess.Popen:
-    """run_slurm's command, started in the background (its output in workdir/snakemake.err); `targets`
-    instead of all: the signal tests need the train jobs only, not the small jobs after them."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    path = write_config(workdir, cfg)
-    cmd = ["snakemake", "--profile", "slurm", *targets,
-           "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(path),
-           "--replace-workflow-config", "--slurm-init-seconds-before-status-checks", STATUS_SECONDS,
-           "--seconds-between-status-checks", STATUS_SECONDS, "--slurm-keep-successful-logs", *args]  # fmt: skip
+    """slurm_command started in the background, its stderr in workdir/snakemake.err."""
+    cmd = slurm_command(workdir, cfg, *args, targets=targets)
     err = open(workdir / "snakemake.err", "w")
     return subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
 
 
-def finish(proc: subprocess.Popen, timeout: int = 300) -> tuple[int, str]:
-    """Wait for start_slurm's snakemake: its exit status and its stderr."""
+def finish(proc: subprocess.Popen, timeout: int = 600) -> tuple[int, str]:
+    """Wait for start_slurm's snakemake (a hard timeout: on SIGTERM snakemake would wait for its jobs): its exit
+    status and its stderr."""
     try:
         code = proc.wait(timeout=timeout)
     finally:
@@ -87,109 +96,40 @@ def finish(proc: subprocess.Popen, timeout: int = 300) -> tuple[int, str]:
     return code, Path(proc.args[proc.args.index("--directory") + 1], "snakemake.err").read_text()
 
 
-def wait_for(what: str, found, timeout: float = 120):
+def wait_for(what: str, found, timeout: float = 180):
     """Poll `found()` until it returns something true; that value."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if value := found():
             return value
-        time.sleep(0.5)
+        time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def running_train_job(hardware: str, env: dict) -> str | None:
-    """The SLURM id of the running train job of `hardware` (seed 0), from the comment the executor sets."""
-    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i %k"], capture_output=True, text=True,
-                         env=env).stdout  # fmt: skip
-    ids = [line.split()[0] for line in out.splitlines() if line.split()[-1].startswith("rule_train_")
-           and line.split()[-1].endswith(f"_{hardware}_0")]  # fmt: skip
-    return ids[0] if ids else None
+def jobs_of(workdir: Path, env: dict) -> list[dict]:
+    """Every SLURM job the controller knows of the workflow in `workdir` (pending, running, ended): id, state,
+    reason, restarts and the comment the executor sets (rule_<rule>_wildcards_<values>)."""
+    fields = ("JobID", "State", "Reason", "RestartCnt", "Comment", "WorkDir")
+    out = subprocess.run(["squeue", "-h", "-t", "all", "-O", ",".join(f"{f}:|" for f in fields)],
+                         capture_output=True, text=True, env=env, check=True).stdout  # fmt: skip
+    names = ("id", "state", "reason", "restarts", "comment", "workdir")
+    rows = [dict(zip(names, line.split("|"))) for line in out.splitlines()]
+    return [r for r in rows if os.path.realpath(r["workdir"]) == os.path.realpath(workdir)]
 
 
-def slurm_log(workdir: Path, job: str) -> Path:
-    """The batch output of SLURM job `job` (the executor names it by the job id)."""
-    (path,) = (workdir / ".snakemake/slurm_logs").rglob(f"{job}.log")
-    return path
+WAITING = ("PENDING", "REQUEUED")  # a job back in the queue
 
 
-def final_weights_equal(a: Path, b: Path) -> bool:
-    import torch
-
-    x, y = (torch.load(p / "final.pt", weights_only=False)["model"] for p in (a, b))
-    return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
-
-
-def test_jobs_compute_from_the_replacing_config_with_a_default_config_present(tmp_path, small_config, slurm):
-    """--replace-workflow-config is not forwarded to jobs: they must still use the user's config alone, not
-    config/config.yaml merged back in (other suites, hardware and recipe keys: optimizer, precision...)."""
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
-    cfg = small_config | {"seeds": [0], "baseline": "c1", "hardware": {"c1": HARDWARE["cpu1"]}}
-    cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
-    proc = run_slurm(tmp_path, cfg, slurm, "--retries", "0", timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert sorted(p.name for p in (tmp_path / "results").iterdir() if p.is_dir()) == ["tiny"]
-    record = json.loads((tmp_path / "results/tiny/default/c1/seed0/train.json").read_text())
-    assert record["provenance"]["env"]["SLURM_JOB_ID"]  # ran as a SLURM job
-    assert len(pd.read_csv(tmp_path / "results/comparison.csv")) == 1
+def train_job(workdir: Path, suite: str, hardware: str, env: dict, states=("RUNNING",)) -> dict | None:
+    """The newest train job of the run (variant default, seed 0) in `workdir`, if it is in one of `states`."""
+    mine = [j for j in jobs_of(workdir, env) if j["comment"] == f"rule_train_wildcards_{suite}_default_{hardware}_0"]
+    newest = max(mine, key=lambda j: int(j["id"]), default=None)
+    return newest if newest and newest["state"] in states else None
 
 
-# Two identical entries on different partitions: one is interrupted, the other is the uninterrupted reference.
-ONE_NODE = {"c1": HARDWARE["cpu1"], "c1b": HARDWARE["cpu1"] | {"partition": "gpu-l40s"}}
-
-
-def test_scancel_signal_term_checkpoints_a_one_node_run_and_the_retry_resumes_bitwise(tmp_path, small_config, slurm):
-    cfg = small_config | {"seeds": [0], "baseline": "c1", "hardware": ONE_NODE}
-    cfg["recipe"] |= {"reproducibility": "strict", "checkpoint_every": 20}
-    cfg["recipe"]["schedule"] = {"steps": 600, "warmup_steps": 5}
-    proc = start_slurm(tmp_path, cfg, slurm, "--retries", "1",
-                       targets=[f"results/tiny/default/{hw}/seed0/train.json" for hw in ONE_NODE])  # fmt: skip
-    try:
-        run = tmp_path / "results/tiny/default/c1/seed0"
-        wait_for("a checkpoint", lambda: list((run / "checkpoints").glob("step*.pt")), timeout=150)
-        job = wait_for("the train job", lambda: running_train_job("c1", slurm))
-        subprocess.run(["scancel", "--signal=TERM", job], env=slurm, check=True)  # job steps only, not the batch shell
-        code, err = finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert code == 0, err[-4000:]
-    assert "failed" in slurm_log(tmp_path, job).read_text()  # the signalled attempt stopped; the retry resumed
-    cut, whole = (json.loads((tmp_path / f"results/tiny/default/{hw}/seed0/train.json").read_text()) for hw in ONE_NODE)
-    assert cut["restarts"] == 1 and 0 < cut["resumed_from_step"] < 600 and whole["restarts"] == 0
-    assert cut["curves"] == whole["curves"]
-    assert final_weights_equal(run, tmp_path / "results/tiny/default/c1b/seed0")
-
-
-def test_a_one_node_run_gets_its_checkpoint_signal_before_the_time_limit(tmp_path, small_config, slurm):
-    """The signal 110 s before the time limit (the profile's slurm_extra, which gives 180): the trainer checkpoints
-    and exits 75 before the limit, it is not killed at the limit (TIMEOUT). SLURM sends the signal once, to the
-    job steps there are then: the limit is cut short only once the trainer runs, as a job's start (the snakemake
-    in the job) takes seconds to a minute on a loaded machine. The lead covers torchrun's own stop: its agent
-    waits up to 30 s for a worker after SIGTERM and 30 s more after SIGKILL (CI once took the whole 60 s with
-    a 50 s lead, and the job ran into its limit)."""
-    cfg = small_config | {"seeds": [0], "baseline": "c1", "hardware": {"c1": HARDWARE["cpu1"] | {"runtime": 10}}}
-    cfg["recipe"] |= {"checkpoint_every": 1000000}
-    cfg["recipe"]["schedule"] = {"steps": 1000000, "warmup_steps": 5}
-    proc = start_slurm(tmp_path, cfg, slurm, "--retries", "0", "--set-resources", "train:slurm_extra='--signal=TERM@110'",
-                       targets=["results/tiny/default/c1/seed0/train.json"])  # fmt: skip
-    try:
-        log = tmp_path / "logs/tiny/default/c1/seed0/train.log"
-        job = wait_for("the train job", lambda: running_train_job("c1", slurm), timeout=300)
-        wait_for("the trainer's first steps", lambda: log.is_file() and "train:" in log.read_text(), timeout=300)
-        # A limit in whole minutes (SLURM's unit) at least 140 s from now: the signal (110 s before it, or up to
-        # 60 s earlier at SLURM's resolution) comes while the trainer runs.
-        minutes = -(-(seconds(scontrol_job(job, slurm)["RunTime"]) + 140) // 60)
-        subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={minutes}"], env=slurm, check=True)
-        code, err = finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert code != 0, err[-3000:]  # the attempt stopped and no retry was allowed
-    assert "exiting 75" in log.read_text(), log.read_text()[-3000:]
-    state = scontrol_job(job, slurm)
-    assert state["JobState"] != "TIMEOUT" and seconds(state["RunTime"]) < minutes * 60, state  # before the limit
-    assert list((tmp_path / "results/tiny/default/c1/seed0/checkpoints").glob("step*.pt"))
+def scontrol_job(job_id: str, env: dict) -> dict:
+    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, env=env, check=True)
+    return dict(field.split("=", 1) for field in out.stdout.split() if "=" in field)
 
 
 def seconds(duration: str) -> int:
@@ -199,58 +139,324 @@ def seconds(duration: str) -> int:
     return int(days or 0) * 86400 + h * 3600 + m * 60 + s
 
 
-def test_gpus_are_asked_per_node_and_each_node_sees_its_ranks_gpus(tmp_path, small_config, slurm):
-    """A 2-node gpu_model entry while h100-1 has 2 of its 4 GPUs taken: 2 GPUs on each node, never 4 for the
-    job (which SLURM may place 1 + 3); the launcher checks them on every node."""
-    entry = {"accelerator": "cpu", "nodes": 2, "devices_per_node": 2, "gpu_type": "fake-h100", "memory_gb": 80,
-             "gpu_model": "h100", "partition": "gpu-h100", "cpus_per_task": 1, "mem_mb": 1000, "runtime": 10}  # fmt: skip
-    cfg = small_config | {"seeds": [0], "baseline": "g2n", "hardware": {"g2n": entry}}
-    cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
-    held = cluster.hold_gpus("h100-1", count=2)
+def final_weights_equal(a: Path, b: Path) -> bool:
+    import torch
+
+    x, y = (torch.load(p / "final.pt", weights_only=False)["model"] for p in (a, b))
+    return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+
+def login_status(folder: Path, env: dict) -> tuple[pd.DataFrame, subprocess.CompletedProcess]:
+    """`snakemake -f status` typed on a login node: in a PID namespace of its own, where no process of a job (the
+    compute nodes' launchers and trainers) is visible; its status.csv by run (suite, hardware) and its output."""
+    cmd, _ = snakemake_command(folder, None, "-f", "status", "--cores", "1")
+    proc = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", *cmd], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    frame = pd.read_csv(folder / "results/partial/status.csv", keep_default_na=False)
+    return frame.set_index(["suite", "hardware"]), proc
+
+
+# -- the signals sweep -----------------------------------------------------------------------------------------
+# scancel --signal=TERM, each after the resumed attempt wrote a newer checkpoint: more stops than the retries
+# (none), at about a minute each on the loaded 2-core test machine; HWSWEEP_SLURM_PREEMPTIONS=10 for a longer test.
+PREEMPTIONS = int(os.environ.get("HWSWEEP_SLURM_PREEMPTIONS", "3"))
+SIGNALS_HARDWARE = {
+    "c1": HARDWARE["cpu1"],  # preempted again and again
+    "c1b": HARDWARE["cpu1"] | {"partition": "gpu-l40s"},  # the same run, never interrupted: the reference
+    "c1t": HARDWARE["cpu1"] | {"partition": "gpu-rtx"},  # signalled ahead of its time limit (suite long)
+    # CUDA asked for on a node without it: fails. Pending first: the test holds l40s-1's GPUs.
+    "l40s": {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": "L40S-48GB", "gres": "gpu:l40s:1",
+             "partition": "gpu-l40s", "cpus_per_task": 1, "mem_mb": 1000, "runtime": 5},
+    # Two nodes, one rank each (CPUs only, beside the matrix sweep's GPU jobs): preempted once.
+    "n2": {"accelerator": "cpu", "nodes": 2, "devices_per_node": 1, "partition": "gpu-h100", "cpus_per_task": 1,
+           "mem_mb": 1000, "runtime": 10},
+}  # fmt: skip
+SIGNALS_RUNS = [("tiny", "c1"), ("tiny", "c1b"), ("tiny", "l40s"), ("long", "c1t"), ("tiny", "n2")]
+
+
+@dataclass
+class Signals:
+    folder: Path
+    code: int = 0
+    err: str = ""
+    stop_seconds: list[float] = field(default_factory=list)  # from scancel to the job waiting in the queue again
+    time_limit: dict = field(default_factory=dict)
+    statuses: dict = field(default_factory=dict)  # moment -> (status.csv by suite and hardware, snakemake's output)
+    untouched: tuple = ()  # the run files before and after a status
+    asking: threading.Lock = field(default_factory=threading.Lock)  # one status at a time: it locks its outputs
+
+    def status(self, moment: str, env: dict) -> None:
+        with self.asking:
+            self.statuses[moment] = login_status(self.folder, env)
+
+
+def snapshot(folder: Path) -> dict:
+    """Every file of the sweep that `status` does not own, with its size and time."""
+    own = ("results/partial/", "logs/status.log", ".snakemake/")
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")
+            if p.is_file() and not str(p.relative_to(folder)).startswith(own)}  # fmt: skip
+
+
+def preempt(folder: Path, env: dict, result: Signals, hardware: str = "c1", times: int = PREEMPTIONS) -> None:
+    """scancel --signal=TERM to the run's train job `times` times, each once the job (back from the queue) wrote a
+    checkpoint newer than the last; seconds from each signal to the job waiting in the queue again."""
+    checkpoints = folder / f"results/tiny/default/{hardware}/seed0/checkpoints"
+
+    def newest():
+        steps = [int("".join(c for c in p.name if c.isdigit())) for p in checkpoints.glob("step*.pt")]
+        return max(steps, default=-1)
+
+    last = -1
+    for n in range(times):
+        job = wait_for(f"{hardware}'s train job", lambda: train_job(folder, "tiny", hardware, env), timeout=300)
+        wait_for(f"a checkpoint after step {last}", lambda: newest() > last, timeout=300)
+        last = newest()
+        start = time.monotonic()
+        subprocess.run(["scancel", "--signal=TERM", job["id"]], env=env, check=True)  # job steps, not the batch shell
+        waiting = wait_for("the requeue", lambda: train_job(folder, "tiny", hardware, env, WAITING), timeout=120)
+        result.stop_seconds.append(time.monotonic() - start)
+        assert waiting["id"] == job["id"] and int(waiting["restarts"]) == n + 1, waiting  # the same job, requeued
+        last = newest()  # the stop's checkpoint: the next signal waits for one after it (a trainer that runs)
+        if hardware == "c1" and n == 1:  # held while it waits: status from the login node says preempted, not failed
+            subprocess.run(["scontrol", "hold", job["id"]], env=env, check=True)
+            result.status("preempted", env)
+            subprocess.run(["scontrol", "release", job["id"]], env=env, check=True)
+
+
+def pending_then_time_limit(folder: Path, env: dict, result: Signals, held: str) -> None:
+    """status while l40s's job pends (l40s-1's GPUs held) and c1t's runs; then the GPUs go (l40s runs, and
+    fails). c1t's job, once its trainer runs, gets a limit 140-200 s away: SLURM's --signal=TERM@110 comes in
+    30-90 s. The job must be back in the queue (requeued after its checkpoint) before the limit; it then gets 10
+    minutes, and is cancelled once its next attempt trains (its run is far longer than the test)."""
+    wait_for("l40s pending, c1t running", lambda: train_job(folder, "tiny", "l40s", env, ("PENDING",))
+             and train_job(folder, "long", "c1t", env), timeout=300)  # fmt: skip
+    result.status("pending", env)
+    subprocess.run(["scancel", held], env=env, check=True)
+    log = folder / "logs/long/default/c1t/seed0/train.log"
+    job = wait_for("c1t's train job", lambda: train_job(folder, "long", "c1t", env), timeout=300)
+    wait_for("c1t's first steps", lambda: log.is_file() and "train:" in log.read_text(), timeout=300)
+    run_time = seconds(scontrol_job(job["id"], env)["RunTime"])
+    minutes = -(-(run_time + 140) // 60)  # SLURM's limits are whole minutes
+    subprocess.run(["scontrol", "update", f"JobId={job['id']}", f"TimeLimit={minutes}"], env=env, check=True)
+    limit_at = time.monotonic() + minutes * 60 - run_time
+    waiting = wait_for("c1t's requeue", lambda: train_job(folder, "long", "c1t", env, WAITING), timeout=300)
+    result.time_limit = {"requeued_before_limit_s": limit_at - time.monotonic(), "job": waiting["id"],
+                         "restarts": int(waiting["restarts"])}  # fmt: skip
+    subprocess.run(["scontrol", "update", f"JobId={job['id']}", "TimeLimit=10"], env=env, check=True)
+    second = log.with_name("train.2.log")
+    wait_for("c1t's second attempt training", lambda: second.is_file() and "train:" in second.read_text(), timeout=300)
+    result.time_limit["state_before_cancel"] = scontrol_job(job["id"], env)["JobState"]
+    subprocess.run(["scancel", job["id"]], env=env, check=True)
+
+
+@pytest.fixture(scope="session")
+def signals(slurm, matrix, tmp_path_factory) -> Signals:
+    """The signals sweep, driven to its end (with the matrix sweep running beside it): the runs' train jobs only
+    (the evaluation and tables are the matrix sweep's), no retry to spend. While c1 is preempted, a thread asks
+    status while a job pends, then cuts a time limit, and another preempts the 2-node run once."""
+    folder = tmp_path_factory.mktemp("signals")
+    cfg = SMALL | {"seeds": [0], "baseline": "c1", "hardware": SIGNALS_HARDWARE}
+    cfg["recipe"] = SMALL["recipe"] | {"reproducibility": "strict", "checkpoint_every": 10,
+                                       "schedule": {"steps": 400 + 50 * PREEMPTIONS, "warmup_steps": 5}}  # fmt: skip
+    long = {"overrides": {"schedule": {"steps": 10**6, "warmup_steps": 5}}}
+    cfg["suites"] = {"tiny": SMALL["suites"]["tiny"], "long": long}
+    result, failures = Signals(folder), []
+    held = cluster.hold_gpus("l40s-1")
+    targets = [f"results/{suite}/default/{hw}/seed0/train.json" for suite, hw in SIGNALS_RUNS]
+    proc = start_slurm(folder, cfg, slurm, "--retries", "0", "--set-resources", "train:slurm_extra='--signal=TERM@110'",
+                       targets=targets)  # fmt: skip
     try:
-        proc = run_slurm(tmp_path, cfg, slurm, "--retries", "0", timeout=600)
+
+        def beside(work, *args):
+            try:
+                work(folder, slurm, result, *args)
+            except BaseException as e:  # noqa: BLE001 - raised again below, in the test's thread
+                failures.append(e)
+
+        others = [threading.Thread(target=beside, args=(pending_then_time_limit, held)),
+                  threading.Thread(target=beside, args=(preempt, "n2", 1))]  # fmt: skip
+        for other in others:
+            other.start()
+        preempt(folder, slurm, result)
+        for other in others:
+            other.join(timeout=900)
+        if failures:
+            raise failures[0]
+        result.code, result.err = finish(proc, timeout=900)
     finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
         subprocess.run(["scancel", held], env=slurm, check=False)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    record = json.loads((tmp_path / "results/tiny/default/g2n/seed0/train.json").read_text())
-    job = scontrol_job(record["provenance"]["env"]["SLURM_JOB_ID"], slurm)
-    assert "gres:gpu:h100:2" in job.get("TresPerNode", "") and "gpu" not in job.get("TresPerJob", ""), job
-    log = (tmp_path / "logs/tiny/default/g2n/seed0/train.log").read_text()
+    before = snapshot(folder)
+    result.status("ended", slurm)
+    result.untouched = (before, snapshot(folder))
+    return result
+
+
+def record(folder: Path, hardware: str) -> dict:
+    return json.loads((folder / f"results/tiny/default/{hardware}/seed0/train.json").read_text())
+
+
+def test_a_run_preempted_again_and_again_requeues_itself_and_finishes_bitwise_without_a_retry(signals, slurm):
+    """--retries 0, PREEMPTIONS signals: each stop is a checkpoint and a requeue of the same job, never a failure;
+    the run ends with the weights of its uninterrupted twin; every attempt is in its log."""
+    folder = signals.folder
+    cut, whole = record(folder, "c1"), record(folder, "c1b")
+    assert cut["restarts"] == PREEMPTIONS and whole["restarts"] == 0, (cut["restarts"], signals.err[-3000:])
+    assert 0 < cut["resumed_from_step"] < cut["plan"]["steps"]
+    assert cut["curves"] == whole["curves"]
+    assert final_weights_equal(folder / "results/tiny/default/c1/seed0", folder / "results/tiny/default/c1b/seed0")
+    logs = sorted((folder / "logs/tiny/default/c1/seed0").glob("train.*.log"), key=lambda p: int(p.name.split(".")[1]))
+    assert [p.name for p in logs] == [f"train.{n}.log" for n in range(1, PREEMPTIONS + 2)]  # every attempt kept
+    texts = [p.read_text() for p in logs]
+    assert all(t.startswith(f"==== hwsweep: attempt {n} (SLURM job ") for n, t in enumerate(texts, 1))
+    assert texts[-1] == (folder / "logs/tiny/default/c1/seed0/train.log").read_text()  # train.log: the newest
+    for text in texts[:-1]:  # each stopped attempt: one signal, a checkpoint, a requeue
+        assert "(signals received: SIGTERM)" in text and "requeueing SLURM job" in text, text[-3000:]
+    for text in texts:
+        assert "SignalException" not in text and "ChildFailedError" not in text  # torchrun's agent took no part
+    # Seconds from the signal to the job back in the queue (the old path waited 30-60 s for torchrun's agent).
+    assert max(signals.stop_seconds) < 30, signals.stop_seconds
+    (job,) = {j["id"] for j in jobs_of(folder, slurm) if j["comment"].endswith("_c1_0")}  # one job, requeued
+    assert scontrol_job(job, slurm)["JobState"] == "COMPLETED"
+
+
+def test_a_two_node_run_preempted_requeues_and_resumes_to_the_bits_of_one_node(signals):
+    """Both nodes' launchers get SLURM's signal, their workers stop at one step, each node exits 75, the job
+    requeues and resumes: the same weights as the one-node run never interrupted (strict reproducibility)."""
+    folder = signals.folder
+    two, whole = record(folder, "n2"), record(folder, "c1b")
+    assert two["restarts"] == 1 and two["plan"]["nodes"] == 2 and two["curves"] == whole["curves"]
+    assert final_weights_equal(folder / "results/tiny/default/n2/seed0", folder / "results/tiny/default/c1b/seed0")
+    first = (folder / "logs/tiny/default/n2/seed0/train.1.log").read_text()
     for node in (0, 1):
-        assert f"[node {node}]: 2 GPU(s) visible" in log, log[-3000:]
+        assert f"[node {node}]: every worker stopped after the checkpoint at step" in first, first[-3000:]
+    assert "requeueing SLURM job" in first and "SignalException" not in first
 
 
-def scontrol_job(job_id: str, env: dict) -> dict:
-    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, env=env, check=True)
-    return dict(field.split("=", 1) for field in out.stdout.split() if "=" in field)
+def test_the_time_limit_signal_requeues_the_run_before_its_limit(signals, slurm):
+    """SLURM's --signal=TERM@110 ahead of the limit: checkpoint, exit 75 and requeue before the limit (not
+    FAILED, not TIMEOUT); the next attempt resumes from that checkpoint."""
+    limit = signals.time_limit
+    assert limit["requeued_before_limit_s"] > 0 and limit["restarts"] == 1, limit
+    assert limit["state_before_cancel"] == "RUNNING", limit  # the next attempt runs in the same job
+    first, second = ((signals.folder / f"logs/long/default/c1t/seed0/train.{n}.log").read_text() for n in (1, 2))
+    assert "exiting 75" in first and "every worker stopped after the checkpoint at step" in first, first[-3000:]
+    said = first.split("requeueing SLURM job")[0].rsplit("stopped after the checkpoint at step ", 1)[1]
+    step = int(said.split(";")[0])
+    assert "resumed from " in second and f"(step {step})" in second  # the banner: resumed there
+    assert list((signals.folder / "results/long/default/c1t/seed0/checkpoints").glob("step*.pt"))
+    assert scontrol_job(limit["job"], slurm)["JobState"] == "CANCELLED"  # by the test, not TIMEOUT or FAILED
 
 
-def test_matrix_runs_on_slurm_with_the_intended_resources(tmp_path, small_config, slurm):
-    # One seed: resources, GRES and the bits of one node against two are properties of each run.
-    cfg = small_config | {"hardware": HARDWARE, "baseline": "cpu1", "seeds": [0]}
-    cfg["recipe"] |= {"reproducibility": "strict", "global_batch": 32, "micro_batch": 8}
-    cfg["recipe"]["schedule"] = {"steps": 40, "warmup_steps": 5}
-    # The same matrix on the local executor (multi-node left out), whose aggregate's shape is compared
-    # below. It runs meanwhile, niced: on the CPU the SLURM jobs leave while snakemake waits for its polls.
-    local_cfg = cfg | {"hardware": {k: v for k, v in HARDWARE.items() if k != "h100x2n"}}
-    (tmp_path / "local").mkdir()
-    cmd, env = snakemake_command(tmp_path / "local", local_cfg, "--cores", "2")
-    local_run = subprocess.Popen(["nice", "-n", "19", *cmd], env=env, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        proc = run_slurm(tmp_path / "slurm", cfg, slurm)
-        _, local_err = local_run.communicate(timeout=900)
-    finally:
-        if local_run.poll() is None:
-            local_run.kill()
-            local_run.wait()
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert local_run.returncode == 0, local_err[-4000:]
+def test_a_failing_job_is_reported_and_the_others_finish(signals):
+    assert signals.code != 0
+    assert "Error in rule train" in signals.err and "hardware=l40s" in signals.err
+    assert (signals.folder / "results/tiny/default/c1b/seed0/train.json").exists()
+    assert "no CUDA device is visible" in (signals.folder / "logs/tiny/default/l40s/seed0/train.log").read_text()
 
-    run = tmp_path / "slurm/results/tiny/default"
+
+def test_status_from_a_login_node_asks_slurm(signals):
+    """What no process on a login node shows: a pending job (and why), a running one (and where), one waiting
+    after its preemption, one failed (SLURM's state and exit code, then the cause), never progress output."""
+    pending, _ = signals.statuses["pending"]
+    l40s, c1b, c1 = ("tiny", "l40s"), ("tiny", "c1b"), ("tiny", "c1")
+    assert pending.loc[l40s, "state"] == "pending" and "PENDING (Resources)" in pending.loc[l40s, "scheduler"]
+    c1t = ("long", "c1t")
+    assert pending.loc[c1t, "state"] == "running" and "RUNNING, on rtx-1" in pending.loc[c1t, "scheduler"]
+    assert pending.loc[("long", "c1")].state == "missing"  # never submitted: not a target of this sweep
+    preempted, _ = signals.statuses["preempted"]
+    assert preempted.loc[c1, "state"] == "preempted", preempted.loc[c1].to_dict()
+    assert "PENDING (JobHeld" in preempted.loc[c1, "scheduler"] and "requeued 2 times" in preempted.loc[c1, "scheduler"]
+    ended, proc = signals.statuses["ended"]
+    assert ended.loc[c1, "state"] == "trained" and ended.loc[c1b, "state"] == "trained"  # evaluation not asked for
+    assert "the next all: " not in proc.stderr and "rewrit" not in proc.stderr, proc.stderr[-3000:]  # no repair claimed
+    assert ended.loc[l40s, "state"] == "failed"
+    problem = ended.loc[l40s, "problem"]
+    assert problem.startswith("SLURM job ") and "FAILED, exit code 1:0: " in problem
+    assert "no CUDA device is visible" in ended.loc[l40s, "problem"]
+    cancelled = ended.loc[c1t]
+    assert cancelled.state == "failed" and "CANCELLED" in cancelled.problem and "requeued 1 time" in cancelled.scheduler
+    for frame, _ in signals.statuses.values():
+        assert not frame.problem.str.contains("%|", regex=False).any() and not frame.problem.str.contains("<NO_").any()
+    before, after = signals.untouched
+    assert before == after  # status wrote results/partial/ and nothing else
+
+
+# -- the matrix sweep ------------------------------------------------------------------------------------------
+@dataclass
+class Matrix:
+    folder: Path
+    cfg: dict
+    proc: subprocess.Popen
+    local: subprocess.Popen
+    held: str
+    done: tuple | None = None
+
+    def wait(self, slurm) -> tuple[int, str, int, str]:
+        if self.done is None:
+            try:
+                code, err = finish(self.proc, timeout=900)
+                _, local_err = self.local.communicate(timeout=900)
+            finally:
+                for p in (self.proc, self.local):
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+                subprocess.run(["scancel", self.held], env=slurm, check=False)
+            self.done = (code, err, self.local.returncode, local_err)
+        return self.done
+
+
+@pytest.fixture(scope="session")
+def matrix(slurm, tmp_path_factory) -> Matrix:
+    """The matrix sweep, started (in a folder that also holds the default config/config.yaml) and left running in
+    the background; its local twin (the same matrix, multi-node left out, on the local executor) beside it, niced.
+    Tests that read it wait for both."""
+    folder = tmp_path_factory.mktemp("matrix")
+    (folder / "slurm/config").mkdir(parents=True)
+    (folder / "slurm/config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
+    cfg = SMALL | {"hardware": HARDWARE, "baseline": "cpu1", "seeds": [0]}
+    cfg["recipe"] = SMALL["recipe"] | {"reproducibility": "strict", "global_batch": 32, "micro_batch": 8,
+                                       "schedule": {"steps": 40, "warmup_steps": 5}}  # fmt: skip
+    local_cfg = cfg | {"hardware": {k: v for k, v in HARDWARE.items() if v.get("nodes", 1) == 1}}
+    (folder / "local").mkdir()
+    cmd, env = snakemake_command(folder / "local", local_cfg, "--cores", "2")
+    held = cluster.hold_gpus("h100-1", count=2)
+    local = subprocess.Popen(["nice", "-n", "19", *cmd], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)  # fmt: skip
+    proc = start_slurm(folder / "slurm", cfg, slurm, "--retries", "0")
+    run = Matrix(folder, cfg, proc, local, held)
+    yield run
+    run.wait(slurm)
+
+
+@pytest.fixture(scope="session")
+def matrix_done(matrix, slurm) -> Path:
+    code, err, local_code, local_err = matrix.wait(slurm)
+    assert code == 0, err[-4000:]
+    assert local_code == 0, local_err[-4000:]
+    return matrix.folder / "slurm"
+
+
+def test_jobs_compute_from_the_replacing_config_with_a_default_config_present(matrix_done, matrix):
+    """--replace-workflow-config is not forwarded to jobs: they must still use the user's config alone, not
+    config/config.yaml merged back in (other suites, hardware and recipe keys: optimizer, precision...)."""
+    assert sorted(p.name for p in (matrix_done / "results").iterdir() if p.is_dir()) == ["tiny"]
+    rec = json.loads((matrix_done / "results/tiny/default/cpu1/seed0/train.json").read_text())
+    assert rec["provenance"]["env"]["SLURM_JOB_ID"]  # ran as a SLURM job
+    assert rec["spec"]["recipe"]["optimizer"] == json.loads((matrix_done / "results/tiny/default/cpu1/seed0/spec.json")
+                                                            .read_text())["recipe"]["optimizer"]  # fmt: skip
+    assert len(pd.read_csv(matrix_done / "results/comparison.csv")) == len(matrix.cfg["hardware"])
+
+
+def test_matrix_runs_on_slurm_with_the_intended_resources(matrix_done, matrix, slurm):
+    run = matrix_done / "results/tiny/default"
     records = {hw: json.loads((run / f"{hw}/seed0/train.json").read_text()) for hw in HARDWARE}
     expected = {"cpu1": ("cpu", "1", None), "h100x2": ("gpu-h100", "1", "gpu:h100:2"),
-                "h100x2n": ("gpu-h100", "2", "gpu:h100:1")}  # fmt: skip
+                "h100x2n": ("gpu-h100", "2", "gpu:h100:1"), "g2n": ("gpu-h100", "2", "gpu:h100:2")}  # fmt: skip
     for hw, rec in records.items():
         assert rec["plan"]["accelerator"] == "cpu"  # said explicitly, recorded
         job = scontrol_job(rec["provenance"]["env"]["SLURM_JOB_ID"], slurm)
@@ -266,38 +472,43 @@ def test_matrix_runs_on_slurm_with_the_intended_resources(tmp_path, small_config
     assert two["plan"]["world_size"] == 2 and two["plan"]["nodes"] == 2
     assert sorted(two["provenance"]["devices"]) == ["h100-1:" + two["provenance"]["devices"][0].split(":")[1],
                                                     "h100-2:" + two["provenance"]["devices"][0].split(":")[1]]  # fmt: skip
-    log = (tmp_path / "slurm/logs/tiny/default/h100x2n/seed0/train.log").read_text()
+    log = (matrix_done / "logs/tiny/default/h100x2n/seed0/train.log").read_text()
     assert "--node_rank 0" in log and "--node_rank 1" in log and "[node 0]" in log and "[node 1]" in log
-    assert two["curves"] == records["h100x2"]["curves"] == records["cpu1"]["curves"]
+    assert two["curves"] == records["h100x2"]["curves"] == records["cpu1"]["curves"] == records["g2n"]["curves"]
 
     # The aggregate has the shape of a local run of the same matrix (multi-node left out locally).
-    on_slurm = pd.read_csv(tmp_path / "slurm/results/comparison.csv")
-    local = pd.read_csv(tmp_path / "local/results/comparison.csv")
-    assert list(on_slurm.columns) == list(local.columns) and len(on_slurm) == len(local) + 1
+    on_slurm = pd.read_csv(matrix_done / "results/comparison.csv")
+    local = pd.read_csv(matrix.folder / "local/results/comparison.csv")
+    assert list(on_slurm.columns) == list(local.columns) and len(on_slurm) == len(local) + 2
 
 
-def test_a_failing_job_is_reported_and_the_others_finish(tmp_path, small_config, slurm):
-    cfg = small_config | {"seeds": [0], "baseline": "cpu1"}
-    cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
-    cfg["hardware"] = {
-        "cpu1": HARDWARE["cpu1"],
-        # CUDA asked for on a node without it: this job fails, every retry too.
-        "l40s": {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": "L40S-48GB", "gres": "gpu:l40s:1",
-                 "partition": "gpu-l40s", "cpus_per_task": 1, "mem_mb": 1000, "runtime": 5},
-    }  # fmt: skip
-    proc = run_slurm(tmp_path, cfg, slurm, "--retries", "1", timeout=600)
-    assert proc.returncode != 0
-    assert "Error in rule train" in proc.stderr and "hardware=l40s" in proc.stderr
-    assert (tmp_path / "results/tiny/default/cpu1/seed0/eval.json").exists()
-    assert "no CUDA device is visible" in (tmp_path / "logs/tiny/default/l40s/seed0/train.log").read_text()
+def test_gpus_are_asked_per_node_and_each_node_sees_its_ranks_gpus(matrix_done, slurm):
+    """The 2-node gpu_model entry while h100-1 has 2 of its 4 GPUs taken: 2 GPUs on each node, never 4 for the
+    job (which SLURM may place 1 + 3); the launcher checks them on every node."""
+    rec = json.loads((matrix_done / "results/tiny/default/g2n/seed0/train.json").read_text())
+    job = scontrol_job(rec["provenance"]["env"]["SLURM_JOB_ID"], slurm)
+    assert "gres:gpu:h100:2" in job.get("TresPerNode", "") and "gpu" not in job.get("TresPerJob", ""), job
+    log = (matrix_done / "logs/tiny/default/g2n/seed0/train.log").read_text()
+    for node in (0, 1):
+        assert f"[node {node}]: 2 GPU(s) visible" in log, log[-3000:]
 
 
+def test_only_training_and_evaluation_queue_as_slurm_jobs(matrix_done, slurm):
+    """The rules that take seconds (aggregate, tables, plots, combine) run on the submit host: a sweep queues one
+    train and one evaluate job per run, nothing else."""
+    comments = sorted(j["comment"] for j in jobs_of(matrix_done, slurm))
+    runs = [f"tiny_default_{hw}_0" for hw in HARDWARE]
+    assert comments == sorted(f"rule_{rule}_wildcards_{run}" for rule in ("evaluate", "train") for run in runs)
+
+
+# -- no sweep --------------------------------------------------------------------------------------------------
 def hwsweep_resources(env: dict) -> subprocess.CompletedProcess:
     return subprocess.run(["hwsweep", "resources", "--configfile", str(REPO / "config/config.yaml")],
                           capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
 
 
-def test_resources_on_a_drained_node_and_a_node_whose_gpus_are_all_allocated(slurm, tmp_path):
+def test_resources_on_a_drained_node_and_a_node_whose_gpus_are_all_allocated(slurm, matrix_done, tmp_path):
+    """After the sweeps (whose jobs would change the counts)."""
     cluster.drain("h100-2", "test")
     job = cluster.hold_gpus("h100-1")
     try:
@@ -325,7 +536,8 @@ def test_resources_on_a_drained_node_and_a_node_whose_gpus_are_all_allocated(slu
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("hwsweep resources: no answer from the SLURM controller")
 
 
-def test_down_stops_the_daemons_and_leaves_no_client_config_behind(slurm):
+def test_down_stops_the_daemons_and_leaves_no_client_config_behind(slurm, matrix_done, signals):
+    """Last: it stops the session's cluster."""
     files = [cluster.ROOT / "slurmctld.pid", cluster.MUNGE_PID, *(cluster.ROOT / f"slurmd-{n}.pid" for n in cluster.NODES)]
     pids = [cluster._pid(f) for f in files]
     assert all(cluster._alive(p) for p in pids), "every daemon must leave a PID file to be stopped by"

@@ -92,12 +92,14 @@ def test_the_slurm_profile_asks_for_exclusive_nodes_for_timed_runs(tmp_path, tim
     """auto, the default, does not take whole nodes on a cluster."""
     args = sbatch_args(tmp_path, copy.deepcopy(SMALL) | {"timing": timing})
     assert "--signal=TERM@180" in args  # the checkpoint-before-the-limit signal stays
+    assert "--requeue" in args and "--open-mode=append" in args  # a checkpointed stop requeues the job itself
     assert ("--exclusive" in args) == (timing == "exclusive")
 
 
 @pytest.mark.parametrize("extra, kept, dropped", [
     ("--mail-type=END", ["--mail-type=END", "--signal=TERM@180", "--exclusive"], []),  # added to, not replaced
     ("--signal=TERM@50", ["--signal=TERM@50", "--exclusive"], ["--signal=TERM@180"]),  # named: the profile's
+    ("--no-requeue", ["--no-requeue", "--signal=TERM@180"], ["--requeue"]),  # its opposite named: the profile's
 ])  # fmt: skip
 def test_a_profiles_slurm_extra_for_train_is_merged_with_hwsweeps(tmp_path, extra, kept, dropped):
     args = sbatch_args(tmp_path, copy.deepcopy(SMALL) | {"timing": "exclusive"},

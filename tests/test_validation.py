@@ -174,9 +174,9 @@ def test_status_names_the_repairs_the_next_all_needs_and_those_made_before(run):
     run.path("spec.json").write_text("garbage")
     _lose_the_checkpoint(run, "damaged")
     (rewrite, move) = quarantine.repairs(run, evaluated=True)
-    assert rewrite.startswith("needed: ") and "spec.json is damaged; would rewrite from the config" in rewrite
-    assert move.startswith("needed: ") and "final checkpoint is missing" in move and "would move aside" in move
+    assert rewrite.startswith("the next all: ") and "spec.json is damaged; would rewrite from the config" in rewrite
+    assert move.startswith("the next all: ") and "final checkpoint is missing" in move and "would move aside" in move
     quarantine.settle_runs([run], None, evaluated=True)
     made = quarantine.repairs(run, evaluated=True)
-    assert len(made) == 2 and all(line.startswith("made 20") for line in made)
+    assert len(made) == 2 and all(line.startswith("an earlier all (20") for line in made)  # status writes nothing
     assert "spec.json is damaged; rewritten from the config" in made[0] and "moved aside" in made[1]

@@ -89,13 +89,16 @@ def _remember(spec: RunSpec, lines: list[str]) -> None:
 
 
 def repairs(spec: RunSpec, evaluated: bool) -> list[str]:
-    """The repairs of a run that `status` names: those the next `all` needs, then those made before."""
+    """The repairs of a run that `status` names, each saying who makes or made it (status itself changes
+    nothing): those the next `all` needs, then those earlier runs of `all` made, with their time."""
     _, needed = settle_run(spec, evaluated, dry_run=True)
     try:
         seen = spec.log_path(REPAIRS_LOG).read_text(errors="replace").splitlines()
     except OSError:
         seen = []
-    return [f"needed: {line.removeprefix('hwsweep: ')}" for line in needed] + [f"made {line}" for line in seen]
+    made = [f"an earlier all ({' '.join(line.split(' ', 2)[:2])}): {line.split(' ', 2)[2]}" for line in seen
+            if line.count(" ") >= 2]  # fmt: skip
+    return [f"the next all: {line.removeprefix('hwsweep: ')}" for line in needed] + made
 
 
 def settle_runs(specs: list[RunSpec], tables: Path | None, evaluated: bool, dry_run: bool = False) -> list[str]:

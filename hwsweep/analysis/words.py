@@ -156,6 +156,7 @@ def in_words(what: str, estimate: float, low: float, high: float, confidence: fl
 
 
 def devices(row) -> str:
-    """What a run trained on, as tables name it: '2 × H100-80GB', with ', FSDP' when the model was sharded."""
-    sharded = row.get("strategy") == "fsdp"
-    return f"{int(row['world_size'])} × {row['gpu_type']}{', FSDP' if sharded else ''}"
+    """What a run trained on, as tables name it: '2 × H100-80GB', with ', FSDP' (', HSDP') when the model was
+    sharded."""
+    sharded = row.get("strategy") in ("fsdp", "hsdp")
+    return f"{int(row['world_size'])} × {row['gpu_type']}{', ' + row['strategy'].upper() if sharded else ''}"

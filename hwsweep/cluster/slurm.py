@@ -1,8 +1,5 @@
-"""Ask the SLURM scheduler what its nodes have and use right now: one `sinfo` call, parsed into Node records.
-
-The command is a fixed argument vector run with a short timeout: a client whose controller does
-not answer fails in seconds with one line, instead of retrying for the client's MessageTimeout.
-SLURM_CONF and the rest of the environment are passed through untouched.
+"""Ask the SLURM scheduler what its nodes have and use right now: one `sinfo` call, parsed into Node records
+(run as every SLURM client command is: hwsweep.contracts.scheduler).
 """
 
 from __future__ import annotations
@@ -12,7 +9,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-TIMEOUT_S = 4.0
+from hwsweep.contracts.scheduler import TIMEOUT_S, SchedulerError, int_prefix, rows, run  # noqa: F401 - re-exported
+
 FIELDS = ("NodeList", "Partition", "StateLong", "CPUsState", "Memory", "AllocMem", "Gres", "GresUsed", "Reason")
 # One line per node and partition; each field unpadded and ended by '|'; Reason last (it may hold '|').
 SINFO = ["sinfo", "--noheader", "--Node", "--Format=" + ",".join(f"{name}:|" for name in FIELDS)]
@@ -20,10 +18,6 @@ SINFO = ["sinfo", "--noheader", "--Node", "--Format=" + ",".join(f"{name}:|" for
 UNAVAILABLE = {"down", "drained", "draining", "fail", "failing", "maint", "reboot_issued", "reboot_requested",
                "inval", "future", "unknown", "power_down", "powering_down", "reserved", "blocked"}  # fmt: skip
 STATE_FLAGS = "*~#%$@!^-+"
-
-
-class SchedulerError(RuntimeError):
-    """One line saying why the scheduler could not be read, and what to do."""
 
 
 @dataclass(frozen=True)
@@ -61,45 +55,22 @@ def parse_gres(text: str) -> dict[str, int]:
     return out
 
 
-def _int(text: str) -> int:
-    digits = re.match(r"\d+", text.strip())
-    return int(digits.group()) if digits else 0
-
-
 def parse_sinfo(text: str) -> list[Node]:
     """Node records from the output of SINFO."""
     nodes = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        values = line.removesuffix("|").split("|", len(FIELDS) - 1)
-        if len(values) < len(FIELDS):
-            raise SchedulerError(f"sinfo printed an unexpected line: {line[:80]!r}; is this a SLURM sinfo (>= 20.11)?")
-        name, partition, state, cpus, memory, alloc_mem, gres, gres_used, reason = (v.strip() for v in values)
-        cpu_counts = [_int(c) for c in cpus.split("/")] + [0, 0, 0, 0]  # allocated/idle/other/total
+    for name, partition, state, cpus, memory, alloc_mem, gres, gres_used, reason in rows(text, FIELDS, "sinfo"):
+        cpu_counts = [int_prefix(c) for c in cpus.split("/")] + [0, 0, 0, 0]  # allocated/idle/other/total
         nodes.append(Node(
             name=name, partition=partition.rstrip("*"), default_partition=partition.endswith("*"), state=state,
-            cpus=cpu_counts[3], cpus_idle=cpu_counts[1], memory_mb=_int(memory),
-            memory_free_mb=max(_int(memory) - _int(alloc_mem), 0), gpus=parse_gres(gres),
+            cpus=cpu_counts[3], cpus_idle=cpu_counts[1], memory_mb=int_prefix(memory),
+            memory_free_mb=max(int_prefix(memory) - int_prefix(alloc_mem), 0), gpus=parse_gres(gres),
             gpus_used=parse_gres(gres_used), reason="" if reason in ("none", "(null)") else reason,
         ))  # fmt: skip
     return nodes
 
 
 def run_sinfo(timeout: float = TIMEOUT_S) -> str:
-    if shutil.which(SINFO[0]) is None:
-        raise SchedulerError("no SLURM client: sinfo is not on PATH; run this on a cluster login node")
-    try:
-        proc = subprocess.run(SINFO, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise SchedulerError(
-            f"no answer from the SLURM controller within {timeout:g} s (sinfo); "
-            "check that slurmctld is up and that SLURM_CONF (or /etc/slurm/slurm.conf) names it"
-        ) from None
-    if proc.returncode != 0:
-        last = ((proc.stderr.strip() or proc.stdout.strip()).splitlines() or [f"exit status {proc.returncode}"])[-1]
-        raise SchedulerError(f"sinfo failed: {last}")
-    return proc.stdout
+    return run(SINFO, timeout)
 
 
 def status_command(timeout: float = TIMEOUT_S) -> str:

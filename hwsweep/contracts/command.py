@@ -52,9 +52,10 @@ PLAN_VALUES = {
     "min_lr_ratio": "recipe.schedule.min_lr_ratio",
     "num_workers": "data-loader worker processes (locked across hardware)",
     "compile": "true | false: recipe.compile (torch.compile the model)",
-    "strategy": "ddp | fsdp: recipe.parallel.strategy (how the model is spread over the devices)",
-    "fsdp": "true | false: whether recipe.parallel.strategy is fsdp (a script's own --fsdp switch)",
+    "strategy": "ddp | fsdp | hsdp: recipe.parallel.strategy (how the model is spread over the devices)",
+    "fsdp": "true | false: whether recipe.parallel.strategy shards the model, fsdp or hsdp (a script's own --fsdp switch)",
     "reshard_after_forward": "true | false: recipe.parallel.reshard_after_forward",
+    "activation_checkpointing": "none | full | selective: recipe.activation_checkpointing",
     "device": "cpu | cuda",
     "run_dir": "the run's directory, absolute: write checkpoints and outputs here",
 }
@@ -152,6 +153,7 @@ def plan_values(spec) -> dict:
         "strategy": spec.recipe.parallel.strategy,
         "fsdp": spec.recipe.parallel.sharded,
         "reshard_after_forward": spec.recipe.parallel.reshard_after_forward,
+        "activation_checkpointing": spec.recipe.activation_checkpointing,
         "device": plan.accelerator,
         "run_dir": str(Path(spec.run_dir).resolve()),
     }

@@ -13,6 +13,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+# The line that opens each attempt of a train job in its log (hwsweep.run.preempt writes it): a failure's
+# reason is read from the newest attempt only, and status finds the SLURM job of that attempt in it.
+ATTEMPT = re.compile(r"^==== hwsweep: attempt (?P<attempt>\d+) \((?:SLURM job (?P<job>\d+), )?host [^)]*\) "
+                     r"of spec (?P<spec>[0-9a-f]+), ")  # fmt: skip
 MAX = 220  # one line of a table or a list, not the whole message
 KEEP = 1000  # lines a reader keeps from a log's end: several ranks' tracebacks and torchrun's summary fit
 
@@ -25,9 +29,10 @@ CHAIN = {
 }
 # What torchrun's agent adds when a worker fails: it repeats the worker's fate, never its cause.
 BOILERPLATE = re.compile(
-    r"^(\[?[EWI]\d{4} \d\d:|[=*-]{5,}$|\[\d+\]:$|Failures:$|<NO_OTHER_FAILURES>|Root Cause \(first observed failure\):"
+    r"^\s*(\[?[EWI]\d{4} \d\d:|[=*-]{5,}$|\[\d+\]:$|Failures:$|<NO_OTHER_FAILURES>|Root Cause \(first observed failure\):"
     r"|\S+ FAILED$|WARNING:torch\.distributed|Setting OMP_NUM_THREADS|terminate called without an active exception"
-    r"|\s+(time|host|rank|exitcode|error_file|traceback)\s*: |hwsweep: (warning|flagged): |hwsweep\.run\.launch \[node)"
+    r"|\s+(time|host|rank|exitcode|error_file|traceback)\s*: |hwsweep: (warning|flagged): |hwsweep\.run\.launch \[node"
+    r"|[\w ]*:\s+\d+%\|)"  # a progress bar (tqdm's "train:  79%|███▉ | 473/600 [...]"): progress, never a cause
 )
 CHILD_FAILED = re.compile(r"\bChildFailedError\b")  # the agent's summary of its workers' exit codes
 SIGNALLED = re.compile(r"\bSignalException\b")  # the agent itself was stopped by a signal: the why is elsewhere
@@ -118,6 +123,18 @@ def reason(lines: list[str]) -> str | None:
     return _short(candidates[0].strip()) if candidates else None
 
 
+def attempt_line(attempt: int, job: str | None, host: str, spec: str, stamp: str) -> str:
+    """The marker line of one attempt (ATTEMPT reads it back)."""
+    where = (f"SLURM job {job}, " if job else "") + f"host {host}"
+    return f"==== hwsweep: attempt {attempt} ({where}) of spec {spec}, {stamp} ===="
+
+
+def newest_attempt(lines: list[str]) -> list[str]:
+    """The lines of the log's newest attempt (all of them when it has no attempt markers)."""
+    starts = [i for i, line in enumerate(lines) if ATTEMPT.match(line)]
+    return lines[starts[-1] + 1 :] if starts else lines
+
+
 def log_reason(path: Path) -> str:
     """reason() of a log file's last lines (KEEP at most); says so when there is no log or nothing in it."""
     try:
@@ -127,4 +144,4 @@ def log_reason(path: Path) -> str:
             lines = f.read().decode(errors="replace").splitlines()[1 if start else 0 :]  # the first may be cut
     except OSError:
         return "no log"
-    return reason(lines[-KEEP:]) or "empty log"
+    return reason(newest_attempt(lines)[-KEEP:]) or "empty log"

@@ -195,14 +195,19 @@ class Schedule:
 @dataclass(frozen=True)
 class Parallel:
     """How the model is spread over the devices (recipe.parallel): ddp keeps a whole replica on each;
-    fsdp (FSDP2, torch.distributed.fsdp.fully_shard) shards parameters, gradients and optimizer state."""
+    fsdp (FSDP2, torch.distributed.fsdp.fully_shard) shards parameters, gradients and optimizer state over all
+    devices; hsdp shards them over the devices of a node and replicates the shards over the nodes."""
 
-    strategy: str  # ddp | fsdp
+    strategy: str  # ddp | fsdp | hsdp
     reshard_after_forward: bool  # fsdp: free each block's gathered weights after its forward (gather again for backward)
 
     @property
     def sharded(self) -> bool:
-        return self.strategy == "fsdp"
+        return self.strategy in ("fsdp", "hsdp")
+
+    def shards(self, nodes: int, devices_per_node: int) -> int:
+        """Over how many devices one copy of the weights is split: 0 for ddp (a whole replica per device)."""
+        return {"ddp": 0, "fsdp": nodes * devices_per_node, "hsdp": devices_per_node}[self.strategy]
 
 
 @dataclass(frozen=True)
@@ -227,3 +232,4 @@ class Recipe(Typed):
     eval_every: int  # built-in trainer: periodic evaluation curves eval_<name>; 0 = off
     eval_subset: int
     args: dict  # a user script's own settings, passed as flags
+    activation_checkpointing: str = "none"  # none | full | selective (hwsweep.run.recompute)

@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from hwsweep.contracts.command import Evaluation, Trainer
 from hwsweep.contracts.guard import GuardConfig
@@ -33,6 +33,7 @@ REPAIRS_LOG = "repairs.log"  # in the run's log folder: what `all` set right in 
 METRICS_FILE = "metrics.jsonl"  # what the runtime logs per step (the JSON-lines metric contract)
 CHECKPOINT_DIR = "checkpoints"  # not a workflow output, so a failed job's checkpoints survive
 CHECKPOINTS = "step*"  # in CHECKPOINT_DIR: a file step<N>.pt, or a folder step<N>/ of a sharded (FSDP) run
+CHECKPOINT_TEMPORARIES = ".step*.tmp"  # one being written: a hidden file, or a sharded one's folder (renamed when done)
 
 # The names that become folders: suites and hardware (the config's own) and variants (made from sweep values).
 # One rule, read by the planner (hwsweep.plan.config) and by the workflow's wildcard constraints. The lengths
@@ -94,6 +95,31 @@ class RunSpec(Typed):
     def log_path(self, name: str) -> Path:
         return Path(LOG_DIR.format(suite=self.suite, variant=self.variant, hardware=self.hardware_name,
                                    seed=self.seed)) / name  # fmt: skip
+
+
+# What hwsweep writes in a run folder itself: a file the config names there (a script's metrics file, its resume
+# marker) may not be one of them, or the script's file and hwsweep's would overwrite each other. (CHECKPOINT_DIR is
+# shared: a command such as Lightning's checkpoints there, as the runtime does.)
+OWN_FILES = (SPEC_FILE, TRACKING_FILE, TRAIN_RECORD, FINAL_CHECKPOINT, EVAL_RECORD)
+
+
+def inside_problem(name: str) -> str | None:
+    """Why `name`, a file or glob the config names inside a run folder, could lead out of it or onto hwsweep's own
+    files (a phrase with the fix), or None. Checked at planning; the run checks the file itself (`inside`)."""
+    path = PurePosixPath(name)
+    if path.is_absolute() or name.startswith("~"):
+        return "is not inside the run folder; give a path relative to it"
+    if ".." in name.split("/"):
+        return "has a '..' part, which leads out of the run folder; name a file inside it"
+    if path.parts and path.parts[0] in OWN_FILES:
+        return f"is hwsweep's own {path.parts[0]} in the run folder; give the script's file another name"
+    return None
+
+
+def inside(folder, name: str) -> Path | None:
+    """folder/name, or None where it resolves outside `folder` (a symbolic link that leads out of it)."""
+    path = Path(folder, name)
+    return path if path.resolve().is_relative_to(Path(folder).resolve()) else None
 
 
 def canonical_json(spec: RunSpec) -> str:

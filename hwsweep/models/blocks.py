@@ -73,6 +73,9 @@ class SparseEmbedding(nn.Module):
         self.register_buffer("weight", torch.zeros(count, ndim))  # zero-initialised, as in the original
         self.pending: list[tuple[torch.Tensor, torch.Tensor]] = []
 
+    def reset_parameters(self) -> None:
+        self.weight.zero_()
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         rows = self.weight[ids]
         if not torch.is_grad_enabled():
@@ -184,11 +187,22 @@ class PuzzleInput(nn.Module):
         total = self.puzzle_len + length
         self.pos = None
         if positions == "learned":
-            self.pos = nn.Parameter(torch.randn(total, width) / math.sqrt(width))
+            self.pos = nn.Parameter(torch.empty(total, width))
         else:
             cos, sin = rope_tables(total, width // heads)
             self.register_buffer("cos", cos, persistent=False)
             self.register_buffer("sin", sin, persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The tensors this module holds itself (the token embedding initialises its own): learned positions at
+        the residual stream's unit scale, or the rope tables (a model built on the meta device needs them too)."""
+        if self.pos is not None:
+            nn.init.normal_(self.pos, std=1 / math.sqrt(self.width))
+        else:
+            cos, sin = rope_tables(*self.cos.shape[:1], self.cos.shape[1])
+            self.cos.copy_(cos)
+            self.sin.copy_(sin)
 
     @property
     def rope(self):

@@ -27,7 +27,8 @@ EVAL_TABLE_SEED = 2_000_029
 @dataclass(frozen=True)
 class Family:
     metrics: dict  # default metric declarations, in the config's form
-    # (model, task, micro_batch, accumulation, strict, accelerator, precision, shards=0, reshard_after_forward=True)
+    # (model, task, micro_batch, accumulation, strict, accelerator, precision, shards=0, reshard_after_forward=True,
+    #  checkpointing="none")
     device_bytes: Callable  # -> peak bytes on one device; shards 0: DDP, N: FSDP over N devices
     module: str  # the torch-side module (tables, build, evaluate), imported when a run needs it
     periodic: tuple = ("token_accuracy", "exact_accuracy")  # what its evaluator reports during training (eval_every)

@@ -28,35 +28,55 @@ def parameter_count(model, task) -> int:
     return v * w + n * w + model.depth * block_parameter_count(model) + 2 * w + w * v + v
 
 
-def activation_bytes_per_sample(model, task, precision: str = "fp32") -> int:
+def activation_bytes_per_sample(model, task, precision: str = "fp32", checkpointing: str = "none") -> int:
+    """Bytes autograd keeps per sample until backward (checkpointing: recipe.activation_checkpointing)."""
     w, r, v, n = model.width, model.mlp_ratio, task.vocab_size, task.length
-    if precision == "fp32":
-        return FP32 * (model.depth * (8 + 2 * r) * n * w + 3 * n * v + 2 * n * w)
-    # Per block: 16-bit inputs of qkv, proj and both MLP matmuls, GELU's input, q, k, v and the attention
-    # output ((6 + 2r) n w); fp32 inputs of the two layer norms. Head: its 16-bit input, the fp32 input of
-    # the final norm and the loss's fp32 log-probabilities.
-    half = model.depth * (6 + 2 * r) * n * w + n * w
-    full = model.depth * 2 * n * w + n * w + n * v
-    return HALF * half + FP32 * full
+    compute = FP32 if precision == "fp32" else HALF
+    # Head: (fp32) its input, the final norm's input and the loss's log-probabilities, or under autocast its
+    # 16-bit input, the fp32 input of the final norm and the loss's fp32 log-probabilities.
+    head = FP32 * (3 * n * v + 2 * n * w) if precision == "fp32" else HALF * n * w + FP32 * (n * w + n * v)
+    # A block: the 16-bit (fp32) inputs of qkv, proj and both MLP matmuls, GELU's input, q, k, v and the
+    # attention output ((6 + 2r) n w); the fp32 inputs of the two layer norms (2 n w).
+    block = compute * (6 + 2 * r) * n * w + FP32 * 2 * n * w
+    return _checkpointed(model.depth, block, FP32 * n * w, compute * (6 + r) * n * w, checkpointing) + head
+
+
+def _checkpointed(blocks: int, block: int, block_input: int, products: int, checkpointing: str) -> int:
+    """Activation bytes of `blocks` block applications that each keep `block` bytes (a sample's), under
+    activation checkpointing (hwsweep.run.recompute): full keeps each block's input (`block_input`, fp32) and
+    recomputes one block at a time in the backward (its `block` bytes again, for that block only, less the input
+    it already holds); selective keeps the input and the outputs of the matrix products and attention
+    (`products`), and recomputes the rest of one block at a time. Checked against the bytes torch's MemTracker
+    sees on CPU (tests/test_fsdp.py)."""
+    if checkpointing == "none" or not blocks:
+        return blocks * block
+    if checkpointing == "full":
+        return blocks * block_input + block - block_input
+    return blocks * (block_input + products) + (block - products)
 
 
 def device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool, accelerator: str,
-                 precision: str = "fp32", shards: int = 0, reshard_after_forward: bool = True) -> int:  # fmt: skip
+                 precision: str = "fp32", shards: int = 0, reshard_after_forward: bool = True,
+                 checkpointing: str = "none") -> int:  # fmt: skip
     """Estimated peak bytes on one device of the reference transformer (shards: see _peak_bytes)."""
-    return _peak_bytes(parameter_count(model, task), activation_bytes_per_sample(model, task, precision), micro_batch,
-                       accumulation, strict, accelerator, precision,
-                       Sharding(shards, block_parameter_count(model), model.depth, reshard_after_forward))  # fmt: skip
+    w, v = model.width, task.vocab_size
+    units = (v * w, 2 * w, w * v + v)  # FSDP's own units beside the blocks: embedding, final norm, head
+    return _peak_bytes(parameter_count(model, task), activation_bytes_per_sample(model, task, precision, checkpointing),
+                       micro_batch, accumulation, strict, accelerator, precision,
+                       Sharding(shards, block_parameter_count(model), model.depth, reshard_after_forward, units))  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Sharding:
-    """FSDP's layout of the weights: over `shards` devices (0: DDP, a whole replica per device), in `blocks`
-    blocks of `block` parameters each, the rest (embeddings, head) in the root."""
+    """FSDP's layout of the weights: over `shards` devices (0: DDP, a whole replica per device; under HSDP the
+    devices of a node), in `blocks` blocks of `block` parameters each and the other `units` (embeddings, head),
+    the rest (e.g. learned positions) in the root."""
 
     shards: int
     block: int
     blocks: int
     reshard: bool = True  # recipe.parallel.reshard_after_forward
+    units: tuple = ()  # parameters of each other unit (hwsweep.run.reduce.shard_units: embeddings, head)
 
 
 DDP = Sharding(0, 0, 0)
@@ -67,10 +87,11 @@ def _peak_bytes(parameters: int, activations_per_sample: int, micro_batch: int, 
     """DDP: weights, gradients, AdamW state (fp32 at every precision), autocast's 16-bit copies of the weights,
     activations of one micro-batch, and in strict mode every micro-batch's gradient kept until the ordered sum.
 
-    FSDP over N devices: the fp32 weights, gradients and AdamW state divided by N; the root's weights gathered
-    for the whole step; of the blocks, the one running and the next (FSDP2 prefetches it), or all of them when
-    reshard_after_forward is off, gathered in the compute type (16-bit under a -mixed precision, so autocast casts
-    nothing); one block's gathered gradient and its reduce-scatter copy; the (unsharded) activations."""
+    FSDP over N devices: the fp32 weights, gradients and AdamW state divided by N; the root's own weights gathered
+    for the whole step; of the units (blocks, embeddings, head), the two largest (the one running and the next,
+    which FSDP2 prefetches), or all of them when reshard_after_forward is off, gathered in the compute type
+    (16-bit under a -mixed precision, so autocast casts nothing); the largest unit's gathered gradient and its
+    reduce-scatter copy; the (unsharded) activations."""
     p = parameters * FP32
     context = CUDA_CONTEXT_BYTES if accelerator == "cuda" else 0
     activations = micro_batch * activations_per_sample
@@ -79,11 +100,11 @@ def _peak_bytes(parameters: int, activations_per_sample: int, micro_batch: int, 
         casts = 0 if precision == "fp32" else parameters * HALF
         return p * (2 + ADAMW_STATE) + kept_gradients + casts + activations + context
     compute = FP32 if precision == "fp32" else HALF
-    root = parameters - sharding.blocks * sharding.block
-    gathered_blocks = min(2, sharding.blocks) if sharding.reshard else sharding.blocks
-    gathered = (root + gathered_blocks * sharding.block) * compute
-    block_gradients = 2 * sharding.block * FP32
-    return -(-p * (2 + ADAMW_STATE) // sharding.shards) + gathered + block_gradients + activations + context
+    units = sorted([sharding.block] * sharding.blocks + list(sharding.units), reverse=True)
+    root = parameters - sum(units)
+    gathered = (root + (sum(units[:2]) if sharding.reshard else sum(units))) * compute
+    unit_gradients = 2 * max(units, default=0) * FP32
+    return -(-p * (2 + ADAMW_STATE) // sharding.shards) + gathered + unit_gradients + activations + context
 
 
 # -- the puzzle families (hrm, deep_transformer): HRM's blocks (SwiGLU, no biases) ------------------
@@ -103,7 +124,7 @@ def puzzle_parameter_count(model, task) -> int:
     return blocks * _puzzle_block_params(model) + 2 * v * w + puzzle + learned + q_head
 
 
-def puzzle_activation_bytes_per_sample(model, task) -> int:
+def puzzle_activation_bytes_per_sample(model, task, checkpointing: str = "none") -> int:
     """Bytes autograd keeps per sample until backward. HRM keeps, for each supervised segment
     (up to halt_max_steps; their losses are summed before one backward), only the two
     differentiable steps: h_layers + l_layers block applications; the deep transformer its depth."""
@@ -115,13 +136,21 @@ def puzzle_activation_bytes_per_sample(model, task) -> int:
         blocks, heads_out = kept * (model.h_layers + model.l_layers), kept
     else:
         blocks, heads_out = model.depth, 1
-    per_block = positions * (15 * w + 5 * hidden)  # fitted upper bound, checked in tests/test_hrm.py
-    return FP32 * (blocks * per_block + heads_out * 4 * task.length * v)
+    per_block = FP32 * positions * (15 * w + 5 * hidden)  # fitted upper bound, checked in tests/test_hrm.py
+    # selective keeps the outputs of qkv, attention, proj, gate_up and down: (6 w + 2 hidden) per position
+    products = FP32 * positions * (6 * w + 2 * hidden)
+    return (_checkpointed(blocks, per_block, FP32 * positions * w, products, checkpointing)
+            + FP32 * heads_out * 4 * task.length * v)  # fmt: skip
 
 
 def puzzle_device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool, accelerator: str,
-                        precision: str = "fp32", shards: int = 0, reshard_after_forward: bool = True) -> int:  # fmt: skip
+                        precision: str = "fp32", shards: int = 0, reshard_after_forward: bool = True,
+                        checkpointing: str = "none") -> int:  # fmt: skip
     blocks = model.h_layers + model.l_layers if model.name == "hrm" else model.depth
-    return _peak_bytes(puzzle_parameter_count(model, task), puzzle_activation_bytes_per_sample(model, task),
+    w, v = model.width, task.vocab_size
+    positions = -(-model.puzzle_emb_ndim // w) + task.length
+    learned = positions * w if model.positions == "learned" else 0
+    units = (v * w + learned, v * w) + ((2 * w + 2,) if model.name == "hrm" and model.act_mode == "act" else ())
+    return _peak_bytes(puzzle_parameter_count(model, task), puzzle_activation_bytes_per_sample(model, task, checkpointing),
                        micro_batch, accumulation, strict, accelerator, precision,
-                       Sharding(shards, _puzzle_block_params(model), blocks, reshard_after_forward))  # fmt: skip
+                       Sharding(shards, _puzzle_block_params(model), blocks, reshard_after_forward, units))  # fmt: skip

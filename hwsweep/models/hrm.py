@@ -54,6 +54,17 @@ def q_continue_target(next_q: torch.Tensor, last: bool) -> torch.Tensor:
     return torch.sigmoid(best)
 
 
+class QHead(nn.Linear):
+    """ACT's (halt, continue) logits. Q starts at sigmoid(-5) for both actions: no halting before it has learned."""
+
+    def __init__(self, width: int):
+        super().__init__(width, 2)
+
+    def reset_parameters(self) -> None:
+        nn.init.zeros_(self.weight)
+        nn.init.constant_(self.bias, -5.0)
+
+
 class HRM(nn.Module):
     def __init__(self, vocab_size: int, length: int, width: int, heads: int, mlp_ratio: int, h_layers: int,
                  l_layers: int, h_cycles: int, l_cycles: int, halt_max_steps: int, halt_exploration_prob: float,
@@ -86,13 +97,16 @@ class HRM(nn.Module):
         # (halt, continue) logits from the first position: the first puzzle-embedding position where there is one
         # (the original's sudoku embeds its one identifier, so its Q head reads a position of its own), else the
         # first cell. Only with ACT (DDP refuses unused parameters).
-        self.q_head = nn.Linear(width, 2) if act_mode == "act" else None
-        if self.q_head is not None:  # Q starts at sigmoid(-5) for both actions: no halting before it has learned
-            nn.init.zeros_(self.q_head.weight)
-            nn.init.constant_(self.q_head.bias, -5.0)
+        self.q_head = QHead(width) if act_mode == "act" else None
         # Fixed initial states (zeros would make z_H and z_L start alike).
-        self.register_buffer("h_init", nn.init.trunc_normal_(torch.empty(width), std=1.0))
-        self.register_buffer("l_init", nn.init.trunc_normal_(torch.empty(width), std=1.0))
+        self.register_buffer("h_init", torch.empty(width))
+        self.register_buffer("l_init", torch.empty(width))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The tensors HRM holds itself, its initial states (its layers initialise theirs)."""
+        nn.init.trunc_normal_(self.h_init, std=1.0)
+        nn.init.trunc_normal_(self.l_init, std=1.0)
 
     def segment(self, carry, x: torch.Tensor):
         """h_cycles x l_cycles recurrent steps; only the last L and the last H step are differentiable."""

@@ -84,6 +84,11 @@ class SequenceTransformer(nn.Module):
         self.blocks = nn.ModuleList(Block(width, heads, mlp_ratio) for _ in range(depth))
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab_size)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The tensor this module holds itself (its layers initialise theirs): built on the meta device, the
+        model gets its values from here (hwsweep.run.weights)."""
         nn.init.normal_(self.pos, std=0.02)
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:

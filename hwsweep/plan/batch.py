@@ -61,40 +61,84 @@ def _check_precision(recipe: Recipe, hw: Hardware, advisor: Advisor, context: st
 
 
 def device_need(recipe: Recipe, accelerator: str, precision: str, micro: int, accumulation: int, shards: int) -> int:
-    """Estimated peak bytes per device of a built-in model: shards 0 for DDP, N for FSDP over N devices."""
+    """Estimated peak bytes per device of a built-in model: shards 0 for DDP, N for FSDP over N devices (HSDP: a
+    node's devices), under the recipe's activation checkpointing."""
     device_bytes = families.family(recipe.model.name).device_bytes
     return device_bytes(recipe.model, recipe.task, micro, accumulation, recipe.reproducibility == "strict", accelerator,
-                        precision, shards, recipe.parallel.reshard_after_forward)  # fmt: skip
+                        precision, shards, recipe.parallel.reshard_after_forward, recipe.activation_checkpointing)  # fmt: skip
 
 
-# Device counts the advisor tries for FSDP when DDP does not fit (a hardware entry's own count comes first).
-FSDP_DEVICE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# Device counts the advisor tries when a plan does not fit (the hardware entry's own count comes first).
+DEVICE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+STRATEGIES = ("ddp", "fsdp")
 
 
-def fsdp_alternative(recipe: Recipe, hw: Hardware, precision: str, global_batch: int, limit: float):
-    """(devices, bytes per device) of the fewest devices on which FSDP fits `limit` bytes at the smallest
-    micro-batch (the hardware entry's own count first), or None when no count up to 1024 does."""
-    micro = 1 if recipe.micro_batch == "auto" else recipe.micro_batch
-    for n in dict.fromkeys((hw.world_size, *(c for c in FSDP_DEVICE_COUNTS if c > hw.world_size))):
-        if global_batch % (n * micro):
-            continue
-        need = device_need(recipe, hw.accelerator, precision, micro, global_batch // (n * micro), n)
-        if need <= limit:
-            return n, need
+def strategy_problem(recipe: Recipe, precision: str, strategy: str) -> str | None:
+    """Why `recipe` cannot train under `strategy` at `precision` (the hardware's, else the recipe's), or None."""
+    if strategy != "fsdp":
+        return None
+    if recipe.reproducibility == "strict":
+        return ("fsdp cannot keep reproducibility strict's promise (its reduce-scatter sums gradients in an order "
+                "that depends on the device count)")  # fmt: skip
+    if precision == "fp16-mixed":
+        return "fsdp does not run fp16-mixed (its loss scaler does not unscale sharded gradients)"
     return None
 
 
-def _refuse_ddp(recipe: Recipe, hw: Hardware, precision: str, global_batch: int, limit: float | None, what: str) -> None:
-    """A built-in model whose DDP replica does not fit: refused, naming FSDP and the device count that fits."""
-    if recipe.model is None or recipe.parallel.sharded or limit is None:
-        return
-    found = fsdp_alternative(recipe, hw, precision, global_batch, limit)
+def usable_strategies(recipe: Recipe, precision: str) -> list[str]:
+    """The recipe's strategy, then the others it may train under."""
+    own = recipe.parallel.strategy
+    return [own] + [s for s in STRATEGIES if s != own and strategy_problem(recipe, precision, s) is None]
+
+
+def fitting_layout(recipe: Recipe, hw: Hardware, precision: str, micro: int, limit: float):
+    """(strategy, devices, bytes per device) of the fewest devices, the recipe's strategy before the other one it
+    may use, on which a built-in model fits `limit` bytes at micro-batch `micro` (the hardware entry's own device
+    count first), or None when no count up to 1024 does. The global batch is the recipe's (batch_policy grow: per
+    device count 1, grown with the count)."""
+    strategies = usable_strategies(recipe, precision)
+    for n in dict.fromkeys((hw.world_size, *(c for c in DEVICE_COUNTS if c > hw.world_size))):
+        g = recipe.global_batch * n if recipe.batch_policy == "grow" else recipe.global_batch
+        if g % (n * micro):
+            continue
+        for strategy in strategies:
+            need = device_need(recipe, hw.accelerator, precision, micro, g // (n * micro), n if strategy == "fsdp" else 0)
+            if need <= limit:
+                return strategy, n, need
+    return None
+
+
+def gb(*values: float) -> list[str]:
+    """Byte counts in GB, with the fewest significant digits (3 at least) at which different values read
+    differently: a plan that needs more than its limit never reads "needs 0.03 GB, over 0.03 GB"."""
+    for digits in range(3, 18):
+        shown = [f"{v / GB:.{digits}g}" for v in values]
+        if len(set(shown)) == len(set(values)):
+            return shown
+    return shown
+
+
+def _refuse_memory(recipe: Recipe, hw: Hardware, precision: str, micro: int, need: float, limit: float,
+                   what: str, context: str) -> None:  # fmt: skip
+    """The one memory rule, for DDP and FSDP alike: a built-in model whose plan needs more than `limit` bytes per
+    device is refused, naming the device count or strategy that fits at this micro-batch, or that none does."""
+    found = fitting_layout(recipe, hw, precision, micro, limit)
+    needs, over = gb(need, limit)
+    field = "recipe.micro_batch" if recipe.micro_batch == "auto" else "recipe.parallel.strategy"
+    head = f"{field}: {recipe.parallel.strategy} at micro-batch {micro} needs {needs} GB per device, over {what} {over} GB{context}"
     if found is None:
-        return
-    n, need = found
-    where = f"on this hardware's {n} devices" if n == hw.world_size else f"on {n} devices (a hardware entry of nodes x devices_per_node = {n})"
-    raise PlanError(f"recipe.parallel.strategy: ddp keeps a whole replica per device and {what}; set "
-                    f"parallel.strategy: fsdp, which needs {need / GB:.2f} GB per device {where}")  # fmt: skip
+        tried = usable_strategies(recipe, precision)
+        fixes = ["a device with more memory", "a smaller model"] + (
+            ["a smaller micro_batch"] if recipe.micro_batch != "auto" and micro > 1 else [])  # fmt: skip
+        fits_none = (f"neither {' nor '.join(tried)} fits on any" if len(tried) > 1 else f"{tried[0]} fits on no")
+        raise PlanError(f"{head}; {fits_none} device count up to {DEVICE_COUNTS[-1]}: use {', '.join(fixes[:-1])} or "
+                        f"{fixes[-1]}")  # fmt: skip
+    strategy, n, fits = found
+    (fits,) = gb(fits)
+    where = (f"on this hardware's {n} devices" if n == hw.world_size else
+             f"on {n} devices (a hardware entry of nodes x devices_per_node = {n})")  # fmt: skip
+    change = "" if strategy == recipe.parallel.strategy else f"set parallel.strategy: {strategy}, which "
+    raise PlanError(f"{head}; {change or 'it '}needs {fits} GB per device {where}")
 
 
 def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), context: str = "") -> BatchPlan:
@@ -114,6 +158,10 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
     precision = hw.precision or recipe.precision
 
     sharded = recipe.parallel.sharded
+    problem = strategy_problem(recipe, precision, recipe.parallel.strategy)
+    if problem and hw.precision:  # the recipe's own precision is checked with the recipe; this is the hardware's
+        raise PlanError(f"recipe.parallel.strategy: {problem}, and hardware precision {hw.precision} asks for it"
+                        f"{context}; remove the hardware's precision, use bf16-mixed there, or strategy: ddp")  # fmt: skip
     # Peaks the memory probe measured on this device type (hwsweep detect on the device) replace the estimate;
     # the probe runs DDP's layout, so a sharded plan keeps the estimate.
     probed = measured(recipe, hw.gpu_type, precision) if hw.accelerator == "cuda" and not sharded else None
@@ -125,7 +173,8 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         if micro in peaks:  # the probe ran one micro-batch; strict mode keeps every micro-batch's gradient
             kept = probed["parameter_bytes"] * (per_device // micro) if strict else 0
             return math.inf if peaks[micro] is None else peaks[micro] + kept + footprint.CUDA_CONTEXT_BYTES
-        return device_need(recipe, hw.accelerator, precision, micro, per_device // micro, w if sharded else 0)
+        shards = recipe.parallel.shards(hw.nodes, hw.devices_per_node)  # hsdp: a node's devices
+        return device_need(recipe, hw.accelerator, precision, micro, per_device // micro, shards)
 
     memory = hw.device_memory_gb
     if recipe.micro_batch == "auto":
@@ -135,10 +184,11 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         fits = [d for d in candidates if budget is None or need(d) <= budget]
         if not fits:
             smallest = need(candidates[0])
-            needs = "ran out of memory in the probe" if smallest == math.inf else f"needs {smallest / GB:.1f} GB"
-            what = f"even micro-batch {candidates[0]} {needs}, over {advisor.target_utilisation:.0%} of {memory} GB{context}"
-            _refuse_ddp(recipe, hw, precision, g, budget, what)
-            raise PlanError(f"recipe.micro_batch: {what}; use a device with more memory or a smaller model")
+            if smallest == math.inf:
+                raise PlanError(f"recipe.micro_batch: even micro-batch {candidates[0]} ran out of memory in the probe "
+                                f"on {hw.gpu_type}{context}; use a device with more memory or a smaller model")  # fmt: skip
+            _refuse_memory(recipe, hw, precision, candidates[0], smallest, budget,
+                           f"{advisor.target_utilisation:.0%} of {memory} GB =", context)  # fmt: skip
         micro = max(fits)
     else:
         micro = recipe.micro_batch
@@ -154,8 +204,7 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         warnings.append(f"the memory probe ran out of memory at micro-batch {micro} on {hw.gpu_type}")
         est = None
     if memory is not None and est is not None and est > memory:
-        _refuse_ddp(recipe, hw, precision, g, memory * GB, f"needs {est:.1f} GB per device, over {memory} GB{context}")
-        warnings.append(f"estimated {est:.1f} GB per device exceeds the device's {memory} GB")
+        _refuse_memory(recipe, hw, precision, micro, est * GB, memory * GB, "the device's", context)
     return BatchPlan(
         accelerator=hw.accelerator,
         backend=BACKEND[hw.accelerator],

@@ -38,11 +38,11 @@ from hwsweep.contracts.tracking import TrackingConfig, config_problem
 from hwsweep.contracts.hardware import Hardware
 from hwsweep.contracts.metrics import Metric, check_pattern
 from hwsweep.contracts.recipe import Recipe
-from hwsweep.contracts.spec import name_problem
+from hwsweep.contracts.spec import inside_problem, name_problem
 from hwsweep.contracts.target import Target
 from hwsweep.contracts.typed import SpecError
 from hwsweep.models import families
-from hwsweep.plan.batch import Advisor, PlanError, make_plan
+from hwsweep.plan.batch import Advisor, PlanError, make_plan, strategy_problem
 from hwsweep.plan.matrix import Cell, Matrix
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"  # beside the package: users read it
@@ -74,8 +74,15 @@ Validator = jsonschema.validators.extend(
     ),
 )
 # A config's values counted as a walk meets them (an alias counted where it is used): above this it is an
-# alias bomb or a mistake, refused before anything walks it (validation, its messages, the planner).
-MAX_VALUES = 100_000
+# alias bomb or a mistake, refused before anything walks it (validation, its messages, the planner). Twice the
+# schema's longest list (10,000 seeds); low enough that validating what passes takes well under a second.
+MAX_VALUES = 20_000
+# Nesting levels of a config's values (the schema's deepest is 6, a sweep's list of lists) and the characters of
+# all its text: far above any config, and low enough that a hostile one is refused in well under a second.
+MAX_DEPTH = 32
+MAX_TEXT = 1_000_000
+# A config file's size: the same bound on the bytes, checked before YAML reads them.
+MAX_BYTES = 1_000_000
 # Runs one config may plan: far above any sweep one machine or cluster finishes.
 MAX_RUNS = 10_000
 SHOWN = reprlib.Repr()  # a value in a message, cut short however much it holds
@@ -96,14 +103,46 @@ def _path(parts) -> str:
     return ".".join(str(p) for p in parts) or "config"
 
 
+# The words YAML 1.1 (PyYAML) reads as booleans when they are not quoted.
+YAML_BOOLEANS = {True: ("true", "yes", "on"), False: ("false", "no", "off")}
+
+
+def _words(items: list[str], last: str) -> str:
+    return f"{', '.join(items[:-1])} {last} {items[-1]}" if len(items) > 1 else "".join(items)
+
+
+def _pattern_rule(pattern: str) -> str:
+    """A simple schema pattern (^[first][rest]{0,n}$ or ^[chars]{m,n}$) as the rule it states: the characters it
+    allows (a command's arguments may hold '/' and '.', a name may not), how it starts and how long it may be."""
+    m = re.fullmatch(r"\^(?:\[([^\]]+)\])?\[([^\]]+)\]\{(\d+),(\d+)\}\$", pattern)
+    if not m:
+        return f"match the pattern {pattern} (hwsweep/schemas/config.schema.yaml)"
+    first, rest, _, longest = m.groups()
+
+    def others(chars: str) -> list[str]:
+        return [f"'{c}'" for c in re.sub(r"A-Z|a-z|0-9", "", chars)]
+
+    letters = "letters" if "A-Z" in rest else "lower-case letters"
+    rule = f"use only {_words([letters, 'digits', *others(rest)], 'and')}"
+    if first is not None and (others(first) != others(rest) or ("0-9" in first) != ("0-9" in rest)):
+        starts = [w for w, c in (("a letter", "a-z"), ("a digit", "0-9")) if c in first] + others(first)
+        rule += f", starting with {_words(starts, 'or')}"
+    never = ["spaces", "quotes"] + (["'/'"] if "/" not in rest else []) + (["'..'"] if "." not in rest else [])
+    return f"{rule}; at most {int(longest) + (first is not None)} characters, no {_words(never + ['shell characters'], 'or')}"
+
+
 def _fix(err: jsonschema.ValidationError) -> str:
     v, s = err.validator, err.validator_value
     if v == "pattern":
-        return "use only letters, digits, '_' and '-' (no spaces, '/', '..' or shell characters)"
+        return _pattern_rule(s)
+    if v == "type" and isinstance(err.instance, bool) and "enum" in err.schema:  # a bare off, read as false
+        v, s = "enum", err.schema["enum"]
     if v == "type":
         return f"give a value of type {s if isinstance(s, str) else ' or '.join(s)}"
     if v == "enum":
-        return f"use one of {', '.join(map(str, s))}"
+        bare = [w for w in s if isinstance(err.instance, bool) and str(w).lower() in YAML_BOOLEANS[err.instance]]
+        quote = f' (YAML reads a bare {bare[0]} as {str(err.instance).lower()}: write "{bare[0]}")' if bare else ""
+        return f"use one of {', '.join(map(str, s))}{quote}"
     if v in ("minimum", "exclusiveMinimum"):
         return f"use a value {'>=' if v == 'minimum' else '>'} {s}"
     if v in ("maximum", "exclusiveMaximum"):
@@ -263,16 +302,10 @@ def _check_recipe(recipe: dict, where: str, schema: dict, builtin: bool, sweep: 
         raise ConfigError(
             f"{where}.lr_scaling: {r.lr_scaling} only applies with batch_policy: grow; set lr_scaling: none or batch_policy: grow"
         )
-    if r.parallel.sharded and r.reproducibility == "strict":
-        raise ConfigError(
-            f"{where}.parallel.strategy: fsdp cannot keep reproducibility strict's promise (its reduce-scatter sums "
-            "gradients in an order that depends on the device count); use reproducibility: deterministic or strategy: ddp"
-        )
-    if r.parallel.sharded and r.precision == "fp16-mixed":
-        raise ConfigError(
-            f"{where}.parallel.strategy: fsdp does not run fp16-mixed (its loss scaler does not unscale sharded "
-            "gradients); use precision: bf16-mixed or strategy: ddp"
-        )
+    problem = strategy_problem(r, r.precision, r.parallel.strategy)
+    if problem:
+        fix = "reproducibility: deterministic" if r.reproducibility == "strict" else "precision: bf16-mixed"
+        raise ConfigError(f"{where}.parallel.strategy: {problem}; use {fix} or strategy: ddp")
     if r.tf32 and r.reproducibility != "comparable":
         raise ConfigError(
             f"{where}.tf32: true conflicts with reproducibility {r.reproducibility!r}; "
@@ -314,7 +347,15 @@ def _invocation(raw: dict, where: str, config_dir: Path, schema: dict) -> Invoca
                 f"{where}.values.{value}: neither a plan value nor a flag of {where}.args; use one of {', '.join(PLAN_VALUES)}"
             )
     _check_pattern(f"{where}.step_pattern", inv.step_pattern)
+    _check_inside(f"{where}.metrics_file", inv.metrics_file)
     return inv
+
+
+def _check_inside(where: str, name: str | None) -> None:
+    """A file the config names in the run folder stays in it (hwsweep reads it there)."""
+    problem = None if name is None else inside_problem(name)
+    if problem:
+        raise ConfigError(f"{where}: {SHOWN.repr(name)} {problem}")
 
 
 INVOCATION_KEYS = ("command", "workdir", "arg_style", "args", "values", "metrics_file", "step_pattern")
@@ -330,6 +371,7 @@ def _trainer(raw: dict, config_dir: Path, schema: dict) -> Trainer:
     resume = filled.get("resume", {})
     if bool(resume.get("when")) != bool(resume.get("args")):
         raise ConfigError("trainer.resume: give both when (the checkpoint file) and args (what to add then), or neither")
+    _check_inside("trainer.resume.when", resume.get("when"))
     plan_check = {}
     for name, check in filled["plan_check"].items():
         where = f"trainer.plan_check.{name}"
@@ -462,20 +504,51 @@ def _check_targets(targets: tuple, metrics: list[Metric], recipe: Recipe, traine
                               "needs a train-stage metric the script prints per step (with its step number)")  # fmt: skip
 
 
+def _where(entry) -> str:
+    """The dotted path of a walked node: entries are (node, parent entry, key, depth)."""
+    parts = []
+    while entry[1] is not None:
+        parts.append(entry[2])
+        entry = entry[1]
+    return _path(reversed(parts))
+
+
 def check_document(raw) -> None:
-    """A config as loaded from YAML: bounded (MAX_VALUES) and every number in it finite. YAML's .nan and
-    .inf pass every minimum and maximum of the schema, then crash training or poison the statistics."""
-    stack, seen = [((), raw)], 0
+    """A config as loaded from YAML: bounded (MAX_VALUES values, MAX_DEPTH levels, MAX_TEXT characters), free of
+    values that contain themselves (an alias inside its own anchor), and every number in it finite. YAML's .nan
+    and .inf pass every minimum and maximum of the schema, then crash training or poison the statistics.
+    Linear in the values walked: a node keeps its parent, so its path is only spelled out for a message."""
+    stack, seen, text = [(raw, None, None, 0)], 0, 0
     while stack:
-        where, node = stack.pop()
+        entry = stack.pop()
+        node, _, _, depth = entry
         seen += 1
         if seen > MAX_VALUES:
             raise ConfigError(f"config: more than {MAX_VALUES:,} values once its YAML aliases (*name) are expanded; "
                               "write the values out, or repeat fewer of them")  # fmt: skip
         if isinstance(node, float) and not math.isfinite(node):
-            raise ConfigError(f"{_path(where)}: {node} is not a finite number; give a number")
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        stack += [((*where, key), value) for key, value in reversed(list(items))]
+            raise ConfigError(f"{_where(entry)}: {node} is not a finite number; give a number")
+        if isinstance(node, (str, bytes)):
+            text += len(node)
+            if text > MAX_TEXT:
+                raise ConfigError(f"{_where(entry)}: the config's text passes {MAX_TEXT:,} characters here; "
+                                  "a config holds settings, not data: shorten the long values")  # fmt: skip
+        if not isinstance(node, (dict, list)):
+            continue
+        if len(node) > MAX_VALUES:
+            raise ConfigError(f"{_where(entry)}: {len(node):,} entries, more than the {MAX_VALUES:,} values a config "
+                              "may hold; give fewer")  # fmt: skip
+        if depth >= MAX_DEPTH:
+            anchor, up = None, entry[1]
+            while up is not None:  # the outermost place the value appears: where its anchor is
+                anchor, up = up if up[0] is node else anchor, up[1]
+            if anchor is not None:
+                raise ConfigError(f"{_where(anchor)}: the value contains itself (a YAML alias *name used inside its "
+                                  "own anchor &name); write the value out without the alias")  # fmt: skip
+            raise ConfigError(f"{SHOWN.repr(_where(entry))[1:-1]}: nested more than {MAX_DEPTH} levels deep; a "
+                              "config's values are a few levels deep at most: remove the extra nesting")  # fmt: skip
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        stack += [(value, entry, key, depth + 1) for key, value in reversed(list(items))]
 
 
 def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".") -> Matrix:
@@ -797,12 +870,66 @@ def _unmapped_warnings(trainer: Trainer, cells=()) -> tuple[str, ...]:
 DEFAULT_CONFIG = Path("config/config.yaml")  # where the workflow and the hwsweep commands look without --configfile
 
 
+class _Refused(Exception):
+    """Raised where a document goes past a bound: (mark, what is wrong and the fix)."""
+
+
+# libyaml's parser where PyYAML was built with it (a C state machine: no recursion, 20 x faster than PyYAML's own).
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _check_events(text: str) -> None:
+    """The document's bounds, checked on its event stream before anything is built from it: nesting deeper than
+    MAX_DEPTH (PyYAML's composer recurses once per level), an alias inside its own anchor (a value that contains
+    itself, which every later walk would follow forever) and more than MAX_VALUES nodes once aliases are expanded
+    (an alias bomb: the count of an anchor's subtree is added for each of its aliases)."""
+    # open: [anchor, count at its start, children so far or None for a sequence]; sizes: anchor -> values under it.
+    # A mapping's keys are not counted (every other child): the count is check_document's, values only.
+    open_nodes, sizes, count = [], {}, 0
+    for event in yaml.parse(text, Loader=LOADER):
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, start, _ = open_nodes.pop()
+            if anchor:
+                sizes[anchor] = count - start + 1
+            continue
+        if not isinstance(event, yaml.NodeEvent):
+            continue  # stream and document events
+        parent = open_nodes[-1] if open_nodes else None
+        key = parent is not None and parent[2] is not None and parent[2] % 2 == 0
+        if parent is not None and parent[2] is not None:
+            parent[2] += 1
+        if isinstance(event, yaml.AliasEvent):
+            if any(anchor == event.anchor for anchor, _, _ in open_nodes):
+                raise _Refused(event.start_mark, f"alias *{event.anchor} is used inside its own anchor "
+                               f"&{event.anchor}, a value that contains itself; write the value out without the alias")  # fmt: skip
+            count += 0 if key else sizes.get(event.anchor, 0)  # an undefined alias is the YAML error the load names
+        elif isinstance(event, yaml.ScalarEvent):
+            count += 0 if key else 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        else:  # a collection starts
+            count += 1
+            if len(open_nodes) >= MAX_DEPTH:
+                raise _Refused(event.start_mark, f"nested more than {MAX_DEPTH} levels deep; a config's values are a "
+                               "few levels deep at most: remove the extra nesting")  # fmt: skip
+            open_nodes.append([event.anchor, count, 0 if isinstance(event, yaml.MappingStartEvent) else None])
+        if count > MAX_VALUES:
+            raise _Refused(event.start_mark, f"more than {MAX_VALUES:,} values once its YAML aliases (*name) are "
+                           "expanded; write the values out, or repeat fewer of them")  # fmt: skip
+
+
 def load_file(path: Path | str) -> dict:
     """A config file as a dict; ConfigError with one line naming the file and the fix when it is
-    missing, unreadable, a directory, not UTF-8, not YAML, or not a mapping."""
+    missing, unreadable, a directory, not UTF-8, too large, not YAML, nested too deep, holds a value that
+    contains itself or a number Python cannot read, or is not a mapping."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_BYTES:,} bytes; a config holds settings, not data: "
+                              "pass the config file itself")  # fmt: skip
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found; pass an existing file with --configfile") from None
     except IsADirectoryError:
@@ -814,12 +941,25 @@ def load_file(path: Path | str) -> dict:
     except OSError as e:
         raise ConfigError(f"{path}: cannot be read ({e.strerror}); pass a readable YAML file") from None
     try:
-        raw = yaml.safe_load(text)
+        _check_events(text)
+        raw = yaml.load(text, Loader=LOADER)  # noqa: S506 - a safe loader
+    except _Refused as e:
+        mark, what = e.args
+        raise ConfigError(f"{path}: line {mark.line + 1}, column {mark.column + 1}: {what}") from None
     except yaml.YAMLError as e:
+        if LOADER is not yaml.SafeLoader:  # PyYAML's own parser names the problem better ("found character '\t'")
+            try:
+                for _ in yaml.parse(text, Loader=yaml.SafeLoader):
+                    pass
+            except yaml.YAMLError as own:
+                e = own
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         what = " ".join(str(getattr(e, "problem", None) or "not valid YAML").split())
         raise ConfigError(f"{path}: {where}{what}; fix the YAML syntax there") from None
+    except ValueError as e:  # a value Python refuses to make, e.g. an integer of more than 4300 digits
+        what = " ".join(re.split(r"[:;]", str(e))[0].split())[:120]  # its first clause: the rest names Python's fix
+        raise ConfigError(f"{path}: {what}; give a shorter value") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level is {type(raw).__name__}, not a mapping; start with keys like recipe:")
     return raw

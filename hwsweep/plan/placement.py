@@ -141,4 +141,8 @@ def merged_options(given: str, ours: list[str]) -> str:
     drops them by saying something else."""
     theirs = shlex.split(given or "")
     named = {option.split("=", 1)[0] for option in theirs if option.startswith("-")}
+    named |= {OPPOSITE[flag] for flag in named if flag in OPPOSITE}
     return shlex.join(theirs + [option for option in ours if option.split("=", 1)[0] not in named])
+
+
+OPPOSITE = {"--no-requeue": "--requeue", "--requeue": "--no-requeue"}  # naming one sets the other too

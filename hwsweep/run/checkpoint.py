@@ -60,6 +60,19 @@ def layout_fingerprint(spec) -> str:
     return _hash(data)
 
 
+def tensor_bytes(state) -> int:
+    """The bytes of the tensors in a (nested) state dict, as a checkpoint stores them: this rank's shard of a
+    sharded tensor. What a checkpoint needs on disk, give or take its pickled scalars."""
+    if isinstance(state, torch.Tensor):
+        local = state.to_local() if hasattr(state, "to_local") else state
+        return local.numel() * local.element_size()
+    if isinstance(state, dict):
+        return sum(tensor_bytes(v) for v in state.values())
+    if isinstance(state, (list, tuple)):
+        return sum(tensor_bytes(v) for v in state)
+    return 0
+
+
 def step_file(folder: Path, step: int) -> Path:
     return Path(folder) / f"step{step:09d}.pt"
 
@@ -131,10 +144,12 @@ class CheckpointManager:
         if self.rank == 0:
             state = {"fingerprint": self.fingerprint, "step": step, "rng": rng}
             state |= {name: obj.state_dict() for name, obj in self.states.items()}
+            io.require_space(self.folder, tensor_bytes(state))  # a full disk named before torch's own words for it
             with io.atomic_path(path) as tmp:
                 torch.save(state, tmp)
-            for old in sorted(self.folder.glob(PATTERN))[: -self.keep]:
-                old.unlink()
+            with io.storage(self.folder):
+                for old in sorted(self.folder.glob(PATTERN))[: -self.keep]:
+                    old.unlink()
         if self.world_size > 1:
             dist.barrier()  # nobody reads or links the file before it exists
         self.last = path
@@ -147,19 +162,23 @@ class CheckpointManager:
         tmp = path.with_name(f".{path.name}.tmp")  # a kill leaves this, never a folder that looks complete
         if self.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
+            with io.storage(self.folder):
+                tmp.mkdir(parents=True)
         dist.barrier()
-        sharded = [name for name, obj in self.states.items() if isinstance(obj, Sharded)]
-        dcp.save({name: self.states[name].state_dict() for name in sharded}, checkpoint_id=tmp)  # every rank's shards
+        sharded = {name: self.states[name].state_dict() for name, obj in self.states.items() if isinstance(obj, Sharded)}
+        io.require_space(tmp, tensor_bytes(sharded))  # this rank's shards
+        with io.storage(tmp):
+            dcp.save(sharded, checkpoint_id=tmp)  # every rank's shards
         if self.rank == 0:
             meta = {"fingerprint": self.fingerprint, "layout": self.layout, "step": step, "rng": rng,
                     "world_size": self.world_size} | {name: obj.state_dict() for name, obj in self._plain().items()}  # fmt: skip
             with io.atomic_path(tmp / META) as part:
                 torch.save(meta, part)
-            shutil.rmtree(path, ignore_errors=True)
-            os.replace(tmp, path)
-            for old in sorted(self.folder.glob(SHARDED_PATTERN))[: -self.keep]:
-                shutil.rmtree(old)
+            with io.storage(self.folder):
+                shutil.rmtree(path, ignore_errors=True)
+                os.replace(tmp, path)
+                for old in sorted(self.folder.glob(SHARDED_PATTERN))[: -self.keep]:
+                    shutil.rmtree(old)
         dist.barrier()
         self.last = path
         return path
@@ -217,6 +236,7 @@ class CheckpointManager:
         it ({fingerprint, step, model}), so evaluation loads it without knowing how training was sharded."""
         model = self.sharded.full_model()
         if self.rank == 0:
+            io.require_space(Path(final).parent, tensor_bytes(model))
             with io.atomic_path(final) as tmp:
                 torch.save({"fingerprint": self.fingerprint, "step": step, "model": model}, tmp)
 

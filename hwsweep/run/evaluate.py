@@ -69,8 +69,13 @@ def main(argv=None) -> int:
     parser.add_argument("spec", help="path to spec.json")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
+    io.one_line_refusals()
     spec = RunSpec.load(args.spec)
     torch.set_num_threads(args.threads)
+    problem = io.writable_problem(spec.run_dir)
+    if problem is not None:
+        sys.exit(f"hwsweep: {problem}")
+    io.remove_temporaries(spec.run_dir, (io.temporaries(EVAL_RECORD),))  # a killed evaluation's; nothing writes it now
     code = runner.evaluate(spec, args.spec, args.threads) if spec.evaluation.kind == "command" else builtin(spec)
     if code == 0:
         trained = RunRecord.from_dict(io.read_json(spec.path(TRAIN_RECORD)))

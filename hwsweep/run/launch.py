@@ -8,29 +8,51 @@ One node: `torchrun --standalone`. Several nodes: the train rule runs this once 
 starts `torchrun --nnodes N --node_rank R` with a static rendezvous on the node that launched
 the step, so global ranks follow node order (strict parity depends on it). The shape (nodes,
 processes per node) comes from the RunSpec's plan, never from the command line.
+
+A stop signal (SIGTERM: preemption, the time limit; SIGUSR2) reaches each worker exactly once: in a SLURM job
+step SLURM signals every process of the step itself, elsewhere this launcher passes it to the workers;
+torchrun's agent ignores it (it would otherwise stop on it, signal the workers a second time and exit 1).
+Workers that stop after their checkpoint say so (hwsweep.run.preempt) and this launcher exits 75.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
-from hwsweep.contracts import command
-from hwsweep.contracts.spec import RunSpec, sha256
-from hwsweep.run import runner, tether
+from hwsweep.contracts import command, io
+from hwsweep.contracts.spec import (CHECKPOINT_DIR, CHECKPOINT_TEMPORARIES, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec,
+                                    sha256)  # fmt: skip
+from hwsweep.run import preempt, runner, tether
 
 PORT_BASE = 29500
 # The longest torchrun's agents wait for all nodes to join (static rendezvous, several nodes) or for the
 # local workers' rendezvous (--standalone); then the run fails with torchrun's RendezvousTimeoutError
 # instead of waiting for a node that will never come (torchrun's own default is 600 s).
 RENDEZVOUS_TIMEOUT = 120
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # torchrun's agent passes these to its workers
+# torchrun >= 2.9 lets the caller choose the signals its agent handles: none of the stop signals (SIGQUIT still
+# stops it and its workers). An older agent stops on SIGTERM itself and exits 1; the exit is still 75 when
+# every worker stopped after its checkpoint, but the workers get the signal twice.
+AGENT_SIGNALS = ["--signals-to-handle", "SIGQUIT"]
+
+
+def agent_takes_signal_list() -> bool:
+    """Whether the installed torchrun has --signals-to-handle (torch 2.9 and later); read without importing torch."""
+    try:
+        major, minor = importlib.metadata.version("torch").split(".")[:2]
+        return (int(major), int(minor)) >= (2, 9)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return False
 
 
 def master_address() -> str:
@@ -49,6 +71,7 @@ def torchrun_command(spec: RunSpec, env: dict) -> list[str]:
     # Else the same module through this interpreter (a venv that sees torch without its scripts), never a
     # torchrun found on PATH, whose Python may be another one, with another hwsweep.
     cmd = [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    cmd += AGENT_SIGNALS if agent_takes_signal_list() else []
     if plan.nodes == 1:
         cmd += ["--standalone", "--nnodes", "1", "--rdzv-conf", f"join_timeout={RENDEZVOUS_TIMEOUT}"]
     else:
@@ -128,25 +151,48 @@ def tethered(program: list[str]) -> list[str]:
     return ["-m", "hwsweep.run.tether", *program]
 
 
-def supervise(cmd: list[str], env: dict) -> int:
-    """Run torchrun's agent as a tethered child in its own process group and wait for it: the signals
-    that stop a run are passed on to it (it passes them to its workers); if this launcher is killed
-    outright, or snakemake is, the agent and then its workers die too."""
+def supervise(cmd: list[str], env: dict, ranks: int, node: str = "0", agent: bool = True) -> int:
+    """Run torchrun's agent (its `ranks` workers on this node; `agent` False: a command that is its only
+    worker) as a tethered child in its own process group and wait for it. A stop signal reaches the workers
+    once: SLURM signals every process of a job step, so in one this launcher only notes it; elsewhere it passes
+    it to the workers (the agent's children), never to the agent. If this launcher is killed outright, or
+    snakemake is, the agent and then its workers die too. Returns 75 when every worker stopped after its
+    checkpoint, else the child's exit code."""
     started = []  # the agent, once started; a signal before that only stops this launcher from starting it
+    signalled = []  # (name, time) of the first stop signal
+    in_step = "SLURM_STEP_ID" in env
 
-    def forward(signum, frame):
+    def stop(signum, frame):
         if not started:
             sys.exit(128 + signum)
-        # SIGUSR2 (the trainer's own stop request) would kill the agent: it goes to the workers only.
-        for pid in runner.descendants(started[0].pid) if signum == signal.SIGUSR2 else [started[0].pid]:
+        name = signal.Signals(signum).name
+        signalled.append((name, time.monotonic()))
+        if in_step:
+            print(f"hwsweep.run.launch [node {node}]: {name}: SLURM gave it to every process of the job step; the "
+                  "workers checkpoint and stop", flush=True)  # fmt: skip
+            return
+        workers = runner.descendants(started[0].pid, depth=1) if agent else [started[0].pid]
+        print(f"hwsweep.run.launch [node {node}]: {name}: passed to the {len(workers)} worker(s)", flush=True)
+        for pid in workers:
             forward_to(pid, signum)
 
-    for sig in FORWARDED + (signal.SIGUSR2,):
-        signal.signal(sig, forward)
-    child = subprocess.Popen(cmd, env=env, process_group=0, preexec_fn=tether.preexec())
-    started.append(child)
-    tether.stop_when_workflow_ends(child, signal.SIGKILL)
-    code = child.wait()
+    notes = tempfile.mkdtemp(prefix="hwsweep-stopped-")
+    try:
+        for sig in tether.AGENT_IGNORES:
+            signal.signal(sig, stop)
+        child = subprocess.Popen(cmd, env=env | {preempt.STOPPED_DIR: notes}, process_group=0,
+                                 preexec_fn=tether.agent_preexec() if agent else tether.preexec())  # fmt: skip
+        started.append(child)
+        tether.stop_when_workflow_ends(child, signal.SIGKILL)
+        code = child.wait()
+        step = preempt.stopped_step(notes, ranks)
+    finally:
+        shutil.rmtree(notes, ignore_errors=True)
+    if step is not None:
+        after = f", {time.monotonic() - signalled[0][1]:.1f} s after {signalled[0][0]}" if signalled else ""
+        print(f"hwsweep.run.launch [node {node}]: every worker stopped after the checkpoint at step {step}{after}; "
+              f"exit {preempt.EXIT_PREEMPTED}", flush=True)  # fmt: skip
+        return preempt.EXIT_PREEMPTED
     return 128 - code if code < 0 else code
 
 
@@ -156,11 +202,21 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads on this node, for all its processes")
     parser.add_argument("--spec-sha256", help="refuse to run unless spec.json is exactly this spec")
     args = parser.parse_args(argv)
+    io.one_line_refusals()
     if args.spec_sha256 and sha256(Path(args.spec).read_text()) != args.spec_sha256:
         sys.exit(f"hwsweep.run.launch: {args.spec} is not the spec this run was scheduled with; rerun snakemake, "
                  "which rewrites it from the config")  # fmt: skip
     spec = RunSpec.load(args.spec)
     node = os.environ.get("SLURM_NODEID", "0")
+    if node == "0":  # one launcher per run prepares its folder, before any process of the run writes there
+        problem = io.writable_problem(spec.run_dir)
+        if problem is not None:  # named here, before torch or the script meets it in its own words
+            sys.exit(f"hwsweep: {problem}")
+        gone = [*io.remove_temporaries(spec.path(CHECKPOINT_DIR), (CHECKPOINT_TEMPORARIES,)),
+                *io.remove_temporaries(spec.run_dir, (io.temporaries(TRAIN_RECORD), io.temporaries(FINAL_CHECKPOINT)))]  # fmt: skip
+        if gone:
+            print(f"hwsweep.run.launch: removed {len(gone)} temporary file(s) a killed write left: "
+                  f"{', '.join(p.name for p in gone[:4])}{' ...' if len(gone) > 4 else ''}", flush=True)  # fmt: skip
     shortage = gpu_shortage(spec, dict(os.environ))
     if shortage:
         sys.exit(shortage)
@@ -173,7 +229,9 @@ def main(argv=None) -> int:
     if trainer.kind == "command" and node == "0":
         return runner.train(spec, args.spec, cmd, args.threads)  # the first node watches and records the run
     # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
-    return supervise(cmd, os.environ | {"OMP_NUM_THREADS": "1"})
+    agent = trainer.kind == "builtin" or trainer.launcher(spec.plan.world_size) == "torchrun"
+    ranks = spec.plan.devices_per_node if agent else 1
+    return supervise(cmd, os.environ | {"OMP_NUM_THREADS": "1"}, ranks, node, agent)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from hwsweep.run import recompute, weights
 from hwsweep.run.device import AUTOCAST_DTYPE
 
 
@@ -95,13 +96,26 @@ class StrictReduction:
             offset += n
 
 
-def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The modules FSDP shards one by one: every element of every ModuleList (the built-in families' blocks,
-    and the layers of most models), outermost first and not looked into further; the root holds the rest."""
+def block_units(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's blocks: every element of every ModuleList (the built-in families' blocks, and the layers of
+    most models), outermost first and not looked into further. What activation checkpointing wraps, compile
+    compiles one by one under FSDP, and FSDP shards first."""
     units = []
     for child in model.children():
-        units += list(child) if isinstance(child, torch.nn.ModuleList) else shard_units(child)
+        units += list(child) if isinstance(child, torch.nn.ModuleList) else block_units(child)
     return units
+
+
+def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The modules FSDP shards one by one, in the order they are sharded: the blocks, then every other child of
+    the root that holds parameters outside them (the embeddings, the output head, a final norm), so that a large
+    vocabulary's embedding and head are gathered only while they run. The root holds the rest: its own
+    parameters (e.g. learned positions), gathered for the whole step."""
+    blocks = block_units(model)
+    inside = {id(p) for b in blocks for p in b.parameters()}
+    rest = [c for c in model.children() if not isinstance(c, torch.nn.ModuleList)
+            and any(id(p) not in inside for p in c.parameters())]  # fmt: skip
+    return blocks + rest
 
 
 def any_rank(flag: bool, device: torch.device) -> bool:
@@ -112,21 +126,35 @@ def any_rank(flag: bool, device: torch.device) -> bool:
 
 
 class ShardedReduction:
-    """FSDP2 (torch.distributed.fsdp.fully_shard): each block, then the root, keeps 1/N of its parameters,
-    gradients and optimizer state per rank; a block's weights are all-gathered just before it runs and its
-    gradients reduce-scattered right after its backward. Every micro-batch's gradient is reduce-scattered
-    (no no_sync): the gradients stay sharded, which is what a model too big for one device needs. The root
-    keeps its weights gathered from forward to backward (needed at once there, as torchtitan does)."""
+    """FSDP2 (torch.distributed.fsdp.fully_shard): each unit (shard_units: the blocks, then the embeddings and
+    head), then the root, keeps 1/N of its parameters, gradients and optimizer state per rank; a unit's weights
+    are all-gathered just before it runs and its gradients reduce-scattered right after its backward. Every
+    micro-batch's gradient is reduce-scattered (no no_sync): the gradients stay sharded, which is what a model
+    too big for one device needs. The root keeps its own weights gathered from forward to backward (needed at
+    once there, as torchtitan does).
 
-    def __init__(self, model: torch.nn.Module, accumulation: int, precision: str, reshard_after_forward: bool):
+    HSDP (`mesh_shape` (nodes, devices per node)): the same within a node, the shards replicated over the nodes,
+    whose gradients are all-reduced. With `compile` each block is compiled before it is sharded (the
+    collectives stay outside the compiled code, as torchtitan does). A model built on the meta device is
+    sharded as it is and given memory and values afterwards (run.wrap, hwsweep.run.weights)."""
+
+    def __init__(self, model: torch.nn.Module, accumulation: int, precision: str, reshard_after_forward: bool,
+                 device: torch.device, mesh_shape: tuple[int, int] | None = None, compile: bool = False):  # fmt: skip
+        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         dtype = AUTOCAST_DTYPE[precision]  # the weights are gathered in autocast's type; gradients reduced in fp32
         policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
+        # The run's device, not the model's: a model built on the meta device is sharded before it has memory.
+        shape = mesh_shape or (dist.get_world_size(),)
+        names = ("replicate", "shard") if mesh_shape else ("shard",)
+        mesh = init_device_mesh(device.type, shape, mesh_dim_names=names)
+        if compile:
+            for block in block_units(model):
+                block.compile()  # in place: the block's names (and the checkpoints' keys) stay as they are
         for unit in shard_units(model):
-            fully_shard(unit, mp_policy=policy, reshard_after_forward=reshard_after_forward)
-        device = next(model.parameters()).device
-        fully_shard(model, mp_policy=policy, reshard_after_forward=False)
+            fully_shard(unit, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
+        fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=False)
         if hasattr(model, "lockstep"):  # a model whose number of block calls differs per rank (HRM's ACT)
             model.lockstep = functools.partial(any_rank, device=device)
         self.module = self.model = model
@@ -152,11 +180,38 @@ class ShardedReduction:
             self.model.reshard()
 
 
-def make_reduction(level: str, model, accumulation: int, device, parallel=None, precision: str = "fp32"):
-    """`parallel`: recipe.parallel (None: DDP)."""
+def make_reduction(level: str, model, accumulation: int, device, parallel=None, precision: str = "fp32",
+                   mesh_shape: tuple[int, int] | None = None, compile: bool = False):  # fmt: skip
+    """`parallel`: recipe.parallel (None: DDP); `mesh_shape`: (nodes, devices per node), read by HSDP;
+    `compile`: compile each block before sharding it (FSDP; the caller compiles a DDP model whole)."""
     if parallel is not None and parallel.sharded:
-        return ShardedReduction(model, accumulation, precision, parallel.reshard_after_forward)
+        hsdp = mesh_shape if parallel.strategy == "hsdp" else None
+        return ShardedReduction(model, accumulation, precision, parallel.reshard_after_forward, device.torch_device,
+                                hsdp, compile)  # fmt: skip
     if level == "strict":
         return StrictReduction(model, accumulation)
     ids = [device.torch_device.index] if device.accelerator == "cuda" else None
     return StandardReduction(model, accumulation, ids)
+
+
+def prepare(model: torch.nn.Module, recipe, plan, device, seed: int, init=None):
+    """What run.wrap does, for any caller (the runtime, bench/fsdp.py): the recipe's activation checkpointing on
+    the blocks; the model on `device` (a hwsweep device) and wrapped for the plan's reduction; a model built on
+    the meta device given memory (under FSDP after sharding: each rank its shards only) and its values from
+    `init` or each module's reset_parameters, seeded from `seed` (hwsweep.run.weights), as is a built one when
+    `init` is given. Returns the reduction (`.model` to train, `.module` the model as built)."""
+    meta, sharded = weights.on_meta(model), recipe.parallel.sharded
+    recompute.apply(block_units(model), recipe.activation_checkpointing)
+    if not meta:
+        model = model.to(device.torch_device)
+    elif not sharded:  # a whole replica per device: its memory now
+        model.to_empty(device=device.torch_device)
+    if not sharded and (meta or init is not None):  # the same values on every rank before DDP sees them
+        weights.initialise(model, seed, init)
+    reduction = make_reduction(recipe.reproducibility, model, plan.accumulation, device, recipe.parallel,
+                               plan.precision, (plan.nodes, plan.devices_per_node), compile=recipe.compile and sharded)  # fmt: skip
+    if sharded and meta:  # memory for this rank's shards only
+        model.to_empty(device=device.torch_device)
+    if sharded and (meta or init is not None):
+        weights.initialise(model, seed, init)
+    return reduction

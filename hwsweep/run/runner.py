@@ -32,11 +32,10 @@ from hwsweep.contracts.command import (
 )
 from hwsweep.contracts.metrics import TextParser, parse_jsonl_line, problems, summarise
 from hwsweep.contracts.records import EvalRecord, RunRecord, read
-from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, EVAL_RECORD, TRAIN_RECORD, RunSpec
+from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, EVAL_RECORD, TRAIN_RECORD, RunSpec, inside
 from hwsweep.contracts.tracking import TrackingConfig
 from hwsweep.run import observe, tether, tracking
-
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal; rerun to resume
+from hwsweep.run.preempt import EXIT_PREEMPTED
 ATTEMPTS_FILE = "attempts.jsonl"  # one line per start of the command, for restarts and resume
 PARSED_FILE = "parsed_metrics.jsonl"  # observations parsed from the output, kept across attempts
 TAIL = 5  # lines a message quotes when the output says nothing more precise
@@ -64,8 +63,8 @@ class Stage:
         self.signalled = signum
         if self.child is None:
             return
-        # The script gets the signal it asked for. torchrun's agent is left out: it would die of
-        # a signal it does not handle (USR2) and orphan its workers; it exits when they do.
+        # The script gets the signal it asked for. torchrun's agent is left out: it ignores the stop
+        # signals (tether.agent_preexec) and exits when its workers do.
         targets = descendants(self.child.pid) + ([] if self.skip_launcher else [self.child.pid])
         for pid in targets:
             try:
@@ -75,7 +74,9 @@ class Stage:
 
     def _fresh_file_observations(self) -> list[dict]:
         """Observations in the lines the script appended to its metrics file since the last call."""
-        path = Path(self.spec.run_dir, self.invocation.metrics_file)
+        path = inside(self.spec.run_dir, self.invocation.metrics_file)
+        if path is None:
+            return []  # a link out of the run folder: results() names it
         try:
             with open(path, "rb") as f:
                 f.seek(self._metrics_offset)
@@ -90,10 +91,12 @@ class Stage:
     def _stop(self, verdict: str) -> None:
         """The watcher's verdict: stop the whole command now (its process group), not at its end."""
         self.stopped = verdict
-        try:
-            os.killpg(self.child.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        # torchrun's agent ignores SIGTERM (tether.agent_preexec): its workers get it, and it exits when they do.
+        for pid in descendants(self.child.pid, depth=1) if self.skip_launcher else [-self.child.pid]:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
     def run(self, forward_as: int, on_line=None, skip_launcher: bool = False, watch=None,
             on_metrics=None) -> tuple[int, float]:  # fmt: skip
@@ -108,9 +111,11 @@ class Stage:
             self.child = subprocess.Popen(
                 self.argv, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-                process_group=0, preexec_fn=tether.preexec(signal.SIGTERM),
+                process_group=0,
+                preexec_fn=tether.agent_preexec() if skip_launcher else tether.preexec(signal.SIGTERM),
             )  # fmt: skip
-            tether.stop_when_workflow_ends(self.child, signal.SIGTERM)
+            # torchrun's agent ignores SIGTERM: killed, its tethered workers die with it.
+            tether.stop_when_workflow_ends(self.child, signal.SIGKILL if skip_launcher else signal.SIGTERM)
             for line in self.child.stdout:
                 sys.stdout.write(line)
                 self.tail.append(line.rstrip("\n"))
@@ -160,7 +165,10 @@ class Stage:
             raise RunFailed(f"the command exited {code}: {failure.reason(list(self.tail)) or '(no output)'}")
         inv = self.invocation
         if inv.metrics_file:
-            path = Path(self.spec.run_dir, inv.metrics_file)
+            path = inside(self.spec.run_dir, inv.metrics_file)
+            if path is None:
+                raise RunFailed(f"metrics file {inv.metrics_file} is a link out of the run folder {self.spec.run_dir}; "
+                                "write the metrics into the run folder itself")  # fmt: skip
             lines = path.read_text(errors="replace").splitlines() if path.exists() else []
             self.observations = [o for line in lines for o in parse_jsonl_line(line, self.metrics)]
         observations = (history or []) + self.observations
@@ -296,7 +304,8 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     trainer, run_dir = spec.trainer, Path(spec.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     attempts_path, history_path = run_dir / ATTEMPTS_FILE, run_dir / PARSED_FILE
-    resuming = bool(trainer.resume_when) and any(run_dir.glob(trainer.resume_when))
+    resuming = bool(trainer.resume_when) and any(
+        inside(run_dir, str(p.relative_to(run_dir))) for p in run_dir.glob(trainer.resume_when))  # fmt: skip
     # A runtime-API script resumes from its own checkpoints: then this attempt's step count is its own too.
     fresh = not resuming and not any(Path(run_dir, CHECKPOINT_DIR).glob(CHECKPOINTS))
     if not resuming:  # a fresh start forgets earlier attempts of this run
@@ -459,8 +468,8 @@ def _own_record(spec: RunSpec, since: float) -> RunRecord | None:
     return record
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (Linux /proc), children first."""
+def descendants(pid: int, depth: int | None = None) -> list[int]:
+    """Every process below `pid` (Linux /proc), children first; `depth` 1: its children only."""
     parents = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -468,11 +477,14 @@ def descendants(pid: int) -> list[int]:
         except OSError:
             continue  # gone meanwhile
         parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
+    out, todo = [], [(pid, 0)]
     while todo:
-        kids = parents.get(todo.pop(0), [])
+        parent, level = todo.pop(0)
+        if depth is not None and level >= depth:
+            continue
+        kids = parents.get(parent, [])
         out += kids
-        todo += kids
+        todo += [(kid, level + 1) for kid in kids]
     return out
 
 

@@ -48,13 +48,13 @@ from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD, RunSpec
 from hwsweep.contracts.target import curve_keys
 from hwsweep.contracts.tracking import TrackingConfig
-from hwsweep.run import data, repro, startup, tracking
+from hwsweep.run import data, preempt, recompute, repro, startup, tracking, weights
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, Sharded, fingerprint, layout_fingerprint
-from hwsweep.run.reduce import gather_in_order, make_reduction, ordered_sum
+from hwsweep.run.reduce import gather_in_order, ordered_sum, prepare
 from hwsweep.run.startup import StartupClock, process_age
 
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after writing a checkpoint; rerun to resume
+EXIT_PREEMPTED = preempt.EXIT_PREEMPTED  # the exit of a run stopped by a signal after its checkpoint
 STEADY_STATE_SKIP = 0.1  # leave the first 10% of steps out of throughput (allocator, caches)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)  # SIGUSR1 is NCCL's
 DEVICE_TABLE_FRACTION = 0.25  # a TensorDataset up to this share of a GPU's memory is kept on the GPU
@@ -129,6 +129,7 @@ class Run:
         self.checkpoint.register(scaler=self.scaler, run=self)
         self.flops_per_step = None
         self._spent = None  # this rank's FLOPs since the last flush (run.spend_flops); None: the script never says
+        self._flops_batch = None  # a micro-batch to count the FLOPs on once a meta-built model has its weights
         self.optimizer_kernel = None  # the AdamW kernel run.adamw resolved; None: the script built its own
         self.peak_memory = None  # (GB, source) per device, max over ranks: read by run.finish() on every rank
         self.module = None  # the model as built (unwrapped): what checkpoints and evaluations see
@@ -176,16 +177,25 @@ class Run:
         self.clock.mark("data")
         return loader
 
-    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        """Move `model` to the device and wrap it for the plan's gradient reduction (DDP, strict ordered
-        reduction, or with recipe.parallel.strategy fsdp FSDP2 sharding each block, i.e. every ModuleList element,
-        then the whole model, in place); with recipe.compile, torch.compile the wrapped model (around DDP if any,
-        so TorchDynamo splits the graph at DDP's buckets and no_sync still holds). Call it before building
-        the optimizer (under FSDP the parameters become shards); `run.module` stays the model as built."""
-        self.module = model.to(self.device)
-        self._reduction = make_reduction(self.recipe.reproducibility, self.module, self.plan.accumulation, self._device,
-                                         self.recipe.parallel, self.plan.precision)  # fmt: skip
-        return torch.compile(self._reduction.model) if self.recipe.compile else self._reduction.model
+    def wrap(self, model: torch.nn.Module, init=None) -> torch.nn.Module:
+        """Put `model` on the device and wrap it for the plan's gradient reduction (DDP, strict ordered reduction,
+        or with recipe.parallel.strategy fsdp/hsdp FSDP2 sharding each block, then the embeddings and head, then
+        the whole model, in place); with recipe.activation_checkpointing its blocks recompute their activations in
+        the backward; with recipe.compile torch.compile the wrapped model (around DDP if any, so TorchDynamo
+        splits the graph at DDP's buckets and no_sync still holds), or under FSDP each block before sharding it.
+
+        A model built under torch.device("meta") (no memory yet) is sharded as it is, then each rank gives memory
+        to its shards only and fills them: with `init(module)`, which fills the tensors a module holds itself, or
+        else each module's reset_parameters(), one module at a time from the run's seed (hwsweep.run.weights), so
+        the weights are the same at any world size, with or without FSDP. `init` given with a built model
+        re-initialises it the same way. Call it before building the optimizer (under FSDP the parameters become
+        shards); `run.module` stays the model as built."""
+        self._reduction = prepare(model, self.recipe, self.plan, self._device, self.seed, init)
+        self.module = model = self._reduction.module
+        if self._flops_batch is not None:  # counted now that the weights exist (run.count_flops on a meta model)
+            self.count_flops(model, self._flops_batch)
+        compiled = self.recipe.compile and not self.sharded
+        return torch.compile(self._reduction.model) if compiled else self._reduction.model
 
     def adamw(self, parameters) -> torch.optim.AdamW:
         """AdamW with the recipe's settings at the plan's lr, in the recipe's kernel resolved for this
@@ -228,12 +238,20 @@ class Run:
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
         return self.start
 
-    def count_flops(self, model: torch.nn.Module, batch) -> int:
+    def count_flops(self, model: torch.nn.Module, batch) -> int | None:
         """FLOPs of one optimizer step over all devices, counted by torch on one real micro-batch
-        (forward + backward of model.loss, see hwsweep.models.flops); call it before run.wrap(model)."""
+        (forward + backward of model.loss, see hwsweep.models.flops); call it before run.wrap(model). A model
+        built on the meta device has no values to run yet: run.wrap counts it once it has (every rank takes
+        part under FSDP). The count is of the model's own work: recomputed activations are not counted."""
+        if weights.on_meta(model):
+            self._flops_batch = batch
+            return None
         from hwsweep.models import flops  # only runs that count pay for the import
 
-        self.flops_per_step = flops.train_step_flops(model, batch) * self.plan.world_size * self.plan.accumulation
+        self._flops_batch = None
+        with recompute.suspended(), torch.compiler.set_stance("force_eager"):
+            per_micro_batch = flops.train_step_flops(model, batch)
+        self.flops_per_step = per_micro_batch * self.plan.world_size * self.plan.accumulation
         return self.flops_per_step
 
     def spend_flops(self, flops: float) -> None:
@@ -292,7 +310,13 @@ class Run:
                 self.clock.mark("first_step")
                 segment |= {"startup_seconds": process_age(), "startup_parts": self.clock.parts()}
                 t0 = None
-            self._end_step(self.step, t0)
+            try:
+                self._end_step(self.step, t0)
+            except io.StorageError as e:  # a checkpoint or log line the file system refused: one line, not torch's
+                if self.tracker is not None:
+                    self.tracker.close(failed=True)
+                self._bar.close()  # the progress bar's line ends first: the reason is a line of its own in the log
+                raise SystemExit(f"hwsweep: {e}") from None
         self._bar.close()
 
     def accumulate(self, loader: "Loader"):
@@ -360,11 +384,13 @@ class Run:
             self.checkpoint.save(done)
         if stop and done < self.plan.steps and not reached:
             if self.master:
-                print(f"hwsweep: stop requested; checkpoint at step {done}, exiting {EXIT_PREEMPTED}", flush=True)
+                received = ", ".join(signal.Signals(s).name for s in self._signalled) or "none here: another rank's"
+                print(f"hwsweep: stop requested; checkpoint at step {done}, exiting {EXIT_PREEMPTED} (signals "
+                      f"received: {received})", flush=True)  # fmt: skip
                 if self.tracker is not None:  # the resumed run continues the same tracked run; the scheduler's
                     self.tracker.close(timeout=self.tracking.close_timeout)  # notice is for the checkpoint
             dist.destroy_process_group()
-            raise SystemExit(EXIT_PREEMPTED)
+            raise SystemExit(preempt.stopped_exit(done))  # 75, or 0 and a note for hwsweep's launcher
 
     def _flush(self, done: int) -> tuple[bool, bool]:
         """One collective for the steps since the last flush: every rank's micro-batch losses
@@ -529,15 +555,23 @@ class Run:
         train.json (rank 0, atomically). Fails, naming it, when a declared metric was never logged."""
         if self.start is None:
             raise RuntimeError("hwsweep.runtime: run.finish() before run.steps(); nothing was trained")
-        self._write({})  # values logged after the last step
+        refused = []  # rank 0's writes the file system refused (full, read-only): every rank fails with it below
+
+        def write(what) -> None:
+            try:
+                what()
+            except io.StorageError as e:
+                refused.append(str(e))
+
+        write(lambda: self._write({}))  # values logged after the last step
         self._judge(self._guard.finish())
         final = {k: _number(v) for k, v in (self._final | metrics).items()}
         self.peak_memory = self._peak_memory_gb()  # a collective: before rank 0 alone writes the record
         sharded = self.checkpoint.sharded
         if sharded is not None and self.checkpoint.last is not None:  # a collective: the model gathered whole
-            self.checkpoint.consolidate(self.run_dir / FINAL_CHECKPOINT, self.plan.steps)
-        if self.master and final:  # a line without a step: the run's value, not a point of a curve
-            io.append_line(self.run_dir / METRICS_FILE, json.dumps(final))
+            write(lambda: self.checkpoint.consolidate(self.run_dir / FINAL_CHECKPOINT, self.plan.steps))
+        if self.master and final and not refused:  # a line without a step: the run's value, not a point of a curve
+            write(lambda: io.append_line(self.run_dir / METRICS_FILE, json.dumps(final)))
         gathered = [None] * self.world_size
         dist.all_gather_object(gathered, (f"{host.node_name()}:{self._device.name}", self.affinity["cpus"]))
         names = [name for name, _ in gathered]
@@ -549,15 +583,17 @@ class Run:
                 self._send_tracked()
             status = self.tracker.drain() if self.tracker is not None else None
             try:
+                if refused:
+                    raise RuntimeError(refused[0])
                 record = self._record(final, names, [cpus for _, cpus in gathered], status)
-            except RuntimeError as e:  # said once, by rank 0; every rank fails with it below
+                if sharded is None:
+                    self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
+                io.write_json(self.run_dir / TRAIN_RECORD, record.to_dict())
+            except (RuntimeError, io.StorageError) as e:  # said once, by rank 0; every rank fails with it below
                 problem = [str(e)]
                 if self.tracker is not None:
                     self.tracker.close(failed=True)
             else:
-                if sharded is None:
-                    self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
-                io.write_json(self.run_dir / TRAIN_RECORD, record.to_dict())
                 if self.tracker is not None:
                     tracking.close_recorded(self.tracker, self.run_dir / TRAIN_RECORD, status)
         dist.broadcast_object_list(problem, src=0)
@@ -606,6 +642,7 @@ class Run:
             resumed_from_step=segments[-1]["start_step"] or None,
             provenance=repro.provenance(device_names) | {"contention": self._contention_seen(cpus_per_rank),
                                                          "compile": self.recipe.compile,
+                                                         "activation_checkpointing": self.recipe.activation_checkpointing,
                                                          "optimizer_kernel": self.optimizer_kernel},
             checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds, flops_per_step=self.flops_per_step,
             periodic_eval_seconds=self.history.get("eval_seconds", []), stopped_at_step=self.history.get("stopped_at"),

@@ -24,6 +24,9 @@ import time
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+# The stop signals hwsweep's launcher has torchrun's agent ignore (it never passes them on: SLURM signals every
+# process of a job step, and locally the launcher signals the workers itself); a worker handles them again.
+AGENT_IGNORES = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2)
 
 
 def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> None:
@@ -41,6 +44,20 @@ def preexec(sig: int = signal.SIGKILL):
     """A Popen preexec_fn tethering the child to the calling process."""
     parent = os.getpid()
     return lambda: die_with_parent(sig, parent)
+
+
+def agent_preexec():
+    """preexec() for torchrun's agent, which also ignores the stop signals (AGENT_IGNORES): hwsweep's
+    launcher starts it with --signals-to-handle SIGQUIT, so it neither stops on them nor passes them on.
+    Tethered with SIGKILL, as it ignores SIGTERM; its workers die with it."""
+    tethered = preexec(signal.SIGKILL)
+
+    def setup():
+        tethered()
+        for stop in AGENT_IGNORES:
+            signal.signal(stop, signal.SIG_IGN)
+
+    return setup
 
 
 def workflow_process() -> int | None:
@@ -88,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     if parent == 1:
         sys.exit(f"hwsweep.run.tether: the parent of {argv[0]} is already gone; not starting it")
     die_with_parent(signal.SIGKILL, parent)
+    for sig in AGENT_IGNORES:  # inherited as ignored from torchrun's agent (agent_preexec): a worker handles them
+        signal.signal(sig, signal.SIG_DFL)
     os.execvp(argv[0], argv)
 
 

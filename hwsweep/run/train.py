@@ -42,13 +42,14 @@ def main(argv=None) -> int:
 
     train, held_out = fam.tables(recipe)
     loader = run.loader(TensorDataset(*train))
-    model = fam.build(recipe)
-    # Counted on the eager model where it was built, before run.wrap moves it and compiles it (recipe.compile).
-    counted = tuple(t.to(next(model.parameters()).device) for t in loader.peek())  # the loader's may be on the GPU
-    run.count_flops(model, counted)
-    # HRM: ACT halts samples early, so a step's FLOPs are those of the segments it ran (per sample, by kind)
-    units = model.work_flops(counted) if hasattr(model, "work_flops") else None
-    net = run.wrap(model)
+    with torch.device("meta"):  # shapes only: run.wrap gives each rank its memory (its shards under FSDP) and values
+        model = fam.build(recipe)
+    batch = loader.peek()
+    run.count_flops(model, batch)  # taken by run.wrap once the weights exist, on the eager model
+    # HRM: ACT halts samples early, so a step's FLOPs are those of the segments it ran (per sample, by kind),
+    # counted on the meta model (shapes decide them: the same figures as on real weights)
+    units = model.work_flops(tuple(t.to("meta") for t in batch)) if hasattr(model, "work_flops") else None
+    net = run.wrap(model)  # each module's reset_parameters, seeded per module: the same weights at any layout
     optimizer = run.optimizer(model.parameters())  # recipe.optimizer: AdamW in its kernel, or AdamATan2
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
     states = {"model": model, "optimizer": optimizer, "scheduler": scheduler}

@@ -89,6 +89,7 @@ def write_config() -> None:
         "JobAcctGatherType=jobacct_gather/none",
         "AccountingStorageType=accounting_storage/none",
         "KillWait=10",
+        "AuthInfo=cred_expire=5",  # a requeued job waits this +1 s before it may start again (120 by default)
         "InactiveLimit=0",
         "SchedulerParameters=sched_interval=2",
         # Configless: slurmd caches the config in /run/slurm/conf, where srun inside a job finds it

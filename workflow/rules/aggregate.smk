@@ -43,6 +43,7 @@ rule aggregate_suite:
         settings=STAMPS["aggregate"][0],
     log:
         "logs/{suite}/aggregate.log",
+    localrule: True
     params:
         # The script resolves the same config itself.
         settings_sha256=AGGREGATE_SHA256,
@@ -89,6 +90,7 @@ rule table_pages:
         ),
     log:
         "logs/{suite}/tables.log",
+    localrule: True
     params:
         metrics=MATRIX.metric_names(),
         scales=SCALES,
@@ -112,6 +114,7 @@ rule plot_metric:
         ),
     log:
         "logs/{suite}/plot_{metric}.log",
+    localrule: True
     params:
         baseline=MATRIX.baseline,
         about=metric_about,
@@ -159,6 +162,7 @@ rule plot_suite:
         ),
     log:
         "logs/{suite}/plot.log",
+    localrule: True
     params:
         baseline=MATRIX.baseline,
         confidence=MATRIX.statistics.get("confidence", 0.95),
@@ -193,6 +197,7 @@ rule combine:
         ),
     log:
         "logs/combine.log",
+    localrule: True
     params:
         metrics=MATRIX.metric_names(),
         scales=SCALES,
@@ -219,6 +224,7 @@ rule compare_suites:
         ),
     log:
         "logs/compare.log",
+    localrule: True
     params:
         compare=MATRIX.compare,
         config_dir=str(CONFIG_DIR),
@@ -230,6 +236,8 @@ rule status:
     """Watch a long sweep: done / failed / corrupt / missing runs and a partial aggregate in results/partial/.
     Rerun with `snakemake -f status`; `snakemake --report partial.html status` makes a report of it.
     """
+    input:
+        writable_results,
     output:
         status=report(
             "results/partial/status.csv",
@@ -293,6 +301,7 @@ rule time_to_target:
         settings=STAMPS["time_to_target"][0],
     log:
         "logs/{suite}/time_to_target.log",
+    localrule: True
     params:
         settings_sha256=TARGET_SHA256,
         config_dir=str(CONFIG_DIR),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hwsweep.analysis import quarantine
 from hwsweep.analysis.aggregate import prices_of
+from hwsweep.contracts import io
 from hwsweep.contracts import spec as layout
 from hwsweep.contracts import tracking as tracking_contract
 from hwsweep.plan import interrupt, placement, shared
@@ -31,7 +32,11 @@ if IS_JOB:
 # Validates the config (schema + plan) before any job is scheduled; one line on error.
 MATRIX = resolve_or_exit(config, CONFIG_DIR)
 if not IS_JOB:
-    shared.write(config, *SHARED)
+    try:
+        shared.write(config, *SHARED)
+    except io.StorageError as e:
+        print(f"hwsweep: {e}", file=sys.stderr)
+        sys.exit(1)
 for _warning in MATRIX.warnings:
     print(f"hwsweep warning: {_warning}", file=sys.stderr)
 
@@ -155,6 +160,21 @@ def advise_after_interrupt():
             print(line, file=sys.stderr)
 
 
+def writable_results(wildcards=None):
+    """Once, before a real run's first job: a results/ that cannot be written (read-only, not permitted, full)
+    stops snakemake here with one line naming it and the fix, before snakemake or a job meets it in its own
+    words. An input function of the jobs that write there (nothing to add: it returns no input).
+    """
+    if "writable" in EXECUTOR or executor() is None or EXECUTOR["dry_run"]:
+        return []
+    EXECUTOR["writable"] = True
+    problem = io.writable_problem("results")
+    if problem is not None:
+        print(f"hwsweep: {problem}", file=sys.stderr)
+        sys.exit(1)
+    return []
+
+
 SETTLED = set()
 
 
@@ -168,13 +188,28 @@ def settled(suite, runs):
         return
     for hardware in dict.fromkeys(r.hardware for r in todo):
         placed(hardware)  # nothing is moved for a run that cannot start here
+    writable_results()
     warn_unslotted_timing()
     advise_after_interrupt()
     SETTLED.update(r.run_dir for r in todo)
     specs = [MATRIX.spec(r.suite, r.variant, r.hardware, r.seed) for r in todo]
+    # A run folder its job could not write is named now, before snakemake or the job meets it.
+    for spec in [] if EXECUTOR["dry_run"] else specs:
+        problem = io.writable_problem(spec.run_dir)
+        if problem is not None:
+            print(f"hwsweep: {problem}", file=sys.stderr)
+            sys.exit(1)
     evaluated = MATRIX.evaluation.kind != "none"
     tables = Path("results", suite) if len(todo) == len(MATRIX.runs(suite)) else None
-    for line in quarantine.settle_runs(specs, tables, evaluated, EXECUTOR["dry_run"]):
+    try:
+        with io.storage("results"):
+            lines = quarantine.settle_runs(
+                specs, tables, evaluated, EXECUTOR["dry_run"]
+            )
+    except io.StorageError as e:
+        print(f"hwsweep: {e}", file=sys.stderr)
+        sys.exit(1)
+    for line in lines:
         print(line, file=sys.stderr)
 
 
@@ -253,13 +288,14 @@ def profile_slurm_extra(rule):
 
 def train_slurm_extra(wildcards):
     """sbatch options of a train job. SIGTERM 180 s before the time limit, to every process of the job's steps:
-    torchrun forwards it, the trainer checkpoints and exits 75, the retry resumes (TERM, not USR2: torchrun's
-    agent would die on USR2). With timing: exclusive, whole nodes: no other job shares a timed run's cores,
-    memory bandwidth or GPUs. A profile's slurm_extra for train is kept and these are added unless it sets
-    the same flag (train.smk puts this function back in place of the profile's value).
+    the trainer checkpoints and the job requeues itself (hwsweep.run.preempt), which --requeue allows where a
+    site's default does not; SLURM's own log of the job keeps every attempt (--open-mode=append). With
+    timing: exclusive, whole nodes: no other job shares a timed run's cores, memory bandwidth or GPUs. A
+    profile's slurm_extra for train is kept and these are added unless it sets the same flag (train.smk puts
+    this function back in place of the profile's value).
     """
     exclusive = ["--exclusive"] if MATRIX.timing == "exclusive" else []
-    ours = ["--signal=TERM@180"] + exclusive
+    ours = ["--signal=TERM@180", "--requeue", "--open-mode=append"] + exclusive
     return placement.merged_options(profile_slurm_extra("train"), ours)
 
 

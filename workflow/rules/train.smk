@@ -45,7 +45,8 @@ rule train:
     """One run of the trainer (built-in or the user's command), under torchrun or as a plain
     process, global batch fixed by the plan. Multi-node hardware starts one launcher per node
     through srun (the plugin's mpi resource). The record is the contract; checkpoints are not
-    outputs, so a failed job keeps them for the resume.
+    outputs, so a failed job keeps them for the resume. A preempted or timed-out SLURM job requeues
+    itself after its checkpoint (docs/cluster.md).
     """
     input:
         spec=placed_spec,
@@ -75,8 +76,10 @@ rule train:
         python=PYTHON,
         spec_sha256=run_spec_sha256,
     shell:
-        "{resources.mpi} {params.per_node} {params.python} -m hwsweep.run.launch {input.spec:q}"
-        " --threads {threads} --spec-sha256 {params.spec_sha256} > {log:q} 2>&1"
+        # hwsweep.run.preempt: each attempt appended to the log; in a SLURM job a checkpointed stop requeues it.
+        "{params.python} -m hwsweep.run.preempt {input.spec:q} {log:q} --"
+        " {resources.mpi} {params.per_node} {params.python} -m hwsweep.run.launch {input.spec:q}"
+        " --threads {threads} --spec-sha256 {params.spec_sha256}"
 
 
 # A profile's set-resources replaces a resource outright: the train job's sbatch options are merged with it

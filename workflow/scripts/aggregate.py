@@ -11,6 +11,8 @@ from hwsweep.contracts import io  # noqa: E402
 from hwsweep.plan.config import resolve  # noqa: E402
 from hwsweep.run.tracking import publish_tables  # noqa: E402
 
+io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
+
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821
 aggregate(
     snakemake.input.train,  # noqa: F821

@@ -9,6 +9,8 @@ import pandas as pd  # noqa: E402
 from hwsweep.contracts import io  # noqa: E402
 from hwsweep.report import tables  # noqa: E402
 
+io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
+
 frames = {name: pd.concat(map(pd.read_csv, snakemake.input[name]), ignore_index=True)
           for name in ("runs", "comparison", "equivalence", "speedup", "variants")}  # fmt: skip
 for name, frame in frames.items():

@@ -9,6 +9,8 @@ from hwsweep.contracts import io  # noqa: E402
 from hwsweep.plan.config import resolve  # noqa: E402
 from hwsweep.report import tables  # noqa: E402
 
+io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
+
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821
 frame = cross(snakemake.input.runs, matrix.compare, matrix.statistics, list(matrix.metrics), snakemake.output.compare)  # noqa: F821
 confidence = matrix.statistics.get("confidence", 0.95)

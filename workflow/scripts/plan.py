@@ -5,17 +5,19 @@ import io as text_io
 
 import pandas as pd
 
-from hwsweep.contracts.io import write_text
+from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
 from hwsweep.plan.estimate import run_specs, write_estimate
 from hwsweep.plan.table import format_table, plan_rows
 from hwsweep.report import tables
 
+io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
+
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821 - snakemake injects it
 tsv = format_table(plan_rows(matrix), sep="\t")
-write_text(snakemake.output.tsv, tsv)  # noqa: F821
+io.write_text(snakemake.output.tsv, tsv)  # noqa: F821
 frame = pd.read_csv(text_io.StringIO(tsv), sep="\t", keep_default_na=False)
 note = ("micro_batch × devices (nodes × devices_per_node) × accumulation = global_batch on every hardware; "
         "est_memory_gb is the planner's estimate per device against memory_gb.")
-write_text(snakemake.output.html, tables.plain_page("Batch plan", note, frame))  # noqa: F821
+io.write_text(snakemake.output.html, tables.plain_page("Batch plan", note, frame))  # noqa: F821
 write_estimate([s.to_dict() for s in run_specs(matrix)], matrix.estimate, snakemake.output.estimate)  # noqa: F821

@@ -7,8 +7,11 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 import pandas as pd  # noqa: E402
 
 from hwsweep.analysis.aggregate import fixed_steps  # noqa: E402
+from hwsweep.contracts import io  # noqa: E402
 from hwsweep.report import plots  # noqa: E402
 from hwsweep.report.targets import ALL_STOPPED  # noqa: E402
+
+io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
 
 baseline, confidence = snakemake.params.baseline, snakemake.params.confidence  # noqa: F821
 if fixed_steps(pd.read_csv(snakemake.input.runs)).empty:  # every run stopped at its targets: no fixed-steps tables

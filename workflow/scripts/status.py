@@ -2,11 +2,17 @@
 
 import sys
 
-from hwsweep.analysis.status import write_status
+from hwsweep.analysis.status import Scheduler, write_status
+from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
 
+io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
+
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821 - snakemake injects it
-status = write_status(matrix)
+scheduler = Scheduler()
+status = write_status(matrix, scheduler=scheduler)
+if scheduler.note:
+    print(f"hwsweep status: {scheduler.note}", file=sys.stderr)
 counts = status.state.value_counts()
 summary = ", ".join(f"{n} {state}" for state, n in counts.items())
 print(f"hwsweep status: {summary}; see results/partial/", file=sys.stderr)

@@ -9,6 +9,8 @@ import pandas as pd  # noqa: E402
 from hwsweep.contracts import io  # noqa: E402
 from hwsweep.report import tables  # noqa: E402
 
+io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
+
 comparison, equivalence, speedup = tables.ordered(
     pd.read_csv(snakemake.input.comparison),
     pd.read_csv(snakemake.input.equivalence),

@@ -10,6 +10,8 @@ from hwsweep.contracts import catalog, io  # noqa: E402
 from hwsweep.plan.config import resolve  # noqa: E402
 from hwsweep.report import targets as report  # noqa: E402
 
+io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
+
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821
 goals = matrix.targets[snakemake.wildcards.suite]  # noqa: F821
 runs, curves = target.load(snakemake.input.train, goals, list(matrix.metrics), prices_of(matrix.hardware),  # noqa: F821

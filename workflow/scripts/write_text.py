@@ -1,5 +1,7 @@
 """Thin entry point: write the text the main process computed (params.text) to the output, atomically."""
 
-from hwsweep.contracts.io import write_text
+from hwsweep.contracts import io
 
-write_text(snakemake.output[0], snakemake.params.text)  # noqa: F821 - snakemake injects it
+io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
+
+io.write_text(snakemake.output[0], snakemake.params.text)  # noqa: F821 - snakemake injects it

@@ -1,0 +1,216 @@
+"""A run stopped by a signal after its checkpoint (preempted, or near its time limit), from the workers to the
+scheduler, and each attempt of a train job in the run's log.
+
+- A worker (hwsweep.run.runtime) that stops at a signal writes the step it checkpointed into the folder its
+  launcher names in STOPPED_DIR, one file per local rank, and exits 0, so torchrun's agent ends at once and
+  without a failure report; the launcher (hwsweep.run.launch) exits EXIT_PREEMPTED (75) when every rank of
+  its node said so.
+- The train rule runs its command through `python -m hwsweep.run.preempt SPEC LOG -- COMMAND...`, which keeps
+  each attempt's output in a file of its own (train.1.log, train.2.log, ...; train.log is the newest), headed
+  by a marker line (attempt number, SLURM job, host, spec, time), and, in a SLURM job, answers a COMMAND that
+  exits 75 after writing a newer checkpoint with `scontrol requeue $SLURM_JOB_ID`:
+  the same job waits in the queue and resumes from that checkpoint, the slurm executor keeps polling the same
+  job id, and no snakemake retry is spent. A stop without a newer checkpoint, or outside SLURM, exits 75
+  (a failure to snakemake), so a run that cannot progress does not requeue forever.
+Torch-free: it runs before and around torchrun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hwsweep.contracts import scheduler
+from hwsweep.contracts.failure import ATTEMPT, attempt_line
+from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, RunSpec, sha256
+
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after writing a checkpoint; rerun to resume
+STOPPED_DIR = "HWSWEEP_STOPPED_DIR"  # the environment variable naming the launcher's folder for the stop notes
+SPEC_SHORT = 12  # hex digits of the spec's sha256 a marker shows: attempts of another spec start a new log
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+# -- the workers and the launcher ------------------------------------------------------------------------------
+def stopped_exit(step: int) -> int:
+    """A worker stopping after its checkpoint at `step`: the exit code it should end with. Under
+    hwsweep's launcher it leaves a note for it and exits 0 (torchrun's agent would otherwise report every
+    rank as failed and take its time doing so); elsewhere (torchrun by hand) it exits 75 itself."""
+    folder = os.environ.get(STOPPED_DIR)
+    if not folder:
+        return EXIT_PREEMPTED
+    Path(folder, os.environ.get("LOCAL_RANK", "0")).write_text(f"{step}\n")
+    return 0
+
+
+def stopped_step(folder: str, ranks: int) -> int | None:
+    """The step every one of this node's `ranks` workers stopped at after its checkpoint, if each left
+    its note; None otherwise (a worker that finished, failed or was killed)."""
+    steps = set()
+    for rank in range(ranks):
+        try:
+            steps.add(int(Path(folder, str(rank)).read_text()))
+        except (OSError, ValueError):
+            return None
+    return steps.pop() if len(steps) == 1 else None
+
+
+# -- the train job's attempts ----------------------------------------------------------------------------------
+def newest_checkpoint(run_dir: Path) -> int:
+    """The step of the newest checkpoint in the run's checkpoints folder (files step<N>.pt or sharded
+    folders step<N>/); -1 when there is none."""
+    steps = [int(m.group(1)) for p in (run_dir / CHECKPOINT_DIR).glob(CHECKPOINTS)
+             if (m := re.fullmatch(r"step(\d+)(\.pt)?", p.name))]  # fmt: skip
+    return max(steps, default=-1)
+
+
+def progress(spec_path: str) -> tuple[int, int]:
+    """What a stop must have moved for the run to resume further on: the newest checkpoint's step (the runtime's
+    checkpoints), and the newest time a user's command wrote its own resume file (trainer.resume.when)."""
+    run_dir = Path(spec_path).parent
+    when = RunSpec.load(spec_path).trainer.resume_when
+    written = [p.stat().st_mtime_ns for p in run_dir.glob(when)] if when else []
+    return newest_checkpoint(run_dir), max(written, default=0)
+
+
+def attempt_log(log: Path, attempt: int) -> Path:
+    """Where attempt `attempt` of a run keeps its output: train.log -> train.<attempt>.log."""
+    return log.with_name(f"{log.stem}.{attempt}{log.suffix}")
+
+
+def attempts(log: Path) -> list[tuple[int, str | None, str]]:
+    """(attempt, SLURM job id or None, spec hash) of each attempt log kept beside `log`, oldest first."""
+    found = []
+    for path in log.parent.glob(f"{log.stem}.*{log.suffix}"):
+        number = path.name[len(log.stem) + 1 : -len(log.suffix) or None]
+        try:
+            with open(path, errors="replace") as f:
+                first = f.readline()
+        except OSError:
+            continue
+        if number.isdigit() and (m := ATTEMPT.match(first)):
+            found.append((int(number), m["job"], m["spec"]))
+    return sorted(found)
+
+
+def _begin(log: Path, spec_hash: str, job: str | None) -> int:
+    """Open the attempt: its own file train.<n>.log below the earlier attempts' (of the same spec: attempts of an
+    older config's run are removed, that run is over), and `log` (train.log, the rule's log, which snakemake
+    deletes before each job) the same file by a hard link, so it always shows the newest attempt and removing
+    it loses nothing. Returns the attempt's number."""
+    earlier = attempts(log)
+    if earlier and earlier[-1][2] != spec_hash:
+        for number, _, _ in earlier:
+            attempt_log(log, number).unlink(missing_ok=True)
+        earlier = []
+    attempt = earlier[-1][0] + 1 if earlier else 1
+    line = attempt_line(attempt, job, socket.gethostname(), spec_hash, time.strftime("%Y-%m-%d %H:%M:%S %z"))
+    own = attempt_log(log, attempt)
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.write_text(line + "\n")
+    log.unlink(missing_ok=True)
+    try:
+        os.link(own, log)
+    except OSError:  # a file system without hard links: train.log is a copy, made again when the attempt ends
+        shutil.copyfile(own, log)
+    return attempt
+
+
+class AttemptLog:
+    """The attempt's own file and the run's log (the same file by a hard link, else a copy kept up to date)."""
+
+    def __init__(self, own: Path, log: Path):
+        self.own, self.log = own, log
+
+    def sync(self) -> None:
+        if not (self.log.exists() and os.path.samefile(self.own, self.log)):
+            shutil.copyfile(self.own, self.log)
+
+    def say(self, line: str) -> None:
+        with open(self.own, "a") as f:
+            f.write(f"hwsweep.run.preempt: {line}\n")
+        self.sync()
+
+
+def requeue(job: str, log: AttemptLog, where: str) -> bool:
+    """Ask SLURM to put this job back in the queue (it keeps its id; SLURM ends this attempt); whether it
+    accepted. Only a job that still runs: the signal came from --signal or `scancel --signal`; a job being
+    cancelled (`scancel`) stays cancelled, and one SLURM preempts it requeues (or cancels) itself. A refusal
+    (a site's JobRequeue=0 with --no-requeue, a controller that does not answer) is said in the log."""
+    try:
+        state = scheduler.job_state(job)
+    except scheduler.SchedulerError as e:
+        log.say(f"not requeued: {e}")
+        return False
+    if state != "RUNNING":
+        log.say(f"stopped after {where}; SLURM job {job} is {state}: not requeued (SLURM ends or requeues it)")
+        return False
+    log.say(f"stopped after {where}; requeueing SLURM job {job} (scontrol requeue): it resumes from there and "
+            "spends no retry")  # fmt: skip
+    try:
+        proc = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        log.say(f"scontrol requeue {job} failed ({e})")
+        return False
+    if proc.returncode != 0:
+        log.say(f"scontrol requeue {job} refused: {(proc.stderr or proc.stdout).strip()}")
+    return proc.returncode == 0
+
+
+def run_attempt(spec_path: str, log: Path, command: list[str], env: dict | None = None,
+                wait_for_end: float = 600) -> int:  # fmt: skip
+    """One attempt of a train job: COMMAND with its output in the attempt's log; its exit code. A checkpointed
+    stop (75) in a SLURM job that wrote a newer checkpoint requeues the job instead, then waits for SLURM to
+    end this attempt (at most `wait_for_end` seconds, then 75). A stop signal for this process is left to
+    COMMAND, which gets it too (SLURM signals the whole job; locally it shares this process group), and
+    this attempt ends when COMMAND does."""
+    env = dict(os.environ if env is None else env)
+    spec_hash = sha256(Path(spec_path).read_text())[:SPEC_SHORT]
+    job = env.get("SLURM_JOB_ID")
+    out = AttemptLog(attempt_log(log, _begin(log, spec_hash, job)), log)
+    before = progress(spec_path)
+    handlers = {s: signal.signal(s, lambda signum, frame: None) for s in STOP_SIGNALS}  # default again in COMMAND
+    try:
+        with open(out.own, "ab") as f:
+            code = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    out.sync()
+    if code != EXIT_PREEMPTED or not job:
+        return code
+    after = progress(spec_path)
+    if not any(a > b for a, b in zip(after, before)):
+        out.say(f"stopped without a newer checkpoint (newest: step {after[0]}); not requeued: exit {code}")
+        return code
+    where = f"the checkpoint at step {after[0]}" if after[0] > before[0] else "its resume file"
+    if not requeue(job, out, where):
+        return code
+    # SLURM now ends this attempt (SIGTERM to the batch script) and starts the job again: returning first
+    # would let the job's snakemake report a missing output.
+    time.sleep(wait_for_end)
+    out.say(f"SLURM did not end the requeued job within {wait_for_end:.0f} s; exit {code}")
+    return code
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="hwsweep.run.preempt", description=__doc__.splitlines()[0])
+    parser.add_argument("spec", help="the run's spec.json (its folder holds the checkpoints)")
+    parser.add_argument("log", type=Path, help="the run's train log (the newest attempt's; train.<n>.log: attempt n)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command of one attempt")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command after --")
+    return run_attempt(args.spec, args.log, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

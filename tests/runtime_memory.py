@@ -1,0 +1,44 @@
+"""Helper for tests/test_fsdp.py, run under torchrun: the built-in family of the spec trained the trainer's way
+(built on the meta device, run.wrap, the recipe's AdamW), each rank writing to argv[2].rank<R>.json how far
+its peak resident set rose above its resident set before the model was built: once the weights were placed
+and initialised ("placed"), and over the training steps ("trained", before the final checkpoint).
+"""
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import TensorDataset
+
+from hwsweep.contracts import host
+from hwsweep.models import families
+from hwsweep.run import runtime
+
+
+def resident_bytes() -> int:
+    """This process's resident set now (not its peak): the baseline, so that growth is never understated."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+run = runtime.init(sys.argv[1])
+side = families.torch_side(run.recipe.model.name)
+loader = run.loader(TensorDataset(*side.tables(run.recipe)[0]))
+before = resident_bytes()
+with torch.device("meta"):
+    model = side.build(run.recipe)
+net = run.wrap(model)
+grown = {"placed": host.peak_rss_bytes() - before}
+optimizer = run.adamw(model.parameters())
+run.resume(model=model, optimizer=optimizer)
+for step in run.steps():
+    for batch in run.accumulate(loader):
+        run.backward(net(*batch))
+    run.optimizer_step(optimizer)
+    if step == run.plan.steps - 1:  # before the last checkpoint is written
+        grown["trained"] = host.peak_rss_bytes() - before
+with open(f"{sys.argv[2]}.rank{run.rank}.json", "w") as f:
+    json.dump(grown, f)
+dist.destroy_process_group()

@@ -1,0 +1,106 @@
+"""`status` where the runs are SLURM jobs: each run's state from the scheduler's view of its newest job (pending,
+preempted, running, failed, timeout), the files where SLURM has forgotten the job and keeps no accounting, and a
+problem column that never quotes progress output. The scheduler is given here as its records; tests/test_slurm.py
+asks the real one."""
+
+import os
+
+import pandas as pd
+import pytest
+
+from hwsweep.analysis.status import Scheduler, job_comment, write_status
+from hwsweep.contracts import scheduler as slurm
+from hwsweep.contracts.failure import attempt_line
+from hwsweep.plan.config import resolve
+
+
+@pytest.fixture
+def matrix(tmp_path, monkeypatch, small_config):
+    monkeypatch.chdir(tmp_path)
+    small_config["seeds"] = [0, 1, 2, 3, 4, 5]
+    small_config["hardware"] = {"cpu1": small_config["hardware"]["cpu1"]}
+    return resolve(small_config)
+
+
+def job(matrix, seed: int, state: str, rule: str = "train", **fields) -> slurm.Job:
+    spec = matrix.spec("tiny", "default", "cpu1", seed)
+    return slurm.Job(id=str(100 + seed), state=state, comment=job_comment(rule, spec), workdir=os.getcwd(), **fields)
+
+
+def statuses(matrix, jobs, accounted=lambda ids: []) -> pd.DataFrame:
+    return write_status(matrix, scheduler=Scheduler(ask=lambda: jobs, accounted=accounted)).set_index("seed")
+
+
+def log(matrix, seed: int, text: str, job_id: str | None = None) -> None:
+    path = matrix.spec("tiny", "default", "cpu1", seed).log_path("train.log")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(attempt_line(1, job_id, "cpu-1", "abc", "now") + "\n" + text)
+
+
+def test_each_run_is_where_its_newest_slurm_job_is(matrix):
+    progress = "train:  79%|███████▉ | 473/600 [00:10<00:02, 45.20it/s]\n"
+    log(matrix, 2, progress)  # a running job's log ends in its progress bar
+    log(matrix, 3, "hwsweep.run.launch: no CUDA device is visible on l40s-1\n" + progress)
+    log(matrix, 4, "hwsweep: stop requested; checkpoint at step 40, exiting 75\n" + progress)
+    jobs = [job(matrix, 0, "PENDING", reason="Resources"),
+            job(matrix, 1, "PENDING", reason="BeginTime", restarts=3),
+            job(matrix, 2, "RUNNING", nodes="h100-[1-2]", elapsed="1:02"),
+            job(matrix, 3, "FAILED", reason="NonZeroExitCode", nodes="l40s-1", exit_code="1:0"),
+            job(matrix, 4, "TIMEOUT", nodes="cpu-1", exit_code="0:15", elapsed="10:00"),
+            job(matrix, 5, "RUNNING", nodes="cpu-1"),
+            ]  # fmt: skip
+    elsewhere = slurm.Job(id="99", state="FAILED", comment=jobs[5].comment, workdir="/elsewhere")  # another folder's
+    older = slurm.Job(id="7", state="FAILED", comment=jobs[5].comment, workdir=os.getcwd())  # an earlier attempt
+    rows = statuses(matrix, jobs + [elsewhere, older])
+    assert rows.state.to_dict() == {0: "pending", 1: "preempted", 2: "running", 3: "failed", 4: "timeout", 5: "running"}
+    assert rows.loc[0, "scheduler"] == "job 100 PENDING (Resources)"
+    assert rows.loc[1, "scheduler"] == "job 101 PENDING (BeginTime), requeued 3 times"
+    assert rows.loc[2, "scheduler"] == "job 102 RUNNING, on h100-[1-2], for 1:02"
+    assert rows.loc[3, "problem"] == ("SLURM job 103 FAILED, exit code 1:0: "
+                                      "hwsweep.run.launch: no CUDA device is visible on l40s-1")
+    assert rows.loc[4, "problem"].startswith("SLURM job 104 TIMEOUT, exit code 0:15: hwsweep: stop requested")
+    assert not rows.problem.fillna("").str.contains("%|", regex=False).any()
+
+
+def test_without_a_scheduler_or_an_answer_the_files_decide(matrix, tmp_path):
+    log(matrix, 0, "Traceback (most recent call last):\n  File \"x\"\nValueError: bad batch\ntrain:  5%|▌ | 3/60\n")
+    bare = statuses(matrix, [])
+    assert bare.loc[0, "state"] == "failed" and bare.loc[0, "problem"] == "ValueError: bad batch"
+    assert (bare.loc[1:, "state"] == "missing").all() and (bare.scheduler.fillna("") == "").all()
+
+    def down():
+        raise slurm.SchedulerError("no answer from the SLURM controller within 4 s (squeue)")
+
+    scheduler = Scheduler(ask=down)
+    rows = write_status(matrix, scheduler=scheduler).set_index("seed")
+    assert scheduler.note.startswith("no answer from the SLURM controller") and rows.loc[0, "state"] == "failed"
+
+
+def test_a_job_the_controller_forgot_is_read_from_accounting_where_there_is_one(matrix):
+    log(matrix, 0, "hwsweep.run.launch: out of memory\n", job_id="55")
+    asked = []
+
+    def sacct(ids):
+        asked.append(ids)
+        return [slurm.Job(id="55", state="OUT_OF_MEMORY", exit_code="0:125", nodes="cpu-1")]
+
+    rows = statuses(matrix, [], accounted=sacct)
+    assert asked == [["55"]] and rows.loc[0, "state"] == "failed"
+    assert rows.loc[0, "problem"] == "SLURM job 55 OUT_OF_MEMORY, exit code 0:125: hwsweep.run.launch: out of memory"
+
+    def no_accounting(ids):
+        raise slurm.SchedulerError("sacct failed: Slurm accounting storage is disabled")
+
+    rows = statuses(matrix, [], accounted=no_accounting)
+    assert rows.loc[0, "state"] == "failed" and rows.loc[0, "problem"] == "hwsweep.run.launch: out of memory"
+
+
+def test_squeue_and_sacct_output_is_read_as_slurm_writes_it():
+    text = ("24|FAILED|NonZeroExitCode|cpu-1|0|256|0:45|rule_train_wildcards_tiny_default_c1_0|/tmp/a|b|\n"
+            "27|PENDING|BeginTime|(null)|2|0|0:00|rule_train_wildcards_tiny_default_c1_0|/tmp/x|\n")  # fmt: skip
+    failed, waiting = slurm.parse_squeue(text)
+    assert (failed.id, failed.state, failed.exit_code, failed.workdir) == ("24", "FAILED", "1:0", "/tmp/a|b")
+    assert (waiting.reason, waiting.nodes, waiting.restarts) == ("BeginTime", "", 2)
+    text = "31|CANCELLED by 0|0:15|h100-1|00:01:02|/tmp/a\n31.batch|CANCELLED|0:15|h100-1|x|y\n"
+    (cancelled,) = slurm.parse_sacct(text)  # the job, not its steps
+    assert (cancelled.state, cancelled.reason, cancelled.exit_code) == ("CANCELLED", "by 0", "0:15")
