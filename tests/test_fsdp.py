@@ -460,7 +460,7 @@ def test_activation_checkpointing_saves_what_the_plan_counts(family, precision):
         task = SudokuTask(name="sudoku", size=4, blanks=6, distinct_puzzles=4, augmentation=0, eval_views=0,
                           train_size=16, eval_size=8)  # fmt: skip
         model_cfg = SimpleNamespace(name="deep_transformer", width=64, heads=2, mlp_ratio=4, depth=4, puzzle_emb_ndim=0,
-                                    positions="rope", loss="softmax_cross_entropy")  # fmt: skip
+                                    positions="rope", loss="softmax_cross_entropy", embed_scale=True)  # fmt: skip
         planned = lambda mode: footprint.puzzle_activation_bytes_per_sample(model_cfg, task, mode)  # noqa: E731
     measured = {mode: _activation_bytes_per_sample(family, task, model_cfg, mode, precision)
                 for mode in ("none", "full", "selective")}  # fmt: skip
