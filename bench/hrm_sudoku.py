@@ -3,14 +3,13 @@
     .venv/bin/python bench/hrm_sudoku.py config/hrm_cpu.yaml baseline [--set model.width=96 ...]
 
 Resolves the config (so the numbers belong to the settings a sweep would run), trains every
-variant of the suite for one seed with the recipe's AdamW and warmup + cosine schedule through
+variant of the suite for one seed with the recipe's optimizer and schedule (the trainer's) through
 the family contract (tables, build, evaluate), evaluates every --eval-every steps on the
 first eval_subset held-out samples like the trainer does, and prints the final evaluation and
 the wall-clock time (one process, --threads threads).
 """
 
 import argparse
-import math
 import time
 
 import torch
@@ -19,15 +18,8 @@ import yaml
 from hwsweep.models import families, flops
 from hwsweep.models.blocks import SignSGD, sparse_embeddings
 from hwsweep.plan.config import resolve
-
-
-def lr_at(step: int, recipe) -> float:
-    s = recipe.schedule
-    if step < s.warmup_steps:
-        return (step + 1) / s.warmup_steps
-    done = (step - s.warmup_steps) / max(s.steps - s.warmup_steps, 1)
-    shape = {"cosine": 0.5 * (1 + math.cos(math.pi * done)), "linear": 1 - done, "constant": 1.0}[s.decay]
-    return s.min_lr_ratio + (1 - s.min_lr_ratio) * shape
+from hwsweep.run import optimizers
+from hwsweep.run.train import lr_factor
 
 
 def train(recipe, seed: int, eval_every: int, eval_subset: int) -> dict:
@@ -36,11 +28,11 @@ def train(recipe, seed: int, eval_every: int, eval_subset: int) -> dict:
     (train_t, held) = fam.tables(recipe)
     model = fam.build(recipe)
     o = recipe.optimizer
-    opt = torch.optim.AdamW(model.parameters(), lr=o.lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, recipe))
+    opt = optimizers.build(model.parameters(), o, o.lr, "cpu")  # the recipe's optimizer, as the trainer builds it
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, recipe.schedule))
     embeddings = sparse_embeddings(model)  # the puzzle embedding's own SignSGD, as the trainer does
     emb_opt = SignSGD(embeddings, o.puzzle_emb_lr, o.puzzle_emb_weight_decay) if embeddings else None
-    emb_sched = torch.optim.lr_scheduler.LambdaLR(emb_opt, lambda s: lr_at(s, recipe)) if emb_opt else None
+    emb_sched = torch.optim.lr_scheduler.LambdaLR(emb_opt, lambda s: lr_factor(s, recipe.schedule)) if emb_opt else None
     g = torch.Generator().manual_seed(seed)
     curves = {}
     first = tuple(t[: recipe.global_batch] for t in train_t)
@@ -79,7 +71,8 @@ def train(recipe, seed: int, eval_every: int, eval_subset: int) -> dict:
                 curve = curves.setdefault(f"eval_{name}", {"steps": [], "values": []})
                 curve["steps"].append(step)
                 curve["values"].append(value)
-            print(f"  step {step:4d}  loss {loss.item():.3f}  exact {m['exact_accuracy']:.3f}  "
+            segments = (curves.get("segments_per_sample") or {"values": [None]})["values"][-1]
+            print(f"  step {step:4d}  loss {loss.item():.3f}  exact {m['exact_accuracy']:.3f}  segments {segments}  "
                   f"{time.perf_counter() - t0:6.1f}s", flush=True)  # fmt: skip
     train_seconds = time.perf_counter() - t0
     model.eval()

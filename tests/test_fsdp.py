@@ -174,7 +174,8 @@ def test_every_block_and_the_embeddings_and_head_of_the_built_in_families_are_sh
                              length=16, vocab_size=5, num_puzzle_ids=1)  # fmt: skip
     hrm = SimpleNamespace(name="hrm", width=32, heads=2, mlp_ratio=4, h_layers=2, l_layers=3, h_cycles=1, l_cycles=1,
                           halt_max_steps=2, halt_exploration_prob=0.1, act_mode="act", puzzle_emb_ndim=0,
-                          positions="rope", loss="stablemax_cross_entropy")  # fmt: skip
+                          positions="rope", loss="stablemax_cross_entropy", embed_scale=True,
+                          halt_exploration="per_segment")  # fmt: skip
     model = families.torch_side("hrm").build(SimpleNamespace(task=sudoku, model=hrm))
     units = shard_units(model)
     assert len(units) == 8 and all(type(u).__name__ == "Block" for u in units[:5])
@@ -459,7 +460,7 @@ def test_activation_checkpointing_saves_what_the_plan_counts(family, precision):
         task = SudokuTask(name="sudoku", size=4, blanks=6, distinct_puzzles=4, augmentation=0, eval_views=0,
                           train_size=16, eval_size=8)  # fmt: skip
         model_cfg = SimpleNamespace(name="deep_transformer", width=64, heads=2, mlp_ratio=4, depth=4, puzzle_emb_ndim=0,
-                                    positions="rope", loss="softmax_cross_entropy")  # fmt: skip
+                                    positions="rope", loss="softmax_cross_entropy", embed_scale=True)  # fmt: skip
         planned = lambda mode: footprint.puzzle_activation_bytes_per_sample(model_cfg, task, mode)  # noqa: E731
     measured = {mode: _activation_bytes_per_sample(family, task, model_cfg, mode, precision)
                 for mode in ("none", "full", "selective")}  # fmt: skip

@@ -5,10 +5,12 @@ count, the memory estimate, and the recipe's family-specific validation. All fas
 from __future__ import annotations
 
 import copy
+import math
 import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -317,11 +319,12 @@ def test_puzzle_embeddings_start_at_zero_and_are_prepended(ndim, positions):
     emb = net.input(x, ids)
     assert emb.shape[1] == positions + x.shape[1]
     assert torch.count_nonzero(emb[:, :positions]) == 0
-    torch.testing.assert_close(emb[:, positions:], net.input.tokens(x))
+    torch.testing.assert_close(emb[:, positions:], net.input.tokens(x) * net.input.scale)
     assert net.predict(x, ids).shape == x.shape  # the head reads only the grid's positions
     with torch.no_grad():
         net.input.puzzle.weight.fill_(1.0)
-    assert (net.input(x, ids)[:, 0, :ndim] == 1).all()  # the Q head's position holds the puzzle
+    # the Q head's position holds the puzzle, scaled like the tokens (the original's sqrt(width))
+    assert (net.input(x, ids)[:, 0, :ndim] == net.input.scale).all()
 
 
 def test_the_puzzle_embedding_is_sparse_and_trained_by_its_own_signsgd():
@@ -501,35 +504,59 @@ def test_pass_at_k_is_monotone_in_k():
     assert values == sorted(values) and values[0] < values[-1]
 
 
-def test_without_augmentation_pass_at_k_equals_pass_at_1_and_says_so(capsys):
-    net, _, r = model_and_batch(task={"augmentation": 0, "eval_views": 8})
+def test_with_one_view_pass_at_k_equals_pass_at_1_and_says_so(capsys):
+    net, _, r = model_and_batch(task={"augmentation": 0, "eval_views": 0})
     _, held = puzzle_tasks.tables(r)
     net.eval()
     with torch.no_grad():
-        m = puzzle_tasks.evaluate(net, r, held)
+        m = puzzle_tasks.evaluate(net, r, held, curves={})
     assert {m[f"pass_at_{k}"] for k in passk.KS} == {m["pass_at_1"]}
     assert "pass@k equals pass@1" in capsys.readouterr().err
 
 
 class RowFiller(torch.nn.Module):
-    """Solves one-blank 4x4 sudoku (the digit its row lacks) on odd views, leaves even views unsolved."""
+    """Solves one-blank 4x4 sudoku (the digit its row lacks) on odd views, leaves even views unsolved: the
+    evaluator predicts one view per call (one batch of at most 256), the original first."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
 
     def predict(self, inputs, puzzle_ids):
         rows = inputs.view(-1, 4, 4)
         missing = 10 - rows.sum(-1, keepdim=True)  # 1 + 2 + 3 + 4 = 10
         solved = torch.where(rows == 0, missing, rows).view_as(inputs)
-        return torch.where((puzzle_ids % 2 == 1)[:, None], solved, inputs)
+        self.calls += 1
+        return solved if self.calls % 2 == 0 else inputs
 
 
 def test_evaluation_votes_over_the_views_mapped_back():
     r = recipe(task={"blanks": 1, "augmentation": 20, "eval_views": 20})
     _, held = puzzle_tasks.tables(r)
-    m = puzzle_tasks.evaluate(RowFiller(), r, held)
+    m = puzzle_tasks.evaluate(RowFiller(), r, held, curves={})
     # 11 even views vote for the unsolved grid, 10 odd ones for the solution (from 10 frames, mapped back).
     assert (m["exact_accuracy"], m["pass_at_1"], m["pass_at_2"], m["pass_at_100"]) == (0.0, 0.0, 1.0, 1.0)
     r = recipe(task={"blanks": 1, "augmentation": 20, "eval_views": 3})  # views 0..3: a 2 - 2 tie
-    m = puzzle_tasks.evaluate(RowFiller(), r, held)
+    m = puzzle_tasks.evaluate(RowFiller(), r, held, curves={})
     assert (m["pass_at_1"], m["pass_at_2"]) == (0.0, 1.0)  # the tie goes to the original view's answer
+
+
+def test_sudoku_views_need_no_augmentation_and_keep_identifier_zero():
+    """A symmetry of a sudoku is a sudoku of the same kind: its views keep identifier 0, as the original's sudoku
+    copies do, and need no trained view identifier, so a sudoku trained without augmentation votes over views."""
+    r = recipe(task={"blanks": 1, "augmentation": 0, "eval_views": 3})
+    assert r.task.voted_views == 4 and r.task.num_puzzle_ids == 1
+    _, (hx, hy, hids, unseen) = puzzle_tasks.tables(r)
+    assert (hids == 0).all() and not unseen.any()
+    view = torch.arange(4)[:, None].expand(4, len(hx))
+    shown = puzzles.apply_views(hx, hy, hids, view, 3, puzzle_tasks.VIEW_SEED, puzzle_tasks.base_spec(r.task))
+    assert (shown.puzzle_ids == 0).all()
+    assert all(puzzles.sudoku_correct(t, t).all() for t in shown.targets)  # every view's solution is a sudoku
+    assert not torch.equal(shown.inputs[1], shown.inputs[0])  # and a different grid
+    m = puzzle_tasks.evaluate(RowFiller(), r, (hx, hy, hids, unseen), curves={})
+    assert (m["pass_at_1"], m["pass_at_2"]) == (0.0, 1.0)  # 2 - 2: the original view's (unsolved) answer first
+    periodic = puzzle_tasks.evaluate(RowFiller(), r, (hx, hy, hids, unseen))
+    assert set(periodic) == {"exact_accuracy", "token_accuracy"}  # periodic: the original view alone
 
 
 def test_training_efficiency_not_reached_is_none_not_the_last_step():
@@ -598,13 +625,16 @@ def test_the_estimate_counts_every_prediction_the_evaluator_makes():
     r = recipe(model={"halt_max_steps": 3}, task={"name": "arc", "min_size": 3, "max_size": 4, "num_puzzles": 2,
                                                   "augmentation": 4, "eval_views": 2, "train_size": 16, "eval_size": 8})
     r = dataclasses.replace(r, eval_every=5, eval_subset=4)
-    assert estimate.eval_samples(r, steps=10) == 3 * (8 + 2 * 4)  # 3 views of the held-out set and 2 periodic subsets
+    # 3 views of the held-out set, the original view of 2 periodic subsets
+    assert estimate.eval_samples(r, steps=10) == 3 * 8 + 2 * 4
     net = families.torch_side("hrm").build(r)
-    _, (x, _, ids) = puzzle_tasks.tables(r)
+    _, (x, _, ids, _) = puzzle_tasks.tables(r)
     with flops.counting() as real:
         net.predict(x[:1], ids[:1])  # all 3 segments, as the evaluator runs them
     assert estimate._predict_flops(r.task, r.model) == real.total
-    assert estimate.eval_flops(r, 10) == real.total * 48
+    assert estimate.eval_flops(r, 10) == real.total * 32
+    r = dataclasses.replace(r, task=dataclasses.replace(r.task, unseen_puzzles=2))
+    assert estimate.eval_samples(r, steps=10) == 3 * 8 + 8 + 2 * 4  # and the unseen puzzles' split, one view
 
 
 # -- memory estimate --------------------------------------------------------------------------------
@@ -612,6 +642,8 @@ def test_the_estimate_counts_every_prediction_the_evaluator_makes():
     ({}, {}),
     ({"width": 32, "heads": 4, "h_layers": 2, "halt_max_steps": 2, "puzzle_emb_ndim": 40, "positions": "learned"},
      {"name": "arc", "min_size": 3, "max_size": 5, "num_puzzles": 3, "augmentation": 2}),
+    ({"puzzle_emb_ndim": 16}, {"name": "arc", "min_size": 3, "max_size": 4, "num_puzzles": 3, "demonstrations": 1,
+                               "unseen_puzzles": 2}),
     ({"name": "deep_transformer", "width": 16, "heads": 2, "depth": 5}, {}),
     ({"act_mode": "none"}, {}),
 ])  # fmt: skip
@@ -640,7 +672,7 @@ def test_memory_estimate_covers_what_autograd_saves(model, task):
 def test_tables_are_fixed_and_held_out_ids_are_the_original_views():
     r = recipe(task={"name": "arc", "min_size": 3, "max_size": 5, "num_puzzles": 3, "augmentation": 4,
                      "train_size": 64, "eval_size": 16})  # fmt: skip
-    (x, y, ids), (hx, hy, hids) = puzzle_tasks.tables(r)
+    (x, y, ids), (hx, hy, hids, unseen) = puzzle_tasks.tables(r)
     puzzle_tasks._tables.cache_clear()
     (x2, _, _), _ = puzzle_tasks.tables(r)
     assert torch.equal(x, x2)
@@ -673,6 +705,21 @@ def test_shipped_configs_resolve_into_the_six_suites(name):
     matched = deep_transformer.matched_depth(base.h_layers, base.l_layers, base.h_cycles, base.l_cycles)
     assert matched in [m.depth for m in deep]
     assert all(m.width == base.width for m in deep)
+    # the original's settings (docs/hrm.md, "Differences from the original"): AdamATan2, a constant lr after warmup,
+    # the input scaled, exploration per segment, and sudoku's one identifier embedded: the position Q reads
+    for (suite, variant), r in cells.items():
+        assert (r.optimizer.name, r.schedule.decay) == ("adam_atan2", "constant"), (suite, variant)
+        assert r.model.embed_scale and getattr(r.model, "halt_exploration", "per_segment") == "per_segment"
+        if r.task.name == "sudoku":
+            assert r.model.puzzle_emb_ndim == r.model.width and r.task.num_puzzle_ids == 1, (suite, variant)
+            assert r.task.voted_views > 1  # pass@k votes over symmetric views: informative, not pass@1
+    # the generalization question: seen against unseen puzzles, with and without the embedding, and the rule
+    # readable from the sample (without demonstrations unseen puzzles would be unanswerable by construction)
+    embeddings = [r.task for (s, _), r in cells.items() if s == "puzzle_embeddings"]
+    assert all(task.unseen_puzzles and task.demonstrations for task in embeddings)
+    declared = {m.name for m in matrix.metrics}
+    assert {"unseen_exact_accuracy", "halted_exact_accuracy", "halted_segments_per_sample", "pass_at_2"} <= declared
+    assert {families.segment_metric(k) for k in range(1, base.halt_max_steps + 1)} <= declared
 
 
 @pytest.mark.parametrize("change,message", [
@@ -688,6 +735,11 @@ def test_shipped_configs_resolve_into_the_six_suites(name):
     (lambda c: c["suites"].update(s={"sweep": {"model.depth": [2, 4]}}), "suites.s.sweep.model.depth: not a recipe key"),
     (lambda c: c["suites"].update(s={"overrides": {"model": {"puzzle_emb_ndim": -1}}}),
      "suites.s.model.puzzle_emb_ndim: -1 is invalid; use a value >= 0"),
+    (lambda c: c["recipe"]["model"].update(halt_exploration="sometimes"),
+     "recipe.model.halt_exploration: 'sometimes' is invalid; use one of per_segment, per_sample"),
+    (lambda c: c["recipe"]["task"].update(unseen_puzzles=4), "recipe.task.unseen_puzzles: unknown key"),
+    (lambda c: c["recipe"].update(optimizer={"name": "adam"}),
+     "recipe.optimizer.name: 'adam' is invalid; use one of adamw, adam_atan2"),
 ])  # fmt: skip
 def test_family_keys_are_checked_with_one_line(change, message):
     raw = copy.deepcopy(config(dict(HRM), dict(SUDOKU)))
@@ -751,7 +803,8 @@ def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embe
     halts samples apart (tests/flops_spent.py gives the Q head random weights): the record's flops_per_step is
     what torch's FlopCounterMode counted around every micro-batch's forward and backward on both ranks, per
     step; the evaluation costs the training at it; every step logs the segments ACT ran; the puzzle embedding
-    is trained (by its SignSGD: the main AdamW never sees it)."""
+    is trained (by its SignSGD: the main optimizer, here the recipe's AdamATan2, never sees it), its unseen
+    puzzles' rows stay zero, and the evaluation scores them apart, per segment and as the Q head halts."""
     import json
     import subprocess
     import sys
@@ -761,11 +814,11 @@ def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embe
     from hwsweep.contracts import io
 
     cfg = config(model={**HRM, "puzzle_emb_ndim": 8, "halt_max_steps": 4}, task={"name": "arc", "min_size": 3,
-                 "max_size": 4, "num_puzzles": 4, "train_size": 64, "eval_size": 16})  # fmt: skip
+                 "max_size": 4, "num_puzzles": 4, "train_size": 64, "eval_size": 16, "unseen_puzzles": 2})  # fmt: skip
     cfg["hardware"] = {"cpu2": {"accelerator": "cpu", "devices_per_node": 2}}
     cfg["baseline"] = "cpu2"
     cfg["recipe"] |= {"checkpoint_every": 5, "log_every": 2, "schedule": {"steps": 5, "warmup_steps": 1},
-                      "global_batch": 16, "micro_batch": 8}
+                      "global_batch": 16, "micro_batch": 8, "optimizer": {"name": "adam_atan2"}}
     spec = resolve(cfg).spec("s", "default", "cpu2", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
     io.write_json(tmp_path / "spec.json", spec)
     env = {"OMP_NUM_THREADS": "1", "PATH": "", "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
@@ -780,14 +833,16 @@ def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embe
     spent = sum(c["flops"] for c in counted)
     assert record["flops_per_step"] * 5 == pytest.approx(spent, rel=1e-6)  # float32 on its way through the ranks
     segments = record["curves"]["segments_per_sample"]["values"]  # rank 0's
-    assert len(segments) == 5 and all(1 <= v < 4 for v in segments)  # halted early
+    assert len(segments) == 5 and all(1 <= v <= 4 for v in segments) and min(segments) < 4  # halted early
     net, batch, _ = model_and_batch(model={**HRM, "puzzle_emb_ndim": 8, "halt_max_steps": 4},
                                     task=cfg["recipe"]["task"], batch=4)  # fmt: skip
     at_most = flops.train_step_flops(net, batch) / 4 * 16  # no sample halts before Q has learned
     assert record["flops_per_step"] < 0.9 * at_most
     final = torch.load(tmp_path / "run" / "final.pt", weights_only=False)
     table = final["model"]["input.puzzle.weight"]
-    assert table.abs().sum() > 0  # trained from its zero start
+    assert table[:4].abs().sum() > 0 and not table[4:].any()  # trained from its zero start; the unseen untouched
+    assert record["provenance"]["optimizer_kernel"] == "adam_atan2"
+    assert {"exp_avg", "exp_avg_sq", "step"} <= set(final["optimizer"]["state"][0])
     assert all(len(group["params"]) for group in final["embedding_optimizer"]["param_groups"])
     evaluated = json.loads((tmp_path / "run" / "eval.json").read_text())
     assert evaluated["device"] == "cpu"  # the device that trained (a GPU run: cuda; bench/gpu_check.py checks it)
@@ -795,6 +850,9 @@ def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embe
     assert metrics["segments_per_sample"] == pytest.approx(sum(segments) / 5)
     assert metrics["flops_per_sample"] == pytest.approx(spent / (5 * 16), rel=1e-6)
     assert metrics["eval_segments_per_sample"] == 4  # evaluation runs every segment, whatever Q says
+    scored = ("unseen_exact_accuracy", "halted_exact_accuracy", "halted_segments_per_sample",
+              "exact_accuracy_segment_1", "exact_accuracy_segment_4")  # fmt: skip
+    assert None not in [metrics[k] for k in scored]
 
 
 @pytest.mark.slow
@@ -809,6 +867,326 @@ def test_the_cpu_baseline_learns_4x4_sudoku():
     r = next(c.recipe for c in matrix.cells if c.suite == "baseline")
     torch.set_num_threads(1)
     result = bench.train(r, seed=0, eval_every=50, eval_subset=128)
-    assert result["exact_accuracy"] >= 0.3  # 6 blanks with a unique solution, 150 steps (docs/benchmarks.md: 0.50)
+    assert result["exact_accuracy"] >= 0.3  # 6 blanks with a unique solution, 150 steps (docs/hrm.md: 0.67, one seed)
     assert result["steps_to_exact_accuracy_99"] is None
     assert 1 < result["segments_per_sample"] < r.model.halt_max_steps  # ACT halted early on some samples
+
+
+# -- issue 38: the original's settings as options, each doing what the original does ------------------
+def test_embed_scale_multiplies_the_input_by_sqrt_width_as_the_original():
+    """The original: tokens drawn at std 1/sqrt(width) (a normal cut at 2 standard deviations, whose own standard
+    deviation is that), the concatenated input, puzzle embedding included, times sqrt(width); learned positions
+    added first and the sum times 1/sqrt(2)."""
+    from hwsweep.models.blocks import PuzzleInput
+
+    torch.manual_seed(0)
+    width, ids = 64, torch.tensor([0, 1])
+    x = torch.randint(0, 11, (2, 9))
+    scaled = PuzzleInput(4096, 9, width, 2, "rope", width, 3, embed_scale=True)
+    assert abs(scaled.tokens.weight.std().item() * math.sqrt(width) - 1) < 0.01
+    assert scaled.tokens.weight.abs().max() <= 2 / math.sqrt(width) / 0.8796 + 1e-6  # cut at 2 of the widened std
+    with torch.no_grad():
+        scaled.puzzle.weight.copy_(torch.randn(3, width))
+        want = math.sqrt(width) * torch.cat((scaled.puzzle.weight[ids][:, None], scaled.tokens.weight[x]), dim=1)
+        torch.testing.assert_close(scaled(x, ids), want)
+        learned = PuzzleInput(11, 9, width, 2, "learned", 0, 1, embed_scale=True)
+        want = math.sqrt(width) * math.sqrt(0.5) * (learned.tokens.weight[x] + learned.pos)
+        torch.testing.assert_close(learned(x, ids), want)
+        plain = PuzzleInput(4096, 9, width, 2, "rope", 0, 1, embed_scale=False)
+        assert abs(plain.tokens.weight.std().item() - 1) < 0.01  # N(0, 1), nothing scaled
+        torch.testing.assert_close(plain(x, ids), plain.tokens.weight[x])
+    on_meta = PuzzleInput(4096, 9, width, 2, "rope", 0, 1, embed_scale=True).to_empty(device="cpu")
+    on_meta.tokens.reset_parameters()  # a model built on the meta device is initialised per module: the same draw
+    assert abs(on_meta.tokens.weight.std().item() * math.sqrt(width) - 1) < 0.01
+
+
+def test_adam_atan2_is_the_original_update():
+    from hwsweep.run.optimizers import AdamATan2
+
+    lr, (b1, b2), wd = 0.01, (0.9, 0.95), 0.1
+    start = torch.tensor([0.5, -1.0, 2.0, 0.0], dtype=torch.float64)
+    grads = [torch.tensor([0.1, -2.0, 0.0, 0.0], dtype=torch.float64) * (k + 1) for k in range(4)]
+    p = start.clone().requires_grad_()
+    opt = AdamATan2([p], lr=lr, betas=(b1, b2), weight_decay=wd)
+    q, m, v = start.clone(), torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    for t, g in enumerate(grads, start=1):  # by hand, element by element
+        p.grad = g.clone()
+        opt.step()
+        q = q * (1 - lr * wd)
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        for i in range(4):
+            q[i] -= lr * math.atan2(m[i] / (1 - b1**t), math.sqrt(v[i]) / math.sqrt(1 - b2**t))
+        torch.testing.assert_close(p.detach(), q, rtol=0, atol=1e-12)
+    assert p[3].item() == 0.0  # a weight never given a gradient: atan2(0, 0) = 0, only decay (of 0)
+    big = start.clone().requires_grad_()  # every gradient 1000x: the same steps (no epsilon to break the scale)
+    opt = AdamATan2([big], lr=lr, betas=(b1, b2), weight_decay=wd)
+    for g in grads:
+        big.grad = g * 1000
+        opt.step()
+    torch.testing.assert_close(big.detach(), p.detach(), rtol=0, atol=1e-12)
+    first = start.clone().requires_grad_()
+    opt = AdamATan2([first], lr=lr, betas=(b1, b2), weight_decay=0)
+    first.grad = torch.tensor([1e-30, -1e30, 3.0, 0.0], dtype=torch.float64)
+    opt.step()  # the first step is atan2(g, |g|) = +-pi/4 whatever the gradient's size
+    quarter = lr * torch.tensor([1.0, -1, 1, 0], dtype=torch.float64) * math.pi / 4
+    torch.testing.assert_close(start - first.detach(), quarter)
+
+
+def test_the_recipe_names_the_optimizer_the_trainer_builds():
+    from hwsweep.run.optimizers import AdamATan2, build
+
+    r = recipe()
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    assert type(build(params, r.optimizer, 0.1, "cpu")) is torch.optim.AdamW  # the schema's default
+    o = dataclasses.replace(r.optimizer, name="adam_atan2")
+    opt = build(params, o, 0.1, "cpu")
+    assert type(opt) is AdamATan2
+    assert opt.defaults == {"lr": 0.1, "betas": (o.beta1, o.beta2), "weight_decay": o.weight_decay}
+    with pytest.raises(ConfigError, match="optimizer.name"):
+        resolve(config() | {"recipe": {**config()["recipe"], "optimizer": {"name": "sgd"}}})
+
+
+def _mean_segments(net, batch, samples: int) -> float:
+    net.train()
+    net.take_work()
+    reps = -(-samples // len(batch[0]))
+    net(*(t.repeat(reps, *[1] * (t.dim() - 1))[:samples] for t in batch))
+    work = net.take_work()
+    return work["segments"] / work["samples"]
+
+
+def test_exploration_is_drawn_at_every_segment_as_the_original_or_once_per_sample():
+    """Q always says halt, exploration probability p, at most M segments. The original draws at every segment: a
+    sample may not halt at segment s if it explores there (p) and the drawn minimum 2..M is above s, so it halts at
+    1 with 1 - p, and past s with p (M - s) / (M - 1) each time. Drawn once per sample, it halts at 1 with 1 - p and
+    at each of 2..M with p / (M - 1)."""
+    p, m = 0.5, 4
+    per_segment = {1: 1 - p}
+    going = p
+    for s in range(2, m + 1):
+        stay = p * (m - s) / (m - 1) if s < m else 0.0
+        per_segment[s] = going * (1 - stay)
+        going *= stay
+    want = {"per_segment": sum(s * w for s, w in per_segment.items()),
+            "per_sample": (1 - p) + sum(s * p / (m - 1) for s in range(2, m + 1))}  # fmt: skip
+    assert abs(want["per_segment"] - want["per_sample"]) > 0.25  # the two rules are told apart below
+    for mode, mean in want.items():
+        net, batch, _ = model_and_batch(model={"halt_max_steps": m, "halt_exploration_prob": p, "width": 8, "heads": 1,
+                                               "h_cycles": 1, "l_cycles": 1, "halt_exploration": mode}, batch=8)  # fmt: skip
+        set_q(net, halt=5.0, cont=-5.0)
+        torch.manual_seed(1)
+        assert abs(_mean_segments(net, batch, 4096) - mean) < 0.06, mode  # 4096 samples: standard error 0.015
+
+
+class Traced(torch.nn.Module):
+    """A stand-in with segments: after segment 1 it solves the even-numbered samples, after segment 2 all; its Q
+    head would halt sample i at segment 1 + i % 3 (at most 3)."""
+
+    def __init__(self, solutions):
+        super().__init__()
+        self.solutions = solutions
+        self.predicted = {"samples": 0, "segments": 0}
+
+    def trace(self, inputs, puzzle_ids):
+        n = len(inputs)
+        first = torch.where((torch.arange(n) % 2 == 0)[:, None], self.solutions[:n], inputs)
+        self.predicted["samples"] += n
+        self.predicted["segments"] += 3 * n
+        return torch.stack([first, self.solutions[:n], self.solutions[:n]]), 1 + torch.arange(n) % 3
+
+    def predict(self, inputs, puzzle_ids):
+        return self.trace(inputs, puzzle_ids)[0][-1]
+
+
+def test_per_segment_and_halted_evaluation():
+    r = recipe(model={"halt_max_steps": 3}, task={"blanks": 2, "eval_size": 30, "eval_views": 0})
+    _, held = puzzle_tasks.tables(r)
+    model = Traced(held[1])
+    m = puzzle_tasks.evaluate(model, r, held, curves={})
+    assert m["exact_accuracy_segment_1"] == 0.5 and m["exact_accuracy_segment_2"] == m["exact_accuracy_segment_3"] == 1
+    assert m["exact_accuracy_segment_4"] is None  # beyond halt_max_steps
+    assert m["exact_accuracy"] == 1.0  # the original's evaluation: every segment
+    # halted at 1 + i % 3: the samples stopped at segment 1 are those with i % 3 == 0; of them the odd ones fail
+    i = torch.arange(30)
+    assert m["halted_exact_accuracy"] == pytest.approx(1 - 5 / 30)  # i = 3, 9, 15, 21, 27
+    assert m["halted_segments_per_sample"] == pytest.approx((1 + i % 3).double().mean().item())
+    assert m["eval_segments_per_sample"] == 3  # the evaluation itself ran them all
+    net, _, r = model_and_batch(model={"halt_max_steps": 3})
+    net.eval()
+    x, ids = held[0][:8], held[2][:8]
+    tokens, halted_at = net.trace(x, ids)
+    assert torch.equal(tokens[-1], net.predict(x, ids)) and tokens.shape == (3, 8, 16)
+    carry = net.start(x, ids)[1]
+    for k in range(3):  # the tokens after k + 1 segments, by hand
+        carry = net.segment(carry, net.start(x, ids)[0])
+        assert torch.equal(tokens[k], net.outputs(carry[0])[0].argmax(-1))
+    set_q(net, halt=5.0, cont=-5.0)
+    assert (net.trace(x, ids)[1] == 1).all()
+    set_q(net, halt=-5.0, cont=5.0)
+    assert (net.trace(x, ids)[1] == 3).all()  # never halted: the most segments
+    fixed, _, _ = model_and_batch(model={"halt_max_steps": 3, "act_mode": "fixed"})
+    m = puzzle_tasks.evaluate(fixed.eval(), r, held, curves={})
+    assert m["halted_exact_accuracy"] is None and m["exact_accuracy_segment_3"] is not None  # no Q head to halt
+
+
+# -- issue 38: demonstrations and unseen puzzles ----------------------------------------------------------
+ARC_DEMO = {"name": "arc", "min_size": 3, "max_size": 4, "num_puzzles": 5, "demonstrations": 2, "train_size": 64,
+            "eval_size": 20}  # fmt: skip
+
+
+def test_demonstrations_show_pairs_of_the_samples_own_puzzle_and_only_the_query_is_asked():
+    p = puzzles.arc(100, seed=5, num_puzzles=5, min_size=3, max_size=4, demonstrations=2)
+    rules = puzzles.arc_rules(5, 0)
+    panels = p.inputs.view(100, 5, 4, 4)
+    targets = p.targets.view(100, 5, 4, 4)
+    assert (targets[:, :4] == IGNORE).all()  # the demonstrations are shown, not asked
+    for i in range(100):
+        pairs = [(panels[i, 2 * k], panels[i, 2 * k + 1]) for k in range(2)] + [(panels[i, 4], targets[i, 4])]
+        for grid_in, grid_out in pairs:
+            s = int((grid_in[0] != puzzles.PAD).sum())  # the grid's side, top-left on the canvas
+            grid = grid_in[:s, :s].numpy()[None] - 1
+            want = puzzles._apply_rule(grid, *rules[int(p.puzzle_ids[i])]) + 1
+            assert (grid_out[:s, :s].numpy() == want[0]).all() and (grid_out[s:] == puzzles.PAD).all()
+    plain = puzzles.arc(100, seed=5, num_puzzles=5, min_size=3, max_size=4)
+    assert torch.equal(plain.inputs, p.inputs[:, -16:])  # the query as without demonstrations: same draws
+    spec = puzzles.arc_spec(4, 2)
+    views = puzzles.augment(p.inputs, p.targets, p.puzzle_ids, 3, seed=2, spec=spec)
+    for v in range(4):  # each canvas moved in place, alike: all map back
+        assert torch.equal(views.invert(views.inputs)[v], p.inputs)
+        moved = views.inputs[v].view(100, 5, 16)
+        index, _ = puzzles.dihedral_positions(4)
+        for k in range(5):
+            d = views.dihedral[v]
+            tokens = views.token_map[v].gather(1, p.inputs.view(100, 5, 16)[:, k])
+            assert torch.equal(moved[:, k], tokens.gather(1, index[d]))
+
+
+def test_unseen_puzzles_are_new_identifiers_that_no_training_step_touches():
+    r = recipe(model={"puzzle_emb_ndim": 8}, task={**ARC_DEMO, "unseen_puzzles": 3, "augmentation": 1})
+    assert r.task.num_puzzle_ids == (5 + 3) * 2 and r.task.length == 5 * 16
+    (x, y, ids), (hx, hy, hids, unseen) = puzzle_tasks.tables(r)
+    assert unseen.sum() == 20 and (~unseen).sum() == 20 and not unseen[:20].any()  # seen first
+    assert ids.max() < 5 * 2 and (hids[~unseen] < 5 * 2).all()  # trained puzzles' identifiers (views 0 and 1)
+    assert (hids[unseen] >= 5 * 2).all() and (hids[unseen] % 2 == 0).all()  # new puzzles' view-0 identifiers
+    rules = puzzles.arc_rules(8, 0)
+    assert rules[:5] == puzzles.arc_rules(5, 0)  # the trained puzzles' rules stay what they were
+    torch.manual_seed(0)
+    net = families.torch_side("hrm").build(r)
+    emb = SignSGD(sparse_embeddings(net), lr=0.1, weight_decay=0.1)
+    net.train()
+    for _ in range(3):
+        net(x, y, ids).backward()
+        emb.step()
+    table = net.input.puzzle.weight
+    assert torch.count_nonzero(table[: 5 * 2]) > 0 and torch.count_nonzero(table[5 * 2 :]) == 0  # unseen: zero
+    net.eval()
+    m = puzzle_tasks.evaluate(net, r, (hx, hy, hids, unseen), curves={})
+    assert m["unseen_exact_accuracy"] is not None and m["unseen_token_accuracy"] is not None
+
+
+def test_unseen_puzzles_without_demonstrations_are_named_in_one_warning():
+    """Nothing would tell the model an unseen puzzle's rule: the plan says so before any job, once."""
+    blind = resolve(config(task={**ARC_DEMO, "demonstrations": 0, "unseen_puzzles": 2}))
+    assert [w for w in blind.warnings if "unseen_puzzles" in w] == [
+        "recipe.task.unseen_puzzles without demonstrations (suite s): an unseen puzzle's rule reaches the model "
+        "through nothing, so unseen_exact_accuracy measures chance; set task.demonstrations: 1 to ask whether the "
+        "rule is read from the sample"]  # fmt: skip
+    assert not [w for w in resolve(config(task={**ARC_DEMO, "unseen_puzzles": 2})).warnings if "unseen" in w]
+
+
+class RuleByIdentifier(torch.nn.Module):
+    """Answers by the identifier's rule, known for the trained puzzles only (an embedding at its most
+    memorising); on any other identifier it copies the query."""
+
+    def __init__(self, task):
+        super().__init__()
+        self.task, self.rules = task, puzzles.arc_rules(task.num_puzzles, 0)
+
+    def predict(self, inputs, puzzle_ids):
+        side, out = self.task.max_size, inputs.clone()
+        query = inputs[:, -side * side :].view(-1, side, side)
+        for i, p in enumerate((puzzle_ids // (self.task.augmentation + 1)).tolist()):
+            if p < len(self.rules):
+                s = int((query[i, 0] != puzzles.PAD).sum())
+                grid = query[i, :s, :s].numpy()[None] - 1
+                answer = torch.full((side, side), puzzles.PAD)
+                answer[:s, :s] = torch.from_numpy(puzzles._apply_rule(grid, *self.rules[p])[0].copy() + 1)
+                out[i, -side * side :] = answer.view(-1)
+        return out
+
+
+def test_the_unseen_split_is_scored_apart_from_the_seen_one():
+    r = recipe(task={**ARC_DEMO, "demonstrations": 1, "unseen_puzzles": 4, "eval_size": 40})
+    _, held = puzzle_tasks.tables(r)
+    m = puzzle_tasks.evaluate(RuleByIdentifier(r.task), r, held, curves={})
+    assert m["exact_accuracy"] == 1.0 and m["unseen_exact_accuracy"] < 0.2  # memorised ids do not carry over
+    assert puzzle_tasks.evaluate(RuleByIdentifier(r.task), recipe(task=ARC_DEMO), puzzle_tasks.tables(
+        recipe(task=ARC_DEMO))[1], curves={})["unseen_exact_accuracy"] is None  # fmt: skip
+
+
+def _study():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hrm_study", ROOT / "bench" / "hrm_study.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_study_answers_each_of_seed_001s_questions_with_an_interval_or_not_decided():
+    study = _study()
+    seeds = [0, 1, 2]
+    rows = []
+    for seed, noise in zip(seeds, (0.0, 0.01, -0.01)):
+        rows.append({"suite": "baseline", "variant": "default", "hardware": "cpu1", "seed": seed,
+                     "exact_accuracy": 0.6 + noise, "pass_at_1": 0.9 + noise})  # fmt: skip
+        for variant, halted in (("act_mode-act", -0.05), ("act_mode-fixed", None)):
+            rows.append({"suite": "act_alternatives", "variant": variant, "hardware": "cpu1", "seed": seed,
+                         "exact_accuracy": 0.3 + noise, "exact_accuracy_segment_1": 0.1,
+                         "halted_exact_accuracy": None if halted is None else 0.3 + halted + noise / 3,
+                         "halted_segments_per_sample": None if halted is None else 1.5})  # fmt: skip
+        for variant, unseen in (("puzzle_emb_ndim-0", 0.04), ("puzzle_emb_ndim-32", 0.01)):
+            rows.append({"suite": "puzzle_embeddings", "variant": variant, "hardware": "cpu1", "seed": seed,
+                         "exact_accuracy": 0.2 + noise, "unseen_exact_accuracy": unseen + noise / 2,
+                         "token_accuracy": 0.6, "unseen_token_accuracy": 0.4 + noise})  # fmt: skip
+    runs = pd.DataFrame(rows)
+
+    def row(suite, variant, metric, difference, lo, hi, verdict):
+        return {"suite": suite, "variant": variant, "reference": "", "metric": metric, "primary": True, "n": 3,
+                "mean": 0, "reference_mean": 0, "difference": difference, "ci_low": lo, "ci_high": hi,
+                "verdict": verdict, "note": ""}  # fmt: skip
+
+    variants = pd.DataFrame([
+        row("puzzle_embeddings", "puzzle_emb_ndim-32", "exact_accuracy", 0.18, 0.1, 0.26, "better"),
+        row("puzzle_embeddings", "puzzle_emb_ndim-32", "unseen_exact_accuracy", -0.03, -0.06, 0.01,
+            "no clear difference"),
+        row("puzzle_embeddings", "puzzle_emb_ndim-32", "unseen_token_accuracy", -0.03, -0.05, -0.01, "not compared"),
+        row("act_alternatives", "act_mode-fixed", "exact_accuracy", 0.1, -0.01, 0.21, "no clear difference"),
+        row("augmentation", "augmentation-32", "exact_accuracy", -0.16, -0.18, -0.14, "worse"),
+    ])  # fmt: skip
+    answers = study.questions(runs, variants, pd.DataFrame())
+    assert [a[:3] for a in answers] == ["1. ", "2. ", "3. ", "4. ", "5. ", "6. "]
+    text = "\n".join(answers)
+    assert "exact accuracy: 60 (95% CI " in answers[0]  # a mean over seeds with its interval
+    assert "augmentation-32 against augmentation-0, exact_accuracy: -16 points (95% CI -18 to -14), **worse**" in text
+    assert "4x4 against 2x2: not decided at this size" in answers[2]
+    assert "not in this run's tables" in answers[3]  # no compare.csv: said, not guessed
+    assert "exact_accuracy: +18 points (95% CI +10 to +26), **better**" in answers[4]
+    assert "unseen_exact_accuracy: -3 points (95% CI -6 to +1), not decided at this size" in answers[4]
+    assert "unseen_token_accuracy: -3 points (95% CI -5 to -1), **lower**" in answers[4]  # no margin: the interval
+    assert "act_mode-fixed against act, exact accuracy: +10 points (95% CI -1 to +21), not decided" in answers[5]
+    assert "halting where its Q head says, against all segments: -5 points" in answers[5]
+    assert "3 runs paired) **lower**" in answers[5]
+    act = "\n".join(study.act_at_evaluation(runs))
+    assert "act_alternatives/act_mode-act on cpu1, halting by Q against all segments: -5 points" in act
+    assert "act_mode-fixed on cpu1, halting" not in act  # no Q head: no halting to compare
+    seen = "\n".join(study.seen_and_unseen(runs))
+    assert "puzzle_emb_ndim-32 on cpu1, unseen against seen puzzles, exact_accuracy: -19 points" in seen
+    # the embedding's gap against none's, paired by seed: -0.19 against -0.16 whatever the seed
+    gap = "puzzle_emb_ndim-32 against puzzle_emb_ndim-0 on cpu1, the gap (unseen - seen exact accuracy): -3 points"
+    assert gap in seen
+    undecided = pd.DataFrame({"a": [0.51, 0.49, 0.5], "b": [0.5, 0.5, 0.5]})
+    assert study._paired_words(study.paired(undecided, "a", "b"), "x").endswith("not decided at this size")
+    assert "fewer than 2 runs" in study._paired_words(study.paired(undecided[:1], "a", "b"), "x")
+    empty = pd.DataFrame()
+    assert len(study.questions(empty, empty, empty)) == 6  # a study folder without tables: said, no crash

@@ -34,7 +34,7 @@ class SudokuTask(Section):
     blanks: int  # cells to fill in: the difficulty (every puzzle has exactly one solution)
     distinct_puzzles: int  # puzzles made by search per table; the samples are them under symmetries
     augmentation: int  # augmented copies (views) of each puzzle; 0 = none
-    eval_views: int  # augmented views voted at evaluation (at most augmentation)
+    eval_views: int  # symmetric views voted at evaluation besides the original (any number: a view is a sudoku)
     train_size: int
     eval_size: int
 
@@ -48,7 +48,16 @@ class SudokuTask(Section):
 
     @property
     def num_puzzle_ids(self) -> int:
-        return self.augmentation + 1  # one kind of puzzle, in augmentation + 1 views
+        return 1  # one kind of puzzle: every view keeps identifier 0, as in the original
+
+    @property
+    def voted_views(self) -> int:
+        """Views the evaluator predicts and votes per held-out puzzle, the original included."""
+        return self.eval_views + 1
+
+    @property
+    def unseen_puzzles(self) -> int:
+        return 0  # its held-out puzzles are new already (searched from another seed); no identifier to withhold
 
     def problem(self) -> str | None:
         if self.blanks > self.length:
@@ -63,13 +72,16 @@ class ArcTask(Section):
     max_size: int
     num_puzzles: int  # distinct rule instances, one puzzle identifier each
     augmentation: int
-    eval_views: int
+    eval_views: int  # augmented views voted at evaluation (at most augmentation: a view's identifier must be trained)
     train_size: int
     eval_size: int
+    demonstrations: int = 0  # input/output pairs of the same puzzle shown before the query, in the sample itself
+    # New puzzles (rule instances, identifiers) no training sample shows: a second held-out split of eval_size samples
+    unseen_puzzles: int = 0
 
     @property
     def length(self) -> int:
-        return self.max_size * self.max_size
+        return (2 * self.demonstrations + 1) * self.max_size * self.max_size
 
     @property
     def vocab_size(self) -> int:
@@ -77,7 +89,13 @@ class ArcTask(Section):
 
     @property
     def num_puzzle_ids(self) -> int:
-        return self.num_puzzles * (self.augmentation + 1)
+        # The unseen puzzles' rows exist and stay as initialised (zero): no training sample selects them.
+        return (self.num_puzzles + self.unseen_puzzles) * (self.augmentation + 1)
+
+    @property
+    def voted_views(self) -> int:
+        """Views the evaluator predicts and votes per held-out puzzle, the original included."""
+        return min(self.eval_views, self.augmentation) + 1
 
     def problem(self) -> str | None:
         if self.min_size > self.max_size:
@@ -118,6 +136,8 @@ class HRMModel(Section):
     puzzle_emb_ndim: int  # width of the puzzle embedding; 0 = off
     positions: str  # rope or learned
     loss: str  # stablemax_cross_entropy (the original's) or softmax_cross_entropy
+    embed_scale: bool = True  # the original's: input embedding x sqrt(width), tokens initialised at 1/sqrt(width)
+    halt_exploration: str = "per_segment"  # ACT exploration drawn at every segment (the original's) or per_sample
 
     def problem(self) -> str | None:
         return _rope_problem(self)
@@ -133,6 +153,7 @@ class DeepTransformerModel(Section):
     puzzle_emb_ndim: int
     positions: str
     loss: str
+    embed_scale: bool = True  # HRM's input, as the original's
 
     def problem(self) -> str | None:
         return _rope_problem(self)

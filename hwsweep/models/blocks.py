@@ -140,21 +140,49 @@ def sparse_embeddings(model: nn.Module) -> list[SparseEmbedding]:
     return [m for m in model.modules() if isinstance(m, SparseEmbedding)]
 
 
+# The standard deviation of a unit normal cut at +-2: a truncated init is widened by it, so that its values' own
+# standard deviation is the one asked for (the original's init, after jax's truncated normal).
+TRUNCATED_STD = math.sqrt(1 - 4 * math.exp(-2) / math.sqrt(2 * math.pi) / math.erf(math.sqrt(2)))
+
+
+class TokenEmbedding(nn.Embedding):
+    """The token embedding: scaled (the original's), a normal cut at 2 standard deviations with standard deviation
+    1/sqrt(width), else N(0, 1). Its own reset_parameters, so a model built on the meta device and initialised per
+    module gets the same values."""
+
+    def __init__(self, count: int, width: int, scaled: bool):
+        self.scaled = scaled
+        super().__init__(count, width)
+
+    def reset_parameters(self) -> None:
+        if not self.scaled:
+            return super().reset_parameters()
+        wide = 1 / math.sqrt(self.embedding_dim) / TRUNCATED_STD
+        nn.init.trunc_normal_(self.weight, std=wide, a=-2 * wide, b=2 * wide)
+
+
 class PuzzleInput(nn.Module):
     """Token embedding, the optional puzzle embedding prepended as extra positions, positions.
 
     The puzzle embedding is `puzzle_emb_ndim` wide, zero-padded to whole positions
     (ceil(puzzle_emb_ndim / width) of them), starts at zero and is trained sparsely by its own
     SignSGD (`SparseEmbedding`): an untrained puzzle identifier adds nothing but its (empty) positions.
+
+    `embed_scale` (the original's): the token embedding starts at std 1/sqrt(width) and the whole input, puzzle
+    embedding included, is multiplied by sqrt(width) (learned positions: by sqrt(width)/sqrt(2) after adding
+    them, to keep the variance). Tokens enter at unit scale either way; what the scale changes is how far an
+    optimizer step moves them: sqrt(width) times as far, and the puzzle embedding's SignSGD step of lr moves its
+    input by lr x sqrt(width). Off: tokens start at N(0, 1), nothing is scaled.
     """
 
     def __init__(self, vocab_size: int, length: int, width: int, heads: int, positions: str,
-                 puzzle_emb_ndim: int, num_puzzle_ids: int):  # fmt: skip
+                 puzzle_emb_ndim: int, num_puzzle_ids: int, embed_scale: bool = True):  # fmt: skip
         super().__init__()
         self.width = width
         self.puzzle_emb_ndim = puzzle_emb_ndim
         self.puzzle_len = -(-puzzle_emb_ndim // width)  # ceil
-        self.tokens = nn.Embedding(vocab_size, width)  # N(0, 1): unit scale, like the post-normed state
+        self.scale = math.sqrt(width) if embed_scale else 1.0
+        self.tokens = TokenEmbedding(vocab_size, width, scaled=embed_scale)
         self.puzzle = SparseEmbedding(num_puzzle_ids, puzzle_emb_ndim) if puzzle_emb_ndim else None
         total = self.puzzle_len + length
         self.pos = None
@@ -187,7 +215,9 @@ class PuzzleInput(nn.Module):
             x = torch.cat((p.view(-1, self.puzzle_len, self.width).to(x.dtype), x), dim=1)
         if self.pos is not None:
             x = x + self.pos
-        return x
+            if self.scale != 1.0:
+                x = x * math.sqrt(0.5)
+        return x * self.scale if self.scale != 1.0 else x
 
 
 def log_stablemax(logits: torch.Tensor) -> torch.Tensor:

@@ -19,10 +19,11 @@ def matched_depth(h_layers: int, l_layers: int, h_cycles: int, l_cycles: int) ->
 class DeepTransformer(nn.Module):
     def __init__(self, vocab_size: int, length: int, width: int, heads: int, mlp_ratio: int, depth: int,
                  puzzle_emb_ndim: int = 0, num_puzzle_ids: int = 1, positions: str = "rope",
-                 loss: str = "stablemax_cross_entropy"):  # fmt: skip
+                 loss: str = "stablemax_cross_entropy", embed_scale: bool = True):  # fmt: skip
         super().__init__()
         self.loss = loss
-        self.input = PuzzleInput(vocab_size, length, width, heads, positions, puzzle_emb_ndim, num_puzzle_ids)
+        self.input = PuzzleInput(vocab_size, length, width, heads, positions, puzzle_emb_ndim, num_puzzle_ids,
+                                 embed_scale)  # fmt: skip
         self.blocks = nn.ModuleList(Block(width, heads, mlp_ratio) for _ in range(depth))
         self.head = nn.Linear(width, vocab_size, bias=False)
 
@@ -44,4 +45,5 @@ def build(recipe) -> DeepTransformer:
     cfg, spec = recipe.model, recipe.task
     return DeepTransformer(vocab_size=spec.vocab_size, length=spec.length, width=cfg.width, heads=cfg.heads,
                            mlp_ratio=cfg.mlp_ratio, depth=cfg.depth, puzzle_emb_ndim=cfg.puzzle_emb_ndim,
-                           num_puzzle_ids=spec.num_puzzle_ids, positions=cfg.positions, loss=cfg.loss)  # fmt: skip
+                           num_puzzle_ids=spec.num_puzzle_ids, positions=cfg.positions, loss=cfg.loss,
+                           embed_scale=cfg.embed_scale)  # fmt: skip

@@ -65,12 +65,20 @@ def _milestone(metric: str, threshold: float) -> tuple[str, dict]:
 # a config declares the ones it tracks among them.
 MILESTONES = {"exact_accuracy": (0.5, 0.8, 0.9, 0.95, 0.99), "token_accuracy": (0.5, 0.8, 0.9, 0.95, 0.99)}
 
+# HRM's exact accuracy after each of the first SEGMENTS segments of the final evaluation (the original view).
+SEGMENTS = 16
+
+
+def segment_metric(k: int) -> str:
+    return f"exact_accuracy_segment_{k}"
+
+
 # The puzzle families' evaluator (hwsweep/models/puzzle_tasks.py), in the config's form.
 PUZZLE_METRICS = {
     "exact_accuracy": _accuracy("share of held-out puzzles solved (sudoku: a valid grid keeping the givens)"),
     "token_accuracy": _accuracy("share of held-out cells equal to the stored solution"),
     **{f"pass_at_{k}": _accuracy(f"share of held-out puzzles whose answer is among the {k} most voted over the "
-                                 "evaluated views (equals pass_at_1 without augmentation)") | {"primary": False}
+                                 "evaluated views (equals pass_at_1 with one view)") | {"primary": False}
        for k in (1, 2, 10, 100)},
     **dict(_milestone(m, t) for m, thresholds in MILESTONES.items() for t in thresholds),
     "computational_cost": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e30],
@@ -84,9 +92,25 @@ PUZZLE_METRICS = {
                                  "description": "HRM: segments per held-out prediction of the final evaluation, as they "
                                                 "ran (halt_max_steps: evaluation does not halt; empty: a model without "
                                                 "segments)"},
+    **{segment_metric(k): _accuracy(f"HRM: share of held-out puzzles solved after {k} segment(s) of the final "
+                                    "evaluation (empty beyond halt_max_steps and for a model without segments)")
+       | {"primary": False} for k in range(1, SEGMENTS + 1)},
+    "halted_exact_accuracy": _accuracy("HRM with ACT: share of held-out puzzles solved when each stops at the "
+                                       "segment its Q head halts it (halt Q above continue Q), at most "
+                                       "halt_max_steps; exact_accuracy runs them all, as the original")
+                             | {"primary": False},
+    "halted_segments_per_sample": {"goal": "min", "stage": "eval", "primary": False, "bounds": [0, 1e6],
+                                   "description": "HRM with ACT: mean segments a held-out prediction would run if its "
+                                                  "Q head halted it (empty without a Q head)"},
+    "unseen_exact_accuracy": _accuracy("ARC-like with unseen_puzzles: share of the unseen puzzles' held-out samples "
+                                       "solved (new rule instances; their identifiers' embeddings as initialised: "
+                                       "zero)") | {"primary": False},
+    "unseen_token_accuracy": _accuracy("ARC-like with unseen_puzzles: share of the unseen puzzles' held-out cells "
+                                       "right") | {"primary": False},
     "final_loss": SEQUENCE_METRICS["final_loss"],
 }  # fmt: skip
-PUZZLE_PERIODIC = ("exact_accuracy", "token_accuracy", "pass_at_1", "pass_at_2", "pass_at_10", "pass_at_100")
+# Periodic evaluations score the original view alone (the learning curve); pass@k votes in the final one.
+PUZZLE_PERIODIC = ("exact_accuracy", "token_accuracy")
 
 FAMILIES = {
     "transformer": Family(metrics=SEQUENCE_METRICS, device_bytes=footprint.device_bytes,

@@ -22,6 +22,9 @@ from hwsweep.models.blocks import Block, PuzzleInput, sequence_loss, sequence_so
 from hwsweep.models.puzzle_tasks import evaluate, tables  # noqa: F401 (the family's contract)
 
 ACT_MODES = ("act", "fixed", "none")
+# When ACT's exploration is drawn: at every segment, as the original (a sample explores at a segment with
+# probability halt_exploration_prob, and then may not halt before a random 2..halt_max_steps), or once per sample.
+EXPLORATION = ("per_segment", "per_sample")
 # The kinds of sample-segment a training forward runs, each of fixed FLOPs per sample (HRM.work_flops):
 # supervised (forward and backward, with its outputs), forward-only with its outputs (ACT's continue target of
 # a sample that halted), forward-only moving the state alone (act_mode none's first halt_max_steps - 1).
@@ -66,7 +69,8 @@ class HRM(nn.Module):
     def __init__(self, vocab_size: int, length: int, width: int, heads: int, mlp_ratio: int, h_layers: int,
                  l_layers: int, h_cycles: int, l_cycles: int, halt_max_steps: int, halt_exploration_prob: float,
                  act_mode: str, puzzle_emb_ndim: int = 0, num_puzzle_ids: int = 1,
-                 positions: str = "rope", loss: str = "stablemax_cross_entropy"):  # fmt: skip
+                 positions: str = "rope", loss: str = "stablemax_cross_entropy", embed_scale: bool = True,
+                 halt_exploration: str = "per_segment"):  # fmt: skip
         super().__init__()
         self.loss = loss
         # Sample-segments run since the last `take_work()`, by kind (WORK): compute is counted at these, not at
@@ -78,15 +82,21 @@ class HRM(nn.Module):
         self.h_cycles, self.l_cycles = h_cycles, l_cycles
         self.halt_max_steps = halt_max_steps
         self.halt_exploration_prob = halt_exploration_prob
+        if halt_exploration not in EXPLORATION:
+            raise ValueError(f"halt_exploration {halt_exploration!r}: use one of {EXPLORATION}")
+        self.halt_exploration = halt_exploration
         # Set by a sharded wrapping (FSDP): (flag) -> whether any rank's flag is set, so that ACT's segment count,
         # which differs per rank, is the same on all of them; None runs each rank's own count.
         self.lockstep = None
         self.act_mode = act_mode
-        self.input = PuzzleInput(vocab_size, length, width, heads, positions, puzzle_emb_ndim, num_puzzle_ids)
+        self.input = PuzzleInput(vocab_size, length, width, heads, positions, puzzle_emb_ndim, num_puzzle_ids,
+                                 embed_scale)  # fmt: skip
         self.H = ReasoningModule(h_layers, width, heads, mlp_ratio)
         self.L = ReasoningModule(l_layers, width, heads, mlp_ratio)
         self.head = nn.Linear(width, vocab_size, bias=False)
-        # (halt, continue) logits from the first position; only with ACT (DDP refuses unused parameters).
+        # (halt, continue) logits from the first position: the first puzzle-embedding position where there is one
+        # (the original's sudoku embeds its one identifier, so its Q head reads a position of its own), else the
+        # first cell. Only with ACT (DDP refuses unused parameters).
         self.q_head = QHead(width) if act_mode == "act" else None
         # Fixed initial states (zeros would make z_H and z_L start alike).
         self.register_buffer("h_init", torch.empty(width))
@@ -125,12 +135,32 @@ class HRM(nn.Module):
     @torch.no_grad()
     def predict(self, inputs: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tensor:
         """Tokens after halt_max_steps segments for every sample: the same maximum compute in every act_mode."""
+        return self.trace(inputs, puzzle_ids, every=False)[0][-1]
+
+    @torch.no_grad()
+    def trace(self, inputs: torch.Tensor, puzzle_ids: torch.Tensor, every: bool = True):
+        """Every sample through all halt_max_steps segments (the original's evaluation): the tokens after each
+        segment, (segments, batch, length), and with ACT the segment (1-based) at which each sample's Q head
+        would halt it, the first whose halt Q beats its continue Q (halt_max_steps if none does); None without
+        a Q head. every=False reads the outputs after the last segment only (tokens (1, batch, length), no
+        halting). The segments are counted as run (`predicted`): all of them."""
         x, carry = self.start(inputs, puzzle_ids)
         self.predicted["samples"] += len(inputs)
-        for _ in range(self.halt_max_steps):
+        m = self.halt_max_steps
+        tokens, halted_at = [], torch.full((len(inputs),), m, dtype=torch.long, device=inputs.device)
+        decided = torch.zeros(len(inputs), dtype=torch.bool, device=inputs.device)
+        for step in range(1, m + 1):
             carry = self.segment(carry, x)
             self.predicted["segments"] += len(inputs)
-        return self.outputs(carry[0])[0].argmax(-1)
+            if not every and step < m:
+                continue
+            logits, q = self.outputs(carry[0])
+            tokens.append(logits.argmax(-1))
+            if every and q is not None and step < m:
+                now = (q[:, 0] > q[:, 1]) & ~decided
+                halted_at = torch.where(now, step, halted_at)
+                decided |= now
+        return torch.stack(tokens), halted_at if every and self.q_head is not None else None
 
     def forward(self, inputs: torch.Tensor, targets: torch.Tensor, puzzle_ids: torch.Tensor) -> torch.Tensor:
         """The micro-batch's loss (mean over samples), deep supervision included.
@@ -156,7 +186,7 @@ class HRM(nn.Module):
             self.work["state_segments"] += b * (m - 1)
             return sequence_loss(self.outputs(z_h)[0], targets, self.loss).mean()
 
-        min_steps = self.exploration_min_steps(b, inputs.device)
+        min_steps = self.exploration_min_steps(b, inputs.device) if self.halt_exploration == "per_sample" else None
         rows = torch.arange(b, device=inputs.device)  # the samples still running
         total = x.new_zeros((), dtype=torch.float32)
         q_total = x.new_zeros((), dtype=torch.float32)
@@ -176,7 +206,8 @@ class HRM(nn.Module):
                 q[:, 0], sequence_solved(logits.detach(), t), reduction="sum")
             halt = torch.full_like(rows, step == m, dtype=torch.bool)
             if self.training and step < m:  # at evaluation every sample runs all m segments
-                halt = (q[:, 0] > q[:, 1]) & (step >= min_steps[rows])
+                least = min_steps[rows] if min_steps is not None else self.exploration_min_steps(len(rows), x.device)
+                halt = (q[:, 0] > q[:, 1]) & (step >= least)
             if self.training and self._any(bool(halt.any())):  # their continue target needs one more segment
                 # (no gradients); under lockstep a rank with none halted runs it on no rows
                 with torch.no_grad():
@@ -237,7 +268,8 @@ class HRM(nn.Module):
     def exploration_min_steps(self, b: int, device) -> torch.Tensor:
         """Per sample, the fewest segments it runs before it may halt: with probability
         halt_exploration_prob a random number in [2, halt_max_steps], so that the Q head also
-        learns what continuing is worth; 1 otherwise."""
+        learns what continuing is worth; 1 otherwise. Drawn at every segment for the samples still running
+        (halt_exploration per_segment, the original's), or once per sample before its first (per_sample)."""
         if self.act_mode != "act" or not self.training or self.halt_max_steps < 2:
             return torch.ones(b, dtype=torch.long, device=device)
         explore = torch.rand(b, device=device) < self.halt_exploration_prob
@@ -252,4 +284,5 @@ def build(recipe) -> HRM:
                l_cycles=cfg.l_cycles, halt_max_steps=cfg.halt_max_steps,
                halt_exploration_prob=cfg.halt_exploration_prob, act_mode=cfg.act_mode,
                puzzle_emb_ndim=cfg.puzzle_emb_ndim, num_puzzle_ids=spec.num_puzzle_ids,
-               positions=cfg.positions, loss=cfg.loss)  # fmt: skip
+               positions=cfg.positions, loss=cfg.loss, embed_scale=cfg.embed_scale,
+               halt_exploration=cfg.halt_exploration)  # fmt: skip

@@ -69,7 +69,7 @@ def score(candidates, inputs, targets, ks: Iterable[int] = KS, correct: Correct 
     }
     notes = []
     if candidates.shape[0] == 1:
-        notes.append("pass@k equals pass@1 for every k: one view per sample (no augmentation), one candidate")
+        notes.append("pass@k equals pass@1 for every k: one view per sample, one candidate (eval_views 0)")
     return metrics, notes
 
 

@@ -9,13 +9,16 @@ with nothing downloaded. A puzzle set is flattened square grids of tokens:
 - ARC-like: a colour grid (6x6..10x10, colours 0-9) in the top-left corner of a max_size
   canvas; token 0 is padding, colour c is token c + 1. Each puzzle identifier is one instance
   of a transformation rule (rotation, reflection, colour mapping, translation, object
-  recolour) with its parameters; its samples are new input grids under the same rule.
+  recolour) with its parameters; its samples are new input grids under the same rule. With
+  demonstrations, a sample shows input/output pairs of its puzzle before the query, canvas after
+  canvas; only the query's output is asked.
 
 Augmentation (`augment`) makes views of a puzzle by one of the 8 dihedral transforms of the
-canvas and a permutation of the colour tokens, applied alike to input and output. A view of a
-puzzle is a different puzzle (a reflected "rotate 90" is "rotate 270"), so view v of puzzle p
-gets its own identifier p * (n + 1) + v, and the transforms are a function of (seed, p, v)
-only: training and evaluation see the same views of the same puzzle.
+canvas (of each canvas, in place) and a permutation of the colour tokens, applied alike to input
+and output. An ARC-like view is a different puzzle (a reflected "rotate 90" is "rotate 270"), so
+view v of puzzle p gets its own identifier p * (n + 1) + v; a sudoku view is a sudoku and keeps
+identifier 0. The transforms are a function of (seed, p, v) only: training and evaluation see the
+same views of the same puzzle.
 """
 
 from __future__ import annotations
@@ -35,10 +38,18 @@ class GridSpec:
     side: int  # grids are side x side, flattened row-major
     vocab_size: int
     colours: tuple[int, int]  # tokens [lo, hi) that colour permutations may shuffle
+    # A view is another puzzle with its own identifier (ARC: a reflected "rotate 90" is "rotate 270"), or the same
+    # puzzle (sudoku: a symmetry of a sudoku is a sudoku; the original keeps identifier 0 for every copy).
+    views_are_puzzles: bool = True
+    panels: int = 1  # grids side by side in one sample (ARC-like demonstrations: input, output, ..., query)
 
     @property
     def length(self) -> int:
-        return self.side * self.side
+        return self.panels * self.side * self.side
+
+    def view_ids(self, puzzle_ids: torch.Tensor, view: torch.Tensor, n: int) -> torch.Tensor:
+        """The identifier of view `view` of puzzle `puzzle_ids` among n + 1 views."""
+        return puzzle_ids * (n + 1) + view if self.views_are_puzzles else puzzle_ids.expand_as(view).clone()
 
 
 class Puzzles(NamedTuple):
@@ -53,7 +64,7 @@ def _permutations(rng: np.random.Generator, count: int, k: int) -> np.ndarray:
 
 # -- sudoku ---------------------------------------------------------------------------------
 def sudoku_spec(n: int) -> GridSpec:
-    return GridSpec(side=n, vocab_size=n + 1, colours=(1, n + 1))
+    return GridSpec(side=n, vocab_size=n + 1, colours=(1, n + 1), views_are_puzzles=False)
 
 
 def _box_size(n: int) -> int:
@@ -196,13 +207,14 @@ RULES = ("rotate", "reflect", "colour_map", "translate", "recolour_objects")
 PAD = 0  # canvas token outside the grid; colour c is token c + 1
 
 
-def arc_spec(max_size: int) -> GridSpec:
+def arc_spec(max_size: int, demonstrations: int = 0) -> GridSpec:
     # Colour permutations keep padding (0) and black (token 1, the background) in place.
-    return GridSpec(side=max_size, vocab_size=11, colours=(2, 11))
+    return GridSpec(side=max_size, vocab_size=11, colours=(2, 11), panels=2 * demonstrations + 1)
 
 
 def arc_rules(num_puzzles: int, seed: int) -> list[tuple[str, tuple]]:
-    """Puzzle p's rule and parameters; a function of (num_puzzles, seed) only."""
+    """Puzzle p's rule and parameters, drawn in turn from `seed`: the first N are the same for any num_puzzles >= N
+    (so unseen puzzles after the trained ones leave the trained ones' rules alone)."""
     rng = np.random.default_rng([seed, 0xA5C])
     rules = []
     for p in range(num_puzzles):
@@ -269,36 +281,49 @@ def _dihedral_np(grid: np.ndarray, d: int) -> np.ndarray:
 
 
 def arc(count: int, seed: int, num_puzzles: int = 16, puzzle_seed: int = 0, min_size: int = 6,
-        max_size: int = 10) -> Puzzles:  # fmt: skip
-    """`count` samples of `num_puzzles` rule puzzles (ids 0..num_puzzles-1) on new random grids.
+        max_size: int = 10, demonstrations: int = 0, first_puzzle: int = 0) -> Puzzles:  # fmt: skip
+    """`count` samples of the rule puzzles first_puzzle..num_puzzles-1 (their ids) on new random grids.
 
-    The rules depend on (num_puzzles, puzzle_seed) only, the grids on `seed`: a training and
-    a held-out set made with two seeds ask the same puzzles about different grids.
+    The rules depend on (puzzle_seed) and the puzzle's index only (arc_rules draws them in turn), the grids on
+    `seed`: a training and a held-out set made with two seeds ask the same puzzles about different grids, and
+    first_puzzle = the training set's num_puzzles asks puzzles training never saw (new rule instances, new ids).
+
+    With `demonstrations` D, a sample is 2 D + 1 canvases in a row: D input/output pairs of the same puzzle on
+    grids of their own, then the query's input; its target asks only the query's output (the demonstrations'
+    cells are IGNORE), so the rule can be read from the sample itself rather than from its identifier alone.
     """
     rng = np.random.default_rng(seed)
     rules = arc_rules(num_puzzles, puzzle_seed)
-    ids = rng.integers(0, num_puzzles, count)
-    sizes = rng.integers(min_size, max_size + 1, count)
-    inputs = np.full((count, max_size, max_size), PAD)
-    targets = inputs.copy()
-    for s in range(min_size, max_size + 1):
-        for p in range(num_puzzles):
-            rows = np.flatnonzero((sizes == s) & (ids == p))
-            if rows.size:
-                grid = _random_grids(rng, rows.size, s)
-                inputs[rows, :s, :s] = grid + 1
-                targets[rows, :s, :s] = _apply_rule(grid, *rules[p]) + 1
-    flat = (count, max_size * max_size)
-    return Puzzles(torch.from_numpy(inputs.reshape(flat)).long(), torch.from_numpy(targets.reshape(flat)).long(),
-                   torch.from_numpy(ids).long())  # fmt: skip
+    ids = rng.integers(first_puzzle, num_puzzles, count)
+    area = max_size * max_size
+
+    def panel(sizes):  # one canvas of input and its rule's output for every sample
+        inputs = np.full((count, max_size, max_size), PAD)
+        outputs = inputs.copy()
+        for s in range(min_size, max_size + 1):
+            for p in range(first_puzzle, num_puzzles):
+                rows = np.flatnonzero((sizes == s) & (ids == p))
+                if rows.size:
+                    grid = _random_grids(rng, rows.size, s)
+                    inputs[rows, :s, :s] = grid + 1
+                    outputs[rows, :s, :s] = _apply_rule(grid, *rules[p]) + 1
+        return inputs.reshape(count, area), outputs.reshape(count, area)
+
+    query, answer = panel(rng.integers(min_size, max_size + 1, count))
+    shown = [x for _ in range(demonstrations) for x in panel(rng.integers(min_size, max_size + 1, count))]
+    inputs = np.concatenate(shown + [query], axis=1)
+    targets = np.concatenate([np.full((count, 2 * demonstrations * area), PAD), answer], axis=1)
+    return Puzzles(torch.from_numpy(inputs).long(), torch.from_numpy(targets).long(), torch.from_numpy(ids).long())
 
 
 # -- augmentation ------------------------------------------------------------------------------
 @lru_cache(maxsize=8)
-def dihedral_positions(side: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(8, side*side) gather indices: view[j] = grid[index[d, j]], and their inverses."""
+def dihedral_positions(side: int, panels: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """(8, panels*side*side) gather indices: view[j] = grid[index[d, j]], and their inverses; each of the
+    `panels` side x side canvases in a row is transformed in place."""
     grid = np.arange(side * side).reshape(1, side, side)
-    index = torch.from_numpy(np.stack([_dihedral_np(grid, d).reshape(-1) for d in range(8)]).copy())
+    one = np.stack([_dihedral_np(grid, d).reshape(-1) for d in range(8)])
+    index = torch.from_numpy(np.concatenate([one + k * side * side for k in range(panels)], axis=1))
     return index, index.argsort(dim=1)
 
 
@@ -318,13 +343,14 @@ class Views:
 
     inputs: torch.Tensor  # (views, batch, length)
     targets: torch.Tensor  # (views, batch, length)
-    puzzle_ids: torch.Tensor  # (views, batch): p * (n + 1) + v
+    puzzle_ids: torch.Tensor  # (views, batch): GridSpec.view_ids (ARC-like p * (n + 1) + v; sudoku 0)
     dihedral: torch.Tensor  # (views, batch) in 0..7
     token_map: torch.Tensor  # (views, batch, vocab): view token = token_map[original token]
+    spec: GridSpec
 
     def invert(self, preds: torch.Tensor) -> torch.Tensor:
         """Map (views, batch, length) predictions made on the views back to the original frame."""
-        _, inverse = dihedral_positions(math.isqrt(preds.shape[-1]))
+        _, inverse = dihedral_positions(self.spec.side, self.spec.panels)
         back = preds.gather(-1, inverse.to(preds.device)[self.dihedral])
         return self.token_map.argsort(-1).gather(-1, back)
 
@@ -344,7 +370,7 @@ def view_transforms(puzzle_ids: torch.Tensor, view: torch.Tensor, n: int, seed: 
 def apply_views(inputs, targets, puzzle_ids, view: torch.Tensor, n: int, seed: int, spec: GridSpec) -> Views:
     """View `view[..., i]` (0..n) of sample i; the leading shape of `view` becomes the views axis."""
     dihedral, token_map = view_transforms(puzzle_ids, view, n, seed, spec)
-    index, _ = dihedral_positions(spec.side)
+    index, _ = dihedral_positions(spec.side, spec.panels)
     positions = index[dihedral]
 
     def transform(x):
@@ -352,8 +378,8 @@ def apply_views(inputs, targets, puzzle_ids, view: torch.Tensor, n: int, seed: i
         return token_map.gather(-1, moved).to(x.device)
 
     dev = inputs.device
-    return Views(transform(inputs), transform(targets), (puzzle_ids.cpu() * (n + 1) + view).to(dev),
-                 dihedral.to(dev), token_map.to(dev))  # fmt: skip
+    return Views(transform(inputs), transform(targets), spec.view_ids(puzzle_ids.cpu(), view, n).to(dev),
+                 dihedral.to(dev), token_map.to(dev), spec)  # fmt: skip
 
 
 def augment(inputs, targets, puzzle_ids, n: int, seed: int, spec: GridSpec) -> Views:

@@ -683,7 +683,8 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
             raise ConfigError(f"{where}.reference: {SHOWN.repr(references[suite])} is not a variant of suite {suite}; "
                               f"use one of {', '.join(list(seen)[:8])}")  # fmt: skip
     warnings = (_cross_hardware_warnings(cells, hardware, raw["baseline"]) + _unmapped_warnings(trainer, cells)
-                + _stop_at_warnings(cells, trainer) + _lr_warnings(cells, trainer))  # fmt: skip
+                + _stop_at_warnings(cells, trainer) + _lr_warnings(cells, trainer)
+                + _unseen_warnings(cells))  # fmt: skip
     matrix = Matrix(
         cells=tuple(cells),
         seeds=tuple(raw["seeds"]),
@@ -811,6 +812,18 @@ def _stop_at_warnings(cells, trainer: Trainer) -> tuple[str, ...]:
     return (f"recipe.schedule.stop_at: target (suite {', '.join(stopping)}): only a script on hwsweep.runtime stops at "
             "its targets; an unmodified command trains every step (its time to target is still measured, nothing "
             "is saved; use stop_at: steps to say so)",)  # fmt: skip
+
+
+def _unseen_warnings(cells) -> tuple[str, ...]:
+    """Unseen puzzles whose samples show no demonstration: nothing tells the model their rule (their identifier's
+    embedding row is zero), so their accuracy measures chance, not generalization."""
+    blind = sorted({c.suite for c in cells if getattr(c.recipe.task, "unseen_puzzles", 0)
+                    and not getattr(c.recipe.task, "demonstrations", 0)})  # fmt: skip
+    if not blind:
+        return ()
+    return (f"recipe.task.unseen_puzzles without demonstrations (suite {', '.join(blind)}): an unseen puzzle's rule "
+            "reaches the model through nothing, so unseen_exact_accuracy measures chance; set task.demonstrations: 1 "
+            "to ask whether the rule is read from the sample",)  # fmt: skip
 
 
 def _lr_warnings(cells, trainer: Trainer) -> tuple[str, ...]:

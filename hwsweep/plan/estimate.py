@@ -25,8 +25,8 @@ A cell's, suite's and the total's wall clock is the sum of their runs': the runs
 Evaluation (eval_seconds, in the wall clock and, on one device, in the device-hours) runs on the
 device type that trained at the same MFU, in fp32 (the built-in evaluator's arithmetic): the forward FLOPs of one held-out prediction (the model's
 `predict`, counted on meta; else a third of a training step's FLOPs) times the samples predicted,
-i.e. every view voted (eval_views + 1, at most augmentation + 1) of the held-out set and of the
-periodic evaluations (eval_subset every eval_every steps).
+i.e. every view voted (task.voted_views) of the held-out set, the unseen puzzles' split, and the original
+view of the periodic evaluations (eval_subset every eval_every steps).
 """
 
 from __future__ import annotations
@@ -90,11 +90,13 @@ def _predict_flops(task_cfg, model_cfg) -> int:
 
 
 def eval_samples(recipe, steps: int) -> int:
-    """Samples the evaluator predicts in a run: every view voted, of the held-out set and of the periodic evaluations."""
+    """Samples the evaluator predicts in a run: every view voted of the held-out set, the unseen puzzles' split (one
+    view), and the periodic evaluations (the original view)."""
     task = recipe.task
-    views = min(getattr(task, "eval_views", 0), getattr(task, "augmentation", 0)) + 1
+    views = getattr(task, "voted_views", 1)
+    unseen = task.eval_size if getattr(task, "unseen_puzzles", 0) else 0
     periodic = steps // recipe.eval_every if recipe.eval_every else 0
-    return views * (task.eval_size + periodic * min(recipe.eval_subset, task.eval_size))
+    return views * task.eval_size + unseen + periodic * min(recipe.eval_subset, task.eval_size)
 
 
 def eval_flops(recipe, steps: int) -> int | None:

@@ -203,6 +203,16 @@ class Run:
         self.optimizer_kernel = self.recipe.optimizer.resolved_kernel(self.device.type)
         return devices.adamw(parameters, self.recipe.optimizer, self.plan.lr, self.device.type)
 
+    def optimizer(self, parameters) -> torch.optim.Optimizer:
+        """The recipe's optimizer (recipe.optimizer.name) at the plan's lr: AdamW as run.adamw, or AdamATan2 (the
+        original HRM's; one implementation, recorded in provenance as its kernel)."""
+        if self.recipe.optimizer.name == "adamw":
+            return self.adamw(parameters)
+        from hwsweep.run import optimizers
+
+        self.optimizer_kernel = self.recipe.optimizer.name
+        return optimizers.build(parameters, self.recipe.optimizer, self.plan.lr, self.device.type)
+
     def autocast(self):
         """The plan's precision for the forward pass (a no-op in fp32)."""
         return devices.autocast(self._device, self.plan.precision)
@@ -212,7 +222,11 @@ class Run:
         state_dict) and restore the newest checkpoint of this run. Returns the step resumed (0: fresh)."""
         states = {k: _unwrapped(v) if k == "model" else v for k, v in states.items()}
         if self.sharded and "model" in states:  # the model and its optimizers are saved in shards (DCP)
-            optimizers = {k: states.pop(k) for k in list(states) if isinstance(states[k], torch.optim.Optimizer)}
+            # only optimizers of the model's parameters: the puzzle embedding's SignSGD steps a buffer, which the
+            # model's state holds; its own state (lr, weight decay) is plain
+            own = {id(p) for p in states["model"].parameters()}
+            optimizers = {k: states.pop(k) for k in list(states) if isinstance(states[k], torch.optim.Optimizer)
+                          and all(id(p) in own for g in states[k].param_groups for p in g["params"])}  # fmt: skip
             states["sharded"] = Sharded(states.pop("model"), optimizers)
         self.checkpoint.register(**states)
         self.start = self.checkpoint.load()
