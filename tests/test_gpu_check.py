@@ -269,7 +269,7 @@ def test_the_offline_install_sees_the_machines_torch_and_installs_the_folder(tmp
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    venv = tmp_path / "hwsweep-gpu-check-venv"
+    venv = tmp_path / "hwsweep-venv-for-gpu-check"
     assert seen["prefix"] == str(venv)
     assert seen["torch"].startswith(sys.prefix)  # the machine's torch, not a copy
     assert seen["carried"].startswith(str(venv))  # installed from the folder
