@@ -47,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(HERE), str(REPO)]
 
+from gpucheck import proc as proc_tools  # noqa: E402  (stdlib only)
 from gpucheck import wheels  # noqa: E402  (stdlib only: runs before the install)
 
 DEADLINE_S = 480  # the whole check, the offline install included (issue 39: 8 minutes)
@@ -141,6 +142,7 @@ def check(args) -> int:
     work = Path(tempfile.mkdtemp(prefix="hwsweep-gpu-check-"))
     log.say(f"bench/gpu_check.py{' --smoke' if args.smoke else ''}: sections {', '.join(s.key for s in chosen)}; "
             f"{deadline_s:.0f} s in all; work folder {work}")  # fmt: skip
+    log.say(f"work folder: {work}")  # on a line of its own, for `ls` (--keep-work keeps it after the check)
     device, hardware, problem = _device(work, log)
     if not problem and not args.smoke and hardware["accelerator"] != "cuda":
         problem = "no CUDA device visible here; the check's sizes need one (--smoke runs its code at tiny sizes on a CPU)"
@@ -213,43 +215,77 @@ def _skipped(section: Section, reason: str) -> dict:
     return {"key": section.key, "title": section.title, "status": "skipped", "line": reason, "rows": [], "notes": []}
 
 
+@dataclass
+class _Started:
+    section: Section
+    allowed: float
+    budget: float
+    folder: Path
+    proc: subprocess.Popen
+    output: object  # the section's output file, open while it runs
+    t0: float
+
+
+def _run_stage(runs: list[tuple[Section, float, float]], work: Path, smoke: bool, device: dict, hardware: dict,
+               log: Log) -> list[dict]:  # fmt: skip
+    """The sections of one stage, started together, each stopped after its own allowed seconds; their results."""
+    started = [_start_section(section, allowed, budget, work, smoke, device, hardware, log)
+               for section, allowed, budget in runs]  # fmt: skip
+    return [_finish_section(s, log) for s in started]
+
+
 def _run_section(section: Section, allowed: float, budget: float, work: Path, smoke: bool, device: dict,
                  hardware: dict, log: Log, cmd: list[str] | None = None) -> dict:  # fmt: skip
     """Run one section in its own process group (`cmd`: another program in its place, for the tests), stopped
     after `allowed` seconds; its rows as it left them."""
+    return _finish_section(_start_section(section, allowed, budget, work, smoke, device, hardware, log, cmd), log)
+
+
+def _start_section(section: Section, allowed: float, budget: float, work: Path, smoke: bool, device: dict,
+                   hardware: dict, log: Log, cmd: list[str] | None = None) -> _Started:  # fmt: skip
     folder = work / section.key
     folder.mkdir()
-    rows_path = folder / "rows.json"
     context = folder / "context.json"
-    ends = time.time() + allowed
     context.write_text(json.dumps({"smoke": smoke, "hardware": hardware, "device": device, "work": str(folder),
-                                   "ends": ends, "rows": str(rows_path), "key": section.key}))  # fmt: skip
+                                   "ends": time.time() + allowed, "rows": str(folder / "rows.json"),
+                                   "key": section.key}))  # fmt: skip
     log.say(f"[{section.key}] {section.title}: up to {allowed:.0f} s (budget {budget:.0f} s)")
     cmd = (cmd or [sys.executable, str(Path(__file__).resolve()), "--section", section.key]) + [
         "--context",
         str(context),
     ]
-    t0 = time.monotonic()
-    log.file.write(f"----- [{section.key}] output -----\n")
-    with open(folder / "output.log", "w") as output:
-        proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder,
-                                env=os.environ | {"PYTHONUNBUFFERED": "1"})  # fmt: skip
-        over = False
-        try:
-            proc.wait(timeout=allowed)
-        except subprocess.TimeoutExpired:
-            over = True
-            _stop(proc)
-    seconds = time.monotonic() - t0
+    output = open(folder / "output.log", "w")
+    proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder,
+                            env=os.environ | {"PYTHONUNBUFFERED": "1"})  # fmt: skip
+    return _Started(section, allowed, budget, folder, proc, output, time.monotonic())
+
+
+def _finish_section(started: _Started, log: Log) -> dict:
+    section, allowed, budget, folder, proc = started.section, started.allowed, started.budget, started.folder, started.proc
+    over = False
+    try:
+        proc.wait(timeout=max(0.0, started.t0 + allowed - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        over = True
+        _stop(proc)
+    started.output.close()
+    seconds = time.monotonic() - started.t0
     text = (folder / "output.log").read_text(errors="replace")
-    log.file.write(text + "\n")
+    log.file.write(f"----- [{section.key}] output -----\n{text}\n")
+    notes_left = []
+    for path, tail in proc_tools.leftovers(folder):  # programs the section left running: stopped, their logs' tails
+        log.file.write(f"----- [{section.key}] {path.relative_to(folder)} was still running when the section "
+                       f"ended: its last {proc_tools.TAIL} lines -----\n{tail or '(empty)'}\n-----\n")  # fmt: skip
+        last = tail.splitlines()[-1] if tail else "(empty)"
+        notes_left.append(f"stopped while {path.name} ran (its tail is in gpu_check.log); its last line: {last[:200]}")
+    rows_path = folder / "rows.json"
     found = json.loads(rows_path.read_text()) if rows_path.exists() else {"rows": [], "notes": []}
-    rows, notes = found["rows"], found["notes"]
+    rows, notes = found["rows"], found["notes"] + notes_left
     why_pending = (f"not reached: the section's {allowed:.0f} s were over" if over else
                    "not reached: the section ended before it")  # fmt: skip
     for row in rows:
-        if row["status"] == "pending":
-            row.update(status="skipped", detail=why_pending)
+        if row["status"] == "pending":  # what it had reached (a pending row's detail), after why it stopped
+            row.update(status="skipped", detail=why_pending + (f"; reached: {row['detail']}" if row.get("detail") else ""))
     statuses = {r["status"] for r in rows}
     if over:
         status, line = "over budget", f"stopped after {seconds:.0f} s (its budget {budget:.0f} s)"

@@ -126,6 +126,63 @@ def test_a_section_that_fails_says_why_in_one_line(tmp_path):
     assert "the device said no" in found["output_tail"]
 
 
+# A program the section runs (snakemake, the launcher, torchrun): 50 numbered lines, then what the test says.
+PROGRAM = "for i in $(seq 1 50); do echo program line $i; done; "
+
+
+def test_a_program_that_fails_puts_its_logs_tail_into_gpu_check_log(tmp_path):
+    """The first H100 run lost snakemake's and the launcher's logs with the work folder: a timeout said nothing of
+    where they were. Now the program's last 40 lines go into gpu_check.log and its row says how it ended."""
+    program = STAND_IN + (
+        "from gpucheck import proc\n"
+        "with rec.guarded('tiny fp32 compiled'):\n"
+        f"    proc.run(['bash', '-c', {PROGRAM + 'exit 3'!r}], context['work'] + '/program.log', 60)\n"
+    )
+    found, _ = _section(tmp_path, program, allowed=60)
+    rows = {r["name"]: r for r in found["rows"]}
+    assert rows["tiny fp32 compiled"]["status"] == "error"
+    assert rows["tiny fp32 compiled"]["detail"] == "Failed: bash exited 3: program line 50"
+    log = (tmp_path / "gpu_check.log").read_text()
+    assert "program line 11\n" in log and "program line 50\n" in log and "program line 10\n" not in log
+
+
+def test_a_program_over_its_timeout_is_stopped_and_its_tail_said(tmp_path):
+    program = STAND_IN + (
+        "from gpucheck import proc\n"
+        "with rec.guarded('tiny fp32 compiled'):\n"
+        f"    proc.run(['bash', '-c', {PROGRAM + 'sleep 600'!r}], context['work'] + '/program.log', 2)\n"
+    )
+    found, seconds = _section(tmp_path, program, allowed=60)
+    assert seconds < 30
+    detail = {r["name"]: r for r in found["rows"]}["tiny fp32 compiled"]["detail"]
+    assert detail.startswith("Failed: bash timed out after 2 s; its log's last line: program line 50")
+    assert "program line 50\n" in (tmp_path / "gpu_check.log").read_text()
+
+
+def test_a_section_stopped_while_its_program_runs_leaves_neither_it_nor_silence(tmp_path):
+    """The parent stops the section (its time over) while a program of its own process group runs: the parent stops
+    that group too and puts the program's tail into gpu_check.log; the row in progress says what it had reached."""
+    program = STAND_IN + (
+        "from gpucheck import proc\n"
+        "rec.row('tiny fp32 compiled', 'pending', detail='compiled, 1 pair of 3')\n"
+        f"started = proc.Program(['bash', '-c', {PROGRAM + 'sleep 600'!r}], context['work'] + '/logs/program.log')\n"
+        "open(context['work'] + '/child', 'w').write(str(started.proc.pid))\n"
+        "time.sleep(600)\n"
+    )
+    found, seconds = _section(tmp_path, program, allowed=3)
+    assert found["status"] == "over budget" and seconds < 3 + 10 + 15
+    child = int((tmp_path / "speed" / "child").read_text())
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(child, 0)  # the program's group is gone, not left running on the GPU
+    log = (tmp_path / "gpu_check.log").read_text()
+    assert "logs/program.log was still running when the section ended" in log and "program line 50\n" in log
+    assert any(n.startswith("stopped while program.log ran") and n.endswith("program line 50") for n in found["notes"])
+    row = {r["name"]: r for r in found["rows"]}["tiny fp32 compiled"]
+    assert row["status"] == "skipped"
+    assert row["detail"] == "not reached: the section's 3 s were over; reached: compiled, 1 pair of 3"
+
+
 def test_a_row_that_raises_is_an_error_row_and_the_section_goes_on(tmp_path):
     rec = Recorder(tmp_path / "rows.json", "memory")
     rec.declare(["a", "b"])
