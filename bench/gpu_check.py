@@ -25,8 +25,12 @@ printed). Sections (docs/benchmarks.md, "GPU check", says what each measures and
     startup   a GPU run's startup beyond import torch + CUDA init + NCCL (<= 3 s)
 
 Each section runs in a process of its own with its own time budget: one over it is stopped and said so (its
-finished rows kept), one that fails never stops the others. `--smoke` runs every section's code path at tiny
-sizes on whatever device this is (a CPU in the tests): its figures mean nothing.
+finished rows kept, each row in progress with what it had reached), one that fails never stops the others; hrm
+and workflow run side by side. A program a section starts (snakemake, the launcher, the evaluator, torchrun)
+that fails or is stopped puts the last 40 lines of its log into gpu_check.log. The work folder (printed on a line
+of its own; deleted at the end unless --keep-work) is /tmp/hwsweep-gpu-check-*, the venv of --from-wheels
+/tmp/hwsweep-venv-for-gpu-check. `--smoke` runs every section's code path at tiny sizes on whatever device this
+is (a CPU in the tests): its figures mean nothing.
 """
 
 from __future__ import annotations
