@@ -95,8 +95,8 @@ def gpu_state(index: int = 0) -> str | None:
     except Exception:  # no NVML, no GPU, an older driver: not said
         return None
     try:
-        reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons")
+        reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        reasons = reasons or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons  # its older name
         said = f", clock event reasons {reasons(handle):#x}"
     except Exception:
         said = ""
