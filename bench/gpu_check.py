@@ -25,8 +25,12 @@ printed). Sections (docs/benchmarks.md, "GPU check", says what each measures and
     startup   a GPU run's startup beyond import torch + CUDA init + NCCL (<= 3 s)
 
 Each section runs in a process of its own with its own time budget: one over it is stopped and said so (its
-finished rows kept), one that fails never stops the others. `--smoke` runs every section's code path at tiny
-sizes on whatever device this is (a CPU in the tests): its figures mean nothing.
+finished rows kept, each row in progress with what it had reached), one that fails never stops the others; hrm
+and workflow run side by side. A program a section starts (snakemake, the launcher, the evaluator, torchrun)
+that fails or is stopped puts the last 40 lines of its log into gpu_check.log. The work folder (printed on a line
+of its own; deleted at the end unless --keep-work) is /tmp/hwsweep-gpu-check-*, the venv of --from-wheels
+/tmp/hwsweep-venv-for-gpu-check. `--smoke` runs every section's code path at tiny sizes on whatever device this
+is (a CPU in the tests): its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(HERE), str(REPO)]
 
+from gpucheck import proc as proc_tools  # noqa: E402  (stdlib only)
 from gpucheck import wheels  # noqa: E402  (stdlib only: runs before the install)
 
 DEADLINE_S = 480  # the whole check, the offline install included (issue 39: 8 minutes)
@@ -57,21 +62,36 @@ GRACE_S = 10  # between the stop signal and the kill of a section over its budge
 class Section:
     key: str
     title: str
-    budget_s: float  # on a GPU; the sum stays under DEADLINE_S
+    budget_s: float  # on a GPU; the sum over the stages (sections run side by side count once) stays under DEADLINE_S
     smoke_budget_s: float  # --smoke on a loaded 2-core CPU
+    beside: str | None = None  # runs at the same time as this section (the one before it), in one stage
 
 
 # Run in this order: the short ones first, the trainer-vs-loop pairs last (they take whatever time is left;
-# rows they do not reach are listed as skipped). The table lists them in issue 39's order (ORDER).
+# rows they do not reach are listed as skipped). hrm and workflow check what runs, not how fast: they run side by
+# side (each waits mostly on its programs' start: Python, torch, CUDA). Budgets from the first H100 run
+# (2026-11-26, docs/benchmarks.md): memory took 33-43 s, mfu 28 s; startup, hrm and workflow did not finish in
+# theirs, speed finished 6 of 12 rows in 236 s. The table lists them in issue 39's order (ORDER).
 SECTIONS = [
-    Section("startup", "startup beyond import + CUDA init", 45, 120),
-    Section("memory", "memory plan vs measured peak", 55, 120),
-    Section("mfu", "MFU at the large size", 30, 90),
-    Section("hrm", "HRM family on the GPU", 50, 150),
-    Section("workflow", "local default recipe through the workflow", 80, 240),
-    Section("speed", "trainer vs bare loop", 190, 240),
+    Section("startup", "startup beyond import + CUDA init", 50, 120),
+    Section("memory", "memory plan vs measured peak", 45, 120),
+    Section("mfu", "MFU at the large size", 35, 90),
+    Section("hrm", "HRM family on the GPU", 75, 150),
+    Section("workflow", "local default recipe through the workflow", 90, 240, beside="hrm"),
+    Section("speed", "trainer vs bare loop", 230, 240),
 ]
 ORDER = ["speed", "memory", "mfu", "workflow", "hrm", "startup"]
+
+
+def stages(chosen: list[Section]) -> list[list[Section]]:
+    """The sections in the stages they run in: one each, but a section `beside` the one before it shares its stage."""
+    out: list[list[Section]] = []
+    for section in chosen:
+        if out and section.beside in [s.key for s in out[-1]]:
+            out[-1].append(section)
+        else:
+            out.append([section])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,6 +161,7 @@ def check(args) -> int:
     work = Path(tempfile.mkdtemp(prefix="hwsweep-gpu-check-"))
     log.say(f"bench/gpu_check.py{' --smoke' if args.smoke else ''}: sections {', '.join(s.key for s in chosen)}; "
             f"{deadline_s:.0f} s in all; work folder {work}")  # fmt: skip
+    log.say(f"work folder: {work}")  # on a line of its own, for `ls` (--keep-work keeps it after the check)
     device, hardware, problem = _device(work, log)
     if not problem and not args.smoke and hardware["accelerator"] != "cuda":
         problem = "no CUDA device visible here; the check's sizes need one (--smoke runs its code at tiny sizes on a CPU)"
@@ -148,21 +169,26 @@ def check(args) -> int:
     result = {"check": "bench/gpu_check.py", "smoke": args.smoke, "started": time.strftime("%Y-%m-%d %H:%M:%S %Z",
               time.localtime(t0)), "deadline_seconds": deadline_s, "device": device, "hardware": hardware,
               "git_commit": _git_commit(), "sections": []}  # fmt: skip
-    for i, section in enumerate(chosen):
-        budget = section.smoke_budget_s if args.smoke else section.budget_s
-        later = sum(s.smoke_budget_s if args.smoke else s.budget_s for s in chosen[i + 1 :])
+    budget = (lambda s: s.smoke_budget_s) if args.smoke else (lambda s: s.budget_s)
+    planned = stages(chosen)
+    for i, stage in enumerate(planned):
+        later = sum(max(budget(s) for s in st) for st in planned[i + 1 :])
         left = t0 + deadline_s - time.time()
-        # Its own budget, or more where the later sections' budgets leave more; never past the deadline.
-        allowed = min(left, max(budget, left - later))
-        if problem:
-            found = _skipped(section, f"not run: {problem}")
-        elif allowed < 5:
-            found = _skipped(section, f"not run: {allowed:.0f} s of the check's {deadline_s:.0f} s were left")
-        else:
-            found = _run_section(section, allowed, budget, work, args.smoke, device, hardware, log)
-        result["sections"].append(found)
+        runs = []
+        for section in stage:
+            # Its own budget, or more where the later stages' budgets leave more; never past the deadline.
+            allowed = min(left, max(budget(section), left - later))
+            if problem:
+                result["sections"].append(_skipped(section, f"not run: {problem}"))
+            elif allowed < 5:
+                result["sections"].append(_skipped(section, f"not run: {allowed:.0f} s of the check's "
+                                                            f"{deadline_s:.0f} s were left"))  # fmt: skip
+            else:
+                runs.append((section, allowed, budget(section)))
+        if runs:
+            result["sections"] += _run_stage(runs, work, args.smoke, device, hardware, log)
         result["seconds"] = round(time.time() - t0, 1)
-        io.write_json(out / "gpu_check.json", _ordered(result))  # after every section: a killed check keeps them
+        io.write_json(out / "gpu_check.json", _ordered(result))  # after every stage: a killed check keeps them
     result = _ordered(result)
     result["summary"] = table.summary(result)
     io.write_json(out / "gpu_check.json", result)
@@ -213,43 +239,77 @@ def _skipped(section: Section, reason: str) -> dict:
     return {"key": section.key, "title": section.title, "status": "skipped", "line": reason, "rows": [], "notes": []}
 
 
+@dataclass
+class _Started:
+    section: Section
+    allowed: float
+    budget: float
+    folder: Path
+    proc: subprocess.Popen
+    output: object  # the section's output file, open while it runs
+    t0: float
+
+
+def _run_stage(runs: list[tuple[Section, float, float]], work: Path, smoke: bool, device: dict, hardware: dict,
+               log: Log) -> list[dict]:  # fmt: skip
+    """The sections of one stage, started together, each stopped after its own allowed seconds; their results."""
+    started = [_start_section(section, allowed, budget, work, smoke, device, hardware, log)
+               for section, allowed, budget in runs]  # fmt: skip
+    return [_finish_section(s, log) for s in started]
+
+
 def _run_section(section: Section, allowed: float, budget: float, work: Path, smoke: bool, device: dict,
                  hardware: dict, log: Log, cmd: list[str] | None = None) -> dict:  # fmt: skip
     """Run one section in its own process group (`cmd`: another program in its place, for the tests), stopped
     after `allowed` seconds; its rows as it left them."""
+    return _finish_section(_start_section(section, allowed, budget, work, smoke, device, hardware, log, cmd), log)
+
+
+def _start_section(section: Section, allowed: float, budget: float, work: Path, smoke: bool, device: dict,
+                   hardware: dict, log: Log, cmd: list[str] | None = None) -> _Started:  # fmt: skip
     folder = work / section.key
     folder.mkdir()
-    rows_path = folder / "rows.json"
     context = folder / "context.json"
-    ends = time.time() + allowed
     context.write_text(json.dumps({"smoke": smoke, "hardware": hardware, "device": device, "work": str(folder),
-                                   "ends": ends, "rows": str(rows_path), "key": section.key}))  # fmt: skip
+                                   "ends": time.time() + allowed, "rows": str(folder / "rows.json"),
+                                   "key": section.key}))  # fmt: skip
     log.say(f"[{section.key}] {section.title}: up to {allowed:.0f} s (budget {budget:.0f} s)")
     cmd = (cmd or [sys.executable, str(Path(__file__).resolve()), "--section", section.key]) + [
         "--context",
         str(context),
     ]
-    t0 = time.monotonic()
-    log.file.write(f"----- [{section.key}] output -----\n")
-    with open(folder / "output.log", "w") as output:
-        proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder,
-                                env=os.environ | {"PYTHONUNBUFFERED": "1"})  # fmt: skip
-        over = False
-        try:
-            proc.wait(timeout=allowed)
-        except subprocess.TimeoutExpired:
-            over = True
-            _stop(proc)
-    seconds = time.monotonic() - t0
+    output = open(folder / "output.log", "w")
+    proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder,
+                            env=os.environ | {"PYTHONUNBUFFERED": "1"})  # fmt: skip
+    return _Started(section, allowed, budget, folder, proc, output, time.monotonic())
+
+
+def _finish_section(started: _Started, log: Log) -> dict:
+    section, allowed, budget, folder, proc = started.section, started.allowed, started.budget, started.folder, started.proc
+    over = False
+    try:
+        proc.wait(timeout=max(0.0, started.t0 + allowed - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        over = True
+        _stop(proc)
+    started.output.close()
+    seconds = time.monotonic() - started.t0
     text = (folder / "output.log").read_text(errors="replace")
-    log.file.write(text + "\n")
+    log.file.write(f"----- [{section.key}] output -----\n{text}\n")
+    notes_left = []
+    for path, tail in proc_tools.leftovers(folder):  # programs the section left running: stopped, their logs' tails
+        log.file.write(f"----- [{section.key}] {path.relative_to(folder)} was still running when the section "
+                       f"ended: its last {proc_tools.TAIL} lines -----\n{tail or '(empty)'}\n-----\n")  # fmt: skip
+        last = tail.splitlines()[-1] if tail else "(empty)"
+        notes_left.append(f"stopped while {path.name} ran (its tail is in gpu_check.log); its last line: {last[:200]}")
+    rows_path = folder / "rows.json"
     found = json.loads(rows_path.read_text()) if rows_path.exists() else {"rows": [], "notes": []}
-    rows, notes = found["rows"], found["notes"]
+    rows, notes = found["rows"], found["notes"] + notes_left
     why_pending = (f"not reached: the section's {allowed:.0f} s were over" if over else
                    "not reached: the section ended before it")  # fmt: skip
     for row in rows:
-        if row["status"] == "pending":
-            row.update(status="skipped", detail=why_pending)
+        if row["status"] == "pending":  # what it had reached (a pending row's detail), after why it stopped
+            row.update(status="skipped", detail=why_pending + (f"; reached: {row['detail']}" if row.get("detail") else ""))
     statuses = {r["status"] for r in rows}
     if over:
         status, line = "over budget", f"stopped after {seconds:.0f} s (its budget {budget:.0f} s)"

@@ -59,25 +59,31 @@ dist.destroy_process_group()
 """
 
 
-def torchrun(n: int, *program: str) -> subprocess.CompletedProcess:
+def torchrun(n: int, *program: str, run=None) -> str:
+    """torchrun's output (stdout) of `program` on n processes. `run(cmd, env)`: how to run it, returning its output
+    (bench/gpu_check.py's: a log file, a timeout, the log's tail on a failure); default: here, at most 600 s."""
     cmd = [str(BIN / "torchrun"), "--standalone", "--nnodes", "1", "--nproc_per_node", str(n), *program]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    if run is not None:
+        return run(cmd, env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     if proc.returncode:
         sys.exit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
-    return proc
+    return proc.stdout
 
 
-def bare(folder: Path, n: int, step: bool, accelerator: str = "cpu") -> float:
-    """Rank 0's age at the end of the bare floor (with step: + DDP and one AdamW step) on `accelerator`."""
+def bare(folder: Path, n: int, step: bool, accelerator: str = "cpu", run=None) -> float:
+    """Rank 0's age at the end of the bare floor (with step: + DDP and one AdamW step) on `accelerator`; `run`:
+    torchrun's."""
     script = folder / f"bare_{int(step)}_{accelerator}.py"
     script.write_text(BARE.format(step=step, cuda=accelerator == "cuda", backend=BACKEND[accelerator]))
-    out = torchrun(n, str(script)).stdout
+    out = torchrun(n, str(script), run=run)
     return float(next(line.split()[1] for line in out.splitlines() if line.startswith("AGE")))
 
 
-def hwsweep_run(folder: Path, n: int, steps: int, hardware: dict | None = None) -> dict:
+def hwsweep_run(folder: Path, n: int, steps: int, hardware: dict | None = None, run=None) -> dict:
     """The startup (seconds, and its parts) of the built-in trainer on config/config.yaml's recipe; `hardware`:
-    the hardware entry to run on (default: n CPU processes)."""
+    the hardware entry to run on (default: n CPU processes); `run`: torchrun's."""
     raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
     entry = hardware or {"accelerator": "cpu", "devices_per_node": n}
     name = f"{entry['accelerator']}{n}"
@@ -89,7 +95,7 @@ def hwsweep_run(folder: Path, n: int, steps: int, hardware: dict | None = None) 
         subprocess.run(["rm", "-rf", str(run_dir)], check=True)
     spec["run_dir"] = str(run_dir)
     io.write_json(folder / "spec.json", spec)
-    torchrun(n, "-m", "hwsweep.run.train", str(folder / "spec.json"), "--threads", str(n))
+    torchrun(n, "-m", "hwsweep.run.train", str(folder / "spec.json"), "--threads", str(n), run=run)
     record = json.loads((run_dir / TRAIN_RECORD).read_text())
     return record["startup_parts"] | {"startup": record["startup_seconds"]}
 

@@ -126,6 +126,63 @@ def test_a_section_that_fails_says_why_in_one_line(tmp_path):
     assert "the device said no" in found["output_tail"]
 
 
+# A program the section runs (snakemake, the launcher, torchrun): 50 numbered lines, then what the test says.
+PROGRAM = "for i in $(seq 1 50); do echo program line $i; done; "
+
+
+def test_a_program_that_fails_puts_its_logs_tail_into_gpu_check_log(tmp_path):
+    """The first H100 run lost snakemake's and the launcher's logs with the work folder: a timeout said nothing of
+    where they were. Now the program's last 40 lines go into gpu_check.log and its row says how it ended."""
+    program = STAND_IN + (
+        "from gpucheck import proc\n"
+        "with rec.guarded('tiny fp32 compiled'):\n"
+        f"    proc.run(['bash', '-c', {PROGRAM + 'exit 3'!r}], context['work'] + '/program.log', 60)\n"
+    )
+    found, _ = _section(tmp_path, program, allowed=60)
+    rows = {r["name"]: r for r in found["rows"]}
+    assert rows["tiny fp32 compiled"]["status"] == "error"
+    assert rows["tiny fp32 compiled"]["detail"] == "Failed: bash exited 3: program line 50"
+    log = (tmp_path / "gpu_check.log").read_text()
+    assert "program line 11\n" in log and "program line 50\n" in log and "program line 10\n" not in log
+
+
+def test_a_program_over_its_timeout_is_stopped_and_its_tail_said(tmp_path):
+    program = STAND_IN + (
+        "from gpucheck import proc\n"
+        "with rec.guarded('tiny fp32 compiled'):\n"
+        f"    proc.run(['bash', '-c', {PROGRAM + 'sleep 600'!r}], context['work'] + '/program.log', 2)\n"
+    )
+    found, seconds = _section(tmp_path, program, allowed=60)
+    assert seconds < 30
+    detail = {r["name"]: r for r in found["rows"]}["tiny fp32 compiled"]["detail"]
+    assert detail.startswith("Failed: bash timed out after 2 s; its log's last line: program line 50")
+    assert "program line 50\n" in (tmp_path / "gpu_check.log").read_text()
+
+
+def test_a_section_stopped_while_its_program_runs_leaves_neither_it_nor_silence(tmp_path):
+    """The parent stops the section (its time over) while a program of its own process group runs: the parent stops
+    that group too and puts the program's tail into gpu_check.log; the row in progress says what it had reached."""
+    program = STAND_IN + (
+        "from gpucheck import proc\n"
+        "rec.row('tiny fp32 compiled', 'pending', detail='compiled, 1 pair of 3')\n"
+        f"started = proc.Program(['bash', '-c', {PROGRAM + 'sleep 600'!r}], context['work'] + '/logs/program.log')\n"
+        "open(context['work'] + '/child', 'w').write(str(started.proc.pid))\n"
+        "time.sleep(600)\n"
+    )
+    found, seconds = _section(tmp_path, program, allowed=3)
+    assert found["status"] == "over budget" and seconds < 3 + 10 + 15
+    child = int((tmp_path / "speed" / "child").read_text())
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(child, 0)  # the program's group is gone, not left running on the GPU
+    log = (tmp_path / "gpu_check.log").read_text()
+    assert "logs/program.log was still running when the section ended" in log and "program line 50\n" in log
+    assert any(n.startswith("stopped while program.log ran") and n.endswith("program line 50") for n in found["notes"])
+    row = {r["name"]: r for r in found["rows"]}["tiny fp32 compiled"]
+    assert row["status"] == "skipped"
+    assert row["detail"] == "not reached: the section's 3 s were over; reached: compiled, 1 pair of 3"
+
+
 def test_a_row_that_raises_is_an_error_row_and_the_section_goes_on(tmp_path):
     rec = Recorder(tmp_path / "rows.json", "memory")
     rec.declare(["a", "b"])
@@ -142,22 +199,32 @@ def test_each_section_gets_its_budget_and_what_the_ones_before_left_within_the_d
     gpu_check = _gpu_check()
     facts = ({"torch": "x", "python": "3"}, {"accelerator": "cuda", "gpu_type": "H100-80GB"}, None)
     monkeypatch.setattr(gpu_check, "_device", lambda work, log: facts)
-    calls = []
+    calls, stages = [], []
 
-    def run_section(section, allowed, *args, **kwargs):
-        calls.append((section.key, allowed))
-        return {"key": section.key, "title": section.title, "status": "ok", "line": "", "notes": [],
-                "rows": [{"name": "r", "status": "pass"}]}  # fmt: skip
+    def run_stage(runs, *args, **kwargs):
+        stages.append([section.key for section, _, _ in runs])
+        found = []
+        for section, allowed, _ in runs:
+            calls.append((section.key, allowed))
+            found.append({"key": section.key, "title": section.title, "status": "ok", "line": "", "notes": [],
+                          "rows": [{"name": "r", "status": "pass"}]})  # fmt: skip
+        return found
 
-    monkeypatch.setattr(gpu_check, "_run_section", run_section)
+    monkeypatch.setattr(gpu_check, "_run_stage", run_stage)
     code = gpu_check.main(["--out", str(tmp_path), "--sections", "startup", "memory", "speed", "--deadline", "200"])
     assert code == 0 and [k for k, _ in calls] == ["startup", "memory", "speed"]
     allowed = dict(calls)
-    assert allowed["startup"] == 45 and allowed["memory"] == 55  # their budgets: the later ones keep theirs
-    assert 195 < allowed["speed"] <= 200  # its 190 s and what the others left, but not past the deadline
+    assert allowed["startup"] == 50 and allowed["memory"] == 45  # their budgets: the later ones keep theirs
+    assert 195 < allowed["speed"] <= 200  # its 230 s and what the others left, but not past the deadline
     calls.clear()
     gpu_check.main(["--out", str(tmp_path), "--sections", "memory", "--deadline", "200"])
     assert 195 < calls[0][1] <= 200  # alone: the whole deadline
+    calls.clear()
+    stages.clear()
+    gpu_check.main(["--out", str(tmp_path), "--sections", "hrm", "workflow", "speed", "--deadline", "300"])
+    assert stages == [["hrm", "workflow"], ["speed"]]  # side by side: one stage, counted once in the budgets
+    allowed = dict(calls)
+    assert allowed["hrm"] == 75 and allowed["workflow"] == 90 and 295 < allowed["speed"] <= 300
     calls.clear()
     code = gpu_check.main(["--out", str(tmp_path), "--sections", "startup", "memory", "--deadline", "3"])
     assert calls == [] and code == 1  # under 5 s left: not run, and the exit code says the check is incomplete
@@ -165,6 +232,16 @@ def test_each_section_gets_its_budget_and_what_the_ones_before_left_within_the_d
     assert [s["status"] for s in result["sections"]] == ["skipped", "skipped"]
     assert all(s["line"].startswith("not run: ") and "were left" in s["line"] for s in result["sections"])
     assert "**skipped**: not run" in (tmp_path / "gpu_check.md").read_text()
+
+
+def test_the_budgets_fit_the_deadline_with_the_install():
+    """The stages' budgets on a GPU (sections side by side counted once) leave the offline install and the device's
+    reading 25 s of the 8 minutes (22 s on the first H100 run)."""
+    gpu_check = _gpu_check()
+    staged = gpu_check.stages(gpu_check.SECTIONS)
+    assert [[s.key for s in stage] for stage in staged] == [["startup"], ["memory"], ["mfu"], ["hrm", "workflow"],
+                                                            ["speed"]]  # fmt: skip
+    assert sum(max(s.budget_s for s in stage) for stage in staged) <= gpu_check.DEADLINE_S - 25
 
 
 def test_without_a_gpu_the_full_check_says_so_in_one_line_and_runs_nothing(tmp_path):
@@ -269,7 +346,7 @@ def test_the_offline_install_sees_the_machines_torch_and_installs_the_folder(tmp
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    venv = tmp_path / "hwsweep-gpu-check-venv"
+    venv = tmp_path / "hwsweep-venv-for-gpu-check"
     assert seen["prefix"] == str(venv)
     assert seen["torch"].startswith(sys.prefix)  # the machine's torch, not a copy
     assert seen["carried"].startswith(str(venv))  # installed from the folder

@@ -78,3 +78,26 @@ def line(device: dict) -> str:
     else:
         where = f"no GPU: CPU {device.get('name') or '?'} ({device.get('cpus')} CPUs)"
     return f"{where}, torch {device.get('torch')}, Python {device.get('python')}"
+
+
+def gpu_state(index: int = 0) -> str | None:
+    """The GPU's state now, in a few words (SM clock of its maximum, temperature, power, throttle reasons), from
+    NVML; None without it. Beside a speed figure: a GPU running below its clocks explains a slow one."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        clock = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        top = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        temp = pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
+        power = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000
+    except Exception:  # no NVML, no GPU, an older driver: not said
+        return None
+    try:
+        reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        reasons = reasons or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons  # its older name
+        said = f", clock event reasons {reasons(handle):#x}"
+    except Exception:
+        said = ""
+    return f"SM clock {clock} of {top} MHz, {temp} C, {power:.0f} W{said}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from types import SimpleNamespace
 
 import fsdp
@@ -66,6 +67,7 @@ def memory(ctx) -> None:
         rec.note("no CUDA device: peaks are the growth of the process's peak resident set, not max_memory_allocated "
                  "(the goal's measure): not judged")  # fmt: skip
     for (model, precision, strategy), name in zip(layouts, names):
+        t0 = time.monotonic()
         with rec.guarded(name):
             shape = SMOKE if ctx.smoke else tvb.SIZES[model][0]
             micro = SMOKE["micro"] if ctx.smoke else MICRO[model]
@@ -80,6 +82,7 @@ def memory(ctx) -> None:
             status = judged(abs(ratio - 1) <= TOLERANCE) if cuda else "info"
             rec.row(name, status, shown, f"measured / planned in [{1 - TOLERANCE:.2f}, {1 + TOLERANCE:.2f}]",
                     round(ratio, 4), detail)  # fmt: skip
+            print(f"memory: {name}: {ratio:.3f} in {time.monotonic() - t0:.1f} s; {ctx.left():.0f} s left", flush=True)
     _auto(ctx, device, auto)
     dist.destroy_process_group()
 
@@ -142,6 +145,7 @@ def _auto(ctx, device, names: list[str]) -> None:
         shown = (
             f"micro-batch {micro}: **{used:.0%}** of the budget ({bytes_text(peak + context)} of {bytes_text(budget)})"
         )
+        print(f"memory: {name}: micro-batch {micro}, {used:.0%} of the budget; {ctx.left():.0f} s left", flush=True)
         rec.row(name, judged(used >= USE_GOAL) if cuda else "info", shown, goal, round(used, 4),
                 f"large bf16-mixed, global batch {global_batch}; {how}; peak: {source}" + (
                     "" if cuda else "; CPU stand-in (the budget is made up)"))  # fmt: skip

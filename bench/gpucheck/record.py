@@ -22,6 +22,11 @@ from hwsweep.contracts import io
 STATUSES = ("pass", "fail", "info", "skipped", "error", "pending")
 
 
+class Stopped(BaseException):
+    """The parent stopped this section (SIGTERM: its time was over). Not a row's error: guarded() lets it through,
+    and the rows not finished stay pending (the parent lists them as not reached, with what they had reached)."""
+
+
 def judged(ok: bool) -> str:
     return "pass" if ok else "fail"
 

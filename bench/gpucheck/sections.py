@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import signal
 import sys
 from pathlib import Path
 
 from gpucheck.context import Context
-from gpucheck.record import Recorder
+from gpucheck.record import Recorder, Stopped
 
 MODULES = {"speed": "gpucheck.speed", "mfu": "gpucheck.speed", "memory": "gpucheck.memory",
            "workflow": "gpucheck.workflow", "hrm": "gpucheck.hrm", "startup": "gpucheck.startup"}  # fmt: skip
@@ -19,6 +20,15 @@ def run(key: str, context_path: Path) -> int:
     ctx = Context(smoke=raw["smoke"], hardware=raw["hardware"], device=raw["device"], work=Path(raw["work"]),
                   ends=raw["ends"], rec=Recorder(Path(raw["rows"]), key))  # fmt: skip
     module = importlib.import_module(MODULES[key])
-    getattr(module, key)(ctx)
+
+    def stop(signum, frame):
+        raise Stopped(f"section {key}: stopped by bench/gpu_check.py (its time was over)")
+
+    signal.signal(signal.SIGTERM, stop)  # the in-process trainer sets its own while it runs, then this again
+    try:
+        getattr(module, key)(ctx)
+    except Stopped as e:
+        print(e, file=sys.stderr, flush=True)
+        return 1
     print(f"section {key}: done", file=sys.stderr)
     return 0

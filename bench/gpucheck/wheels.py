@@ -32,7 +32,8 @@ THERE = ("torch", "triton", "numpy", "scipy", "pandas", "matplotlib", "pillow", 
          "grpcio", "sympy", "networkx", "pyarrow", "tensorboard", "tensorboard-data-server", "nvidia-", "cuda-")  # fmt: skip
 LIMIT_BYTES = 48 * 2**20  # the device carries 64 MiB with the repository: the wheels stay well under it
 MANIFEST = "manifest.json"
-VENV = Path(tempfile.gettempdir()) / "hwsweep-gpu-check-venv"
+# Not under the work folder's prefix (hwsweep-gpu-check-*): `ls -d /tmp/hwsweep-gpu-check-*` finds the work folder only.
+VENV = Path(tempfile.gettempdir()) / "hwsweep-venv-for-gpu-check"
 T0_ENV = "HWSWEEP_GPU_CHECK_T0"  # when the check started (the install counts toward its 8 minutes)
 PLATFORMS = ["manylinux1_x86_64", "manylinux2014_x86_64", "linux_x86_64"] + [
     f"manylinux_2_{n}_x86_64" for n in range(5, 40)

@@ -2,6 +2,12 @@
 hardware entry), seeds 0 and 1, tracking: [tensorboard] with a system sample every second, through the real
 workflow (the snakemake CLI on the repository's Snakefile: spec, torchrun, evaluate, aggregate).
 
+The first H100 run (2026-11-26) gave snakemake 45 s, then 21 s, and it finished neither time, one run after the
+other (timing: exclusive, one timing_slot). The rows check what runs, not how fast: the sweep runs with timing:
+shared (the two seeds train side by side on the GPU), and the repeat of seed 0 starts as soon as the sweep has
+written seed 0's spec.json, beside the sweep's own runs. A failure or a timeout puts the tail of snakemake's log
+and of the job logs written last into gpu_check.log.
+
 Rows: the sweep finishes (runs.csv holds both seeds); every record's provenance names this GPU and CUDA; the
 tracker's system metrics from NVML (utilisation, memory, power of the run's GPU) are in each run's TensorBoard
 event file, read back with TensorBoard's EventAccumulator; each run was evaluated on the device that trained it
@@ -15,11 +21,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+
+from gpucheck import proc
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -27,7 +34,8 @@ GPU_TAGS = ("system/gpu_utilisation_percent", "system/gpu_memory_gb", "system/gp
 NAMES = ["the sweep finishes (2 seeds: train, evaluate, aggregate)", "provenance records the GPU",
          "NVML metrics in the TensorBoard event file", "evaluated on the device that trained",
          "deterministic repeat bitwise equal"]  # fmt: skip
-REPEAT_S = 40  # kept for the repeat of seed 0 when the sweep is started
+CHECKS_S = 8  # kept for the rows read after the sweep (TensorBoard's event files, two checkpoints)
+JOB_LOGS = 3  # the job logs written last whose tails go to gpu_check.log when the sweep fails
 
 
 def _config(ctx) -> tuple[dict, str, str]:
@@ -35,7 +43,7 @@ def _config(ctx) -> tuple[dict, str, str]:
     suite = next(iter(cfg["suites"]))
     cfg["suites"] = {suite: {"description": cfg["suites"][suite].get("description", "")}}  # the recipe as it is
     name = "gpu1" if ctx.accelerator == "cuda" else "cpu1"
-    cfg |= {"hardware": {name: ctx.hardware}, "baseline": name, "seeds": [0, 1],
+    cfg |= {"hardware": {name: ctx.hardware}, "baseline": name, "seeds": [0, 1], "timing": "shared",
             "tracking": {"backends": ["tensorboard"], "system_every": 1}}  # fmt: skip
     if ctx.smoke:
         cfg["recipe"]["schedule"] = {"steps": 20, "warmup_steps": 2}
@@ -60,31 +68,38 @@ def workflow(ctx) -> None:
     cores = str(min(8, len(os.sched_getaffinity(0))))
     cmd = [str(BIN / "snakemake"), f"results/{suite}/comparison.csv", "--snakefile", str(REPO / "Snakefile"),
            "--directory", str(folder), "--configfile", str(folder / "config.yaml"), "--replace-workflow-config",
-           "--cores", cores, "--resources", "timing_slot=1"]  # one timed run at a time, as profiles/local  # fmt: skip
+           "--cores", cores]  # fmt: skip
     env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    with rec.guarded(NAMES[0]):
-        with open(ctx.work / "snakemake.log", "w") as log:
-            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                  timeout=max(10.0, ctx.left() - REPEAT_S))  # fmt: skip
-        if proc.returncode:
-            tail = (ctx.work / "snakemake.log").read_text(errors="replace").strip().splitlines()[-5:]
-            print("\n".join(tail), file=sys.stderr)
-            rec.row(NAMES[0], "fail", "**snakemake failed**", "exit 0, both seeds in runs.csv",
-                    detail=f"exit {proc.returncode}: " + " | ".join(tail)[-400:])  # fmt: skip
-        else:
-            import csv
+    repeat = []  # the repeat of seed 0, once its spec.json exists
 
-            with open(folder / "results" / suite / "runs.csv") as f:
-                rows = list(csv.DictReader(f))
-            seeds = sorted(int(r["seed"]) for r in rows)
-            rec.row(NAMES[0], "pass" if seeds == [0, 1] else "fail", f"**{len(rows)} runs** (seeds {seeds})",
-                    "exit 0, both seeds in runs.csv", detail=f"{suite}/default on {hw_name}: "
-                    + "; ".join(f"seed {r['seed']}: train {float(r['train_seconds']):.1f} s, eval "
-                                f"{float(r['eval_seconds']):.1f} s" for r in rows))  # fmt: skip
+    def start_repeat() -> None:
+        spec = _runs(folder).get(0)
+        if not repeat and spec is not None:
+            repeat.append(_start_repeat(ctx, folder, spec))
+
+    with rec.guarded(NAMES[0]):
+        print(f"workflow: snakemake started, {ctx.left():.0f} s left", flush=True)
+        try:
+            proc.run(cmd, ctx.work / "snakemake.log", max(10.0, ctx.left() - CHECKS_S), env=env, poll=start_repeat)
+        except proc.Failed:
+            _job_tails(folder)
+            raise
+        import csv
+
+        with open(folder / "results" / suite / "runs.csv") as f:
+            rows = list(csv.DictReader(f))
+        seeds = sorted(int(r["seed"]) for r in rows)
+        print(f"workflow: the sweep finished, {ctx.left():.0f} s left", flush=True)
+        rec.row(NAMES[0], "pass" if seeds == [0, 1] else "fail", f"**{len(rows)} runs** (seeds {seeds})",
+                "exit 0, both seeds in runs.csv", detail=f"{suite}/default on {hw_name}, timing: shared: "
+                + "; ".join(f"seed {r['seed']}: train {float(r['train_seconds']):.1f} s, eval "
+                            f"{float(r['eval_seconds']):.1f} s" for r in rows))  # fmt: skip
     runs = _runs(folder)
     if not all((p / "train.json").exists() for p in runs.values()) or not runs:
         for name in NAMES[1:]:
             rec.row(name, "skipped", detail="no finished run to read")
+        for program, _ in repeat:
+            program.stop()  # nothing to compare it with
         return
     with rec.guarded(NAMES[1]):
         _provenance(ctx, runs)
@@ -93,7 +108,16 @@ def workflow(ctx) -> None:
     with rec.guarded(NAMES[3]):
         _evaluated(ctx, runs)
     with rec.guarded(NAMES[4]):
-        _repeat(ctx, folder, runs[0])
+        start_repeat()  # where the sweep's spec.json came too late for the poll
+        _repeat(ctx, runs[0], *repeat[0])
+
+
+def _job_tails(folder: Path) -> None:
+    """The tails of the job logs (train, evaluate, aggregate) written last, into the section's output."""
+    logs = sorted((p for p in folder.rglob("*.log") if p.is_file()), key=lambda p: p.stat().st_mtime)
+    for log in logs[-JOB_LOGS:]:
+        print(f"----- the last {proc.TAIL} lines of {log.relative_to(folder)} -----\n{proc.tail(log) or '(empty)'}\n"
+              "-----", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _provenance(ctx, runs: dict[int, Path]) -> None:
@@ -135,32 +159,35 @@ def _evaluated(ctx, runs: dict[int, Path]) -> None:
                 f"eval.json device: {ctx.accelerator}", detail="the built-in evaluator's device (eval.json)")  # fmt: skip
 
 
-def _repeat(ctx, folder: Path, run: Path) -> None:
-    import torch
-
+def _start_repeat(ctx, folder: Path, run: Path) -> tuple[proc.Program, Path]:
+    """Seed 0 trained again from a copy of its spec.json in another folder (no tracker): started; (the program,
+    the repeat's run folder)."""
     again = ctx.work / "repeat"
     relative = run.relative_to(folder)
     (again / relative).mkdir(parents=True)
     shutil.copy2(run / "spec.json", again / relative / "spec.json")
-    with open(ctx.work / "repeat.log", "w") as log:
-        cmd = [sys.executable, "-m", "hwsweep.run.launch", str(relative / "spec.json"), "--threads", "1"]
-        proc = subprocess.run(cmd, cwd=again, stdout=log, stderr=subprocess.STDOUT, timeout=max(10.0, ctx.left() - 5))
-    if proc.returncode:
-        tail = (ctx.work / "repeat.log").read_text(errors="replace").strip().splitlines()[-3:]
-        ctx.rec.row(NAMES[4], "error", detail=f"the repeat failed (exit {proc.returncode}): {' | '.join(tail)[-300:]}")
-        return
+    cmd = [sys.executable, "-m", "hwsweep.run.launch", str(relative / "spec.json"), "--threads", "1"]
+    print(f"workflow: the repeat of seed 0 started, {ctx.left():.0f} s left", flush=True)
+    return proc.Program(cmd, ctx.work / "repeat.log", cwd=again), again / relative
+
+
+def _repeat(ctx, run: Path, program: proc.Program, again: Path) -> None:
+    import torch
+
+    program.finish(max(5.0, ctx.left() - 3))
 
     def losses(path: Path) -> list:
         lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
         return [(x["step"], x["loss"]) for x in lines if "loss" in x and "step" in x]
 
-    first, second = losses(run / "metrics.jsonl"), losses(again / relative / "metrics.jsonl")
+    first, second = losses(run / "metrics.jsonl"), losses(again / "metrics.jsonl")
     a = torch.load(run / "final.pt", map_location="cpu", weights_only=False)["model"]
-    b = torch.load(again / relative / "final.pt", map_location="cpu", weights_only=False)["model"]
+    b = torch.load(again / "final.pt", map_location="cpu", weights_only=False)["model"]
     differ = [k for k in a if k not in b or not torch.equal(a[k], b[k])]
     step = next((s for (s, x), (_, y) in zip(first, second) if x != y), None)
     ok = first == second and not differ and len(first) > 0
     shown = (f"**{'equal' if ok else 'not equal'}** ({len(first)} losses, {len(a)} tensors)" if ok else
              f"**not equal**: losses from step {step}, {len(differ)} of {len(a)} tensors differ")  # fmt: skip
     ctx.rec.row(NAMES[4], "pass" if ok else "fail", shown, "every loss and weight bitwise equal",
-                detail="seed 0 again from its spec.json, python -m hwsweep.run.launch, reproducibility deterministic")  # fmt: skip
+                detail="seed 0 again from its spec.json, python -m hwsweep.run.launch, reproducibility deterministic, "
+                       "beside the sweep's runs")  # fmt: skip
