@@ -193,7 +193,7 @@ def as_passed(spec) -> tuple[dict, dict]:
     """The plan and the spec (a RunSpec) as the script got them: a value it took from recipe.args in place of
     the plan's (args_values) is the one on record, in the plan and in the recipe's optimizer. The record's spec
     is this, so whoever checks a record against the config of now compares with this too."""
-    given = args_values(spec.trainer, spec.recipe.args)
+    given = args_values(spec.trainer, spec.recipe.args) if spec.trainer.invocation else {}  # built-in: the spec
     plan = spec.plan.__dict__ | {k: v for k, v in given.items() if k in spec.plan.__dict__}
     spec_dict = spec.to_dict()
     optimizer = spec_dict["recipe"]["optimizer"]
