@@ -46,10 +46,18 @@ def slowest(out: str, n: int = 30) -> list[tuple[float, str, str]]:
     return [(float(s), phase, test) for s, phase, test in rows][:n]
 
 
+def keep(folder: Path | None, name: str, out: str) -> None:
+    """A run's whole output, for its failures (the clone and its own copy go when the benchmark ends)."""
+    if folder:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1, help="full-suite runs in a row (the flakiness check: 3)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--logs", type=Path, help="write each run's whole output here (full-N.log, inner.log)")
     args = parser.parse_args()
     command = readme_test_command()
     install, _, pytest_part = command.rpartition("&&")
@@ -65,11 +73,13 @@ def main() -> None:
         for i in range(args.runs):
             seconds, code, out = timed(pytest_part.strip(), clone)
             result["runs"].append({"seconds": round(seconds, 1), "exit": code, "summary": summary(out)})
+            keep(args.logs, f"full-{i + 1}.log", out)
             print(f"full suite, run {i + 1}: {seconds:.0f} s, exit {code}: {summary(out)}")
             if i == 0:
                 result["slowest"] = slowest(out)
         seconds, code, out = timed(f'{pytest_part.strip()} -m "not slow"', clone)
         result["inner_loop"] = {"seconds": round(seconds, 1), "exit": code, "summary": summary(out)}
+        keep(args.logs, "inner.log", out)
         print(f'inner loop (-m "not slow"): {seconds:.0f} s, exit {code}: {summary(out)}')
     print("\n| seconds | phase | test |\n|---:|---|---|")
     for s, phase, test in result.get("slowest", []):
