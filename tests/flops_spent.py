@@ -1,7 +1,7 @@
-"""Helper for tests/test_compute_spent.py, run plainly or under torchrun: the built-in trainer
+"""Helper for tests/test_hrm.py, run plainly or under torchrun: the built-in trainer
 (hwsweep.run.train) with torch's own FlopCounterMode around every micro-batch's forward and backward, the
-FLOPs training actually spent, written per rank as JSON to argv[2]. The HRM's Q head starts from random
-weights here, so ACT halts samples after differing numbers of segments from the first step on.
+FLOPs training actually spent, written per rank as JSON to argv[2]. The HRM's Q head starts from small
+random weights and a bias towards halting here, so ACT halts samples after differing numbers of segments.
 
     python tests/flops_spent.py spec.json counted/ --threads 1
 """
@@ -35,7 +35,7 @@ def counter() -> FlopCounterMode:
 def main() -> None:
     spec, out = sys.argv[1], Path(sys.argv[2])
     counted = {"flops": 0, "micro_batches": 0}
-    accumulate, build = runtime.Run.accumulate, hrm.build
+    accumulate = runtime.Run.accumulate
 
     def counted_accumulate(self, loader):
         for batch in accumulate(self, loader):
@@ -44,16 +44,15 @@ def main() -> None:
             counted["flops"] += mode.get_total_flops()
             counted["micro_batches"] += 1
 
-    def halting_build(recipe):
-        model = build(recipe)
-        if model.q_head is not None:  # halt/continue apart by sample: some halt at once, some run on
-            generator = torch.Generator().manual_seed(7)
-            with torch.no_grad():
-                model.q_head.weight.copy_(torch.randn(model.q_head.weight.shape, generator=generator))
-                model.q_head.bias.zero_()
-        return model
+    def random_q_head(self):  # halt/continue apart by sample: some halt at once, some run on
+        generator = torch.Generator().manual_seed(7)
+        with torch.no_grad():
+            self.weight.copy_(0.1 * torch.randn(self.weight.shape, generator=generator))
+            self.bias.copy_(torch.tensor([0.8, 0.0]))  # halting a little ahead, by sample
 
-    runtime.Run.accumulate, hrm.build = counted_accumulate, halting_build
+    # The trainer builds on the meta device and initialises after (hwsweep.run.weights): the Q head's own
+    # initialiser is where its weights come from.
+    runtime.Run.accumulate, hrm.QHead.reset_parameters = counted_accumulate, random_q_head
     rank = int(os.environ.get("RANK", 0))
     train.main([spec] + sys.argv[3:])
     out.mkdir(parents=True, exist_ok=True)
