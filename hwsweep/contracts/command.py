@@ -184,7 +184,9 @@ def args_values(trainer: Trainer, script_args: dict) -> dict:
     """Recipe settings a script takes from recipe.args instead of the plan: a recipe.args flag named after one of
     RECIPE_VALUES that trainer.args does not pass (`lr: 20` for a script whose --lr gets no plan value). The run's
     record holds these values in the recipe's place. (The plan's locks, steps or batch, are never replaced: the
-    observer holds the script to them.)"""
+    observer holds the script to them.) The built-in trainer (no invocation) reads its recipe itself: none."""
+    if trainer.invocation is None:
+        return {}
     mapped = set(trainer.invocation.args.values())
     return {name: value for name, value in script_args.items() if name in RECIPE_VALUES and name not in mapped}
 
@@ -193,7 +195,7 @@ def as_passed(spec) -> tuple[dict, dict]:
     """The plan and the spec (a RunSpec) as the script got them: a value it took from recipe.args in place of
     the plan's (args_values) is the one on record, in the plan and in the recipe's optimizer. The record's spec
     is this, so whoever checks a record against the config of now compares with this too."""
-    given = args_values(spec.trainer, spec.recipe.args) if spec.trainer.invocation else {}  # built-in: the spec
+    given = args_values(spec.trainer, spec.recipe.args)
     plan = spec.plan.__dict__ | {k: v for k, v in given.items() if k in spec.plan.__dict__}
     spec_dict = spec.to_dict()
     optimizer = spec_dict["recipe"]["optimizer"]
