@@ -113,7 +113,10 @@ def _mean_words(runs: pd.DataFrame, column: str, what: str, **where) -> str:
         return f"{what}: not measured"
     values = sub[column].dropna().to_numpy()
     lo, hi = stats.mean_ci(values[None, :], CONFIDENCE)
-    band = f" ({_interval(lo[0], hi[0], unit='')})" if len(values) > 1 else " (one run: no interval)"
+    # An accuracy lies in [0, 1]: cutting the t interval there drops only values it cannot take (coverage kept).
+    cut = " cut at the metric's bounds" if lo[0] < 0 or hi[0] > 1 else ""
+    band = (f" (95% CI {max(lo[0], 0.0) * 100:.3g} to {min(hi[0], 1.0) * 100:.3g}{cut})" if len(values) > 1
+            else " (one run: no interval)")
     return f"{what}: {values.mean() * 100:.3g}{band}"
 
 

@@ -1190,3 +1190,15 @@ def test_the_study_answers_each_of_seed_001s_questions_with_an_interval_or_not_d
     assert "fewer than 2 runs" in study._paired_words(study.paired(undecided[:1], "a", "b"), "x")
     empty = pd.DataFrame()
     assert len(study.questions(empty, empty, empty)) == 6  # a study folder without tables: said, no crash
+
+
+def test_the_study_cuts_an_accuracy_s_interval_at_its_bounds_and_says_so():
+    """A t interval over three seeds near 100% reaches past it; an accuracy cannot, so the study cuts it there (which
+    keeps its coverage) and says it did, rather than printing a CI up to 105 points."""
+    study = _study()
+    runs = pd.DataFrame([{"suite": "baseline", "hardware": "cpu1", "pass_at_1": v} for v in (0.99, 1.0, 0.93)])
+    words = study._mean_words(runs, "pass_at_1", "pass@1", suite="baseline", hardware="cpu1")
+    assert words.startswith("pass@1: 97.3 (95% CI ") and words.endswith(" to 100 cut at the metric's bounds)"), words
+    inside = study._mean_words(runs.assign(pass_at_1=[0.5, 0.55, 0.6]), "pass_at_1", "pass@1", suite="baseline",
+                               hardware="cpu1")  # fmt: skip
+    assert inside == "pass@1: 55 (95% CI 42.6 to 67.4)", inside
