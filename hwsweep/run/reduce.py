@@ -17,6 +17,7 @@ import functools
 
 import torch
 import torch.distributed as dist
+import torch.distributed.nn  # noqa: F401 - imported before any process group exists: see StandardReduction.release
 from torch.nn.parallel import DistributedDataParallel
 
 from hwsweep.run import recompute, weights
@@ -67,6 +68,17 @@ class StandardReduction:
     def finish(self) -> None:
         pass
 
+    def release(self) -> None:
+        """At the run's end, before the process group is destroyed: DDP lets go of the group, so that destroying
+        it joins its worker threads (hwsweep.run.shutdown). DDP holds it in its reducer, its logger and an
+        attribute (what its own pickling leaves out); torch.distributed.nn's functions would hold it in their
+        default arguments had they been imported after the group was made (DDP imports them), hence the import
+        at the top of this module. The wrapper then computes as the model it wraps: nothing is left to reduce."""
+        if self.model is not self.module:
+            for holder in ("reducer", "logger", "process_group"):
+                vars(self.model).pop(holder, None)
+            self.model.forward = self.module.forward
+
 
 class StrictReduction:
     def __init__(self, model: torch.nn.Module, accumulation: int):
@@ -94,6 +106,9 @@ class StrictReduction:
             n = p.numel()
             p.grad = flat[offset : offset + n].view_as(p).clone()
             offset += n
+
+    def release(self) -> None:
+        pass  # the default group only, through torch.distributed's functions
 
 
 def block_units(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -168,6 +183,9 @@ class ShardedReduction:
 
     def finish(self) -> None:
         pass
+
+    def release(self) -> None:
+        pass  # FSDP's hold on its groups is inside torch: hwsweep.run.shutdown.exit_after ends such a process
 
     @contextlib.contextmanager
     def gathered(self):

@@ -48,7 +48,7 @@ from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD, RunSpec
 from hwsweep.contracts.target import curve_keys
 from hwsweep.contracts.tracking import TrackingConfig
-from hwsweep.run import data, preempt, recompute, repro, startup, tracking, weights
+from hwsweep.run import data, preempt, recompute, repro, shutdown, startup, tracking, weights
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, Sharded, fingerprint, layout_fingerprint
 from hwsweep.run.reduce import gather_in_order, ordered_sum, prepare
@@ -389,7 +389,7 @@ class Run:
                       f"received: {received})", flush=True)  # fmt: skip
                 if self.tracker is not None:  # the resumed run continues the same tracked run; the scheduler's
                     self.tracker.close(timeout=self.tracking.close_timeout)  # notice is for the checkpoint
-            dist.destroy_process_group()
+            shutdown.leave(self._reduction)
             raise SystemExit(preempt.stopped_exit(done))  # 75, or 0 and a note for hwsweep's launcher
 
     def _flush(self, done: int) -> tuple[bool, bool]:
@@ -598,7 +598,7 @@ class Run:
                     tracking.close_recorded(self.tracker, self.run_dir / TRAIN_RECORD, status)
         dist.broadcast_object_list(problem, src=0)
         dist.barrier()
-        dist.destroy_process_group()
+        shutdown.leave(self._reduction)  # its worker threads joined now, not at the interpreter's teardown
         if problem[0]:
             raise SystemExit(f"hwsweep: {problem[0]}")
 

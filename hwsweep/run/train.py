@@ -8,14 +8,13 @@ checkpoints, the final checkpoint, metrics.jsonl and train.json (the RunRecord).
 
 import argparse
 import math
-import sys
 
 import torch
 from torch.utils.data import TensorDataset
 
 from hwsweep.models import families
 from hwsweep.models.blocks import SignSGD, sparse_embeddings
-from hwsweep.run import runtime
+from hwsweep.run import runtime, shutdown
 from hwsweep.run.runtime import EXIT_PREEMPTED  # noqa: F401 - the exit code of a preempted run, re-exported
 
 
@@ -88,4 +87,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    shutdown.exit_after(main)  # sys.exit(main()), safe where the process group's threads outlived it
