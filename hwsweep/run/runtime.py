@@ -73,6 +73,26 @@ def init(spec: str | os.PathLike | None = None, node_threads: int | None = None)
     return run
 
 
+def steady_start(timed: int) -> int:
+    """The index of the first step time of the steady window, of `timed` step times: the record's throughput."""
+    return int(timed * STEADY_STATE_SKIP)
+
+
+def steady_sync_step(timed_before: int, start: int, steps: int) -> int | None:
+    """The step (1-based, as run.step) at whose end the device is waited for, so that the record's steady window
+    (step_seconds after the first STEADY_STATE_SKIP of them) holds no device work queued by the steps it leaves
+    out; None where none is needed. Step times are host times and the device is otherwise waited for only at the
+    first step and at flushes: without this, the work a GPU still had queued from the left-out steps (up to one
+    step of a GPU-bound model) was charged to the steady steps, about 1/11 of a 12-step run's throughput (the
+    H100 check of 2026-11-26). `timed_before`: step times of earlier segments (a resumed run); the window is
+    reckoned as if this segment runs to the plan's last step (a run that stops at a target starts it earlier)."""
+    planned = timed_before + max(0, steps - start - 1)  # this segment's first step is startup, not timed
+    skip = steady_start(planned)
+    if skip <= timed_before:  # starts in an earlier segment, or at this segment's first timed step (the device
+        return None  # was waited for at the end of the segment's first step)
+    return start + 1 + skip - timed_before  # the step whose time is the window's last one left out
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -299,6 +319,7 @@ class Run:
             print(self._banner(), flush=True)
         self._bar = tqdm(total=self.plan.steps, initial=self.start, disable=not self.master,
                          mininterval=1 if sys.stderr.isatty() else 10, desc="train")  # fmt: skip
+        steady_sync = steady_sync_step(len(self.history["step_seconds"]), self.start, self.plan.steps)
         for step in range(self.start, self.plan.steps):
             if "stopped_at" in self.history:  # every target reached (also when resumed after that checkpoint)
                 break
@@ -310,6 +331,8 @@ class Run:
                 self.clock.mark("first_step")
                 segment |= {"startup_seconds": process_age(), "startup_parts": self.clock.parts()}
                 t0 = None
+            elif self.step == steady_sync:  # the steady window starts with the device idle (steady_sync_step)
+                self._device.synchronize()
             try:
                 self._end_step(self.step, t0)
             except io.StorageError as e:  # a checkpoint or log line the file system refused: one line, not torch's
@@ -629,7 +652,7 @@ class Run:
         curves = {k: {"steps": sorted(c), "values": [c[s] for s in sorted(c)]} for k, c in curves.items()}
         segments = self.history["segments"]
         step_seconds = self.history["step_seconds"]
-        steady = self._throughput(step_seconds[int(len(step_seconds) * STEADY_STATE_SKIP) :])
+        steady = self._throughput(step_seconds[steady_start(len(step_seconds)) :])
         s = self.spec
         return RunRecord(
             status="complete", suite=s.suite, variant=s.variant, hardware=s.hardware_name, seed=s.seed,
