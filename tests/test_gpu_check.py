@@ -286,8 +286,27 @@ def test_every_gpu_row_plans_on_this_machine_within_its_step_bounds(gpu):
     low = memory.largest_fit(recipe, "cuda", "bf16-mixed", budget)
     assert device_need(recipe, "cuda", "bf16-mixed", low, 1, 0) <= budget < device_need(recipe, "cuda", "bf16-mixed",
                                                                                            low + 1, 1, 0)  # fmt: skip
-    _, spec = memory_plan.plan_at(tvb.SIZES["large"][0], 2 * low, "auto", "bf16-mixed", hardware, True)
-    assert spec.plan.micro_batch == low and spec.plan.accumulation == 2
+    global_batch = memory.auto_global_batch(low)
+    _, spec = memory_plan.plan_at(tvb.SIZES["large"][0], global_batch, "auto", "bf16-mixed", hardware, True)
+    assert 0.8 * low <= spec.plan.micro_batch <= low and spec.plan.accumulation in (4, 5)
+
+
+def test_the_auto_rows_global_batch_leaves_a_micro_batch_within_20_percent_of_any_measured_fit():
+    """Whatever the memory probe measures the largest fitting micro-batch to be, between G/8 and G/4 of the global
+    batch the check plans, a micro-batch the plan may take (hwsweep.run.probe.candidates: the divisors) is at least
+    80% of it; the H100's 2 x 1052 = 2104 left 526 for a fit of 1051."""
+    from gpucheck import memory
+
+    from hwsweep.run.probe import candidates
+
+    assert max(d for d in candidates(2104, None) if d <= 1051) == 526  # the batch the first runs planned
+    for fit in range(memory.SPLITS // 4, 3000, 7):
+        g = memory.auto_global_batch(fit)
+        assert g % memory.SPLITS == 0 and fit <= g / 4 < fit + memory.SPLITS / 4
+        allowed = candidates(g, None)
+        for measured in range(g // 8, g // 4 + 1, max(1, g // 400)):
+            assert max(d for d in allowed if d <= measured) >= 0.8 * measured, (fit, g, measured)
+    assert memory.auto_global_batch(8) == 16  # a CPU's --smoke: a few micro-batches
 
 
 @pytest.mark.parametrize("name, memory_gib, gpu_type", [("NVIDIA H100 80GB HBM3", 79.2, "H100-80GB"),
