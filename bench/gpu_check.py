@@ -22,7 +22,8 @@ printed). Sections (docs/benchmarks.md, "GPU check", says what each measures and
     workflow  the local default recipe on this GPU through snakemake, 2 seeds: provenance, NVML metrics in
               TensorBoard, evaluation on the GPU, a deterministic repeat bitwise equal
     hrm       the HRM family: train + evaluate steps on the GPU, its FLOPs per step and step time against the plan
-    startup   a GPU run's startup beyond import torch + CUDA init + NCCL (<= 3 s)
+    startup   a GPU run's startup beyond a bare script's first training step (import torch, CUDA init, NCCL,
+              one AdamW step: torch's lazy costs, which any script pays) (<= 3 s)
 
 Each section runs in a process of its own with its own time budget: one over it is stopped and said so (its
 finished rows kept, each row in progress with what it had reached), one that fails never stops the others; hrm
@@ -73,7 +74,7 @@ class Section:
 # (2026-11-26, docs/benchmarks.md): memory took 33-43 s, mfu 28 s; startup, hrm and workflow did not finish in
 # theirs, speed finished 6 of 12 rows in 236 s. The table lists them in issue 39's order (ORDER).
 SECTIONS = [
-    Section("startup", "startup beyond import + CUDA init", 50, 120),
+    Section("startup", "startup of a GPU run", 50, 120),
     Section("memory", "memory plan vs measured peak", 45, 120),
     Section("mfu", "MFU at the large size", 35, 90),
     Section("hrm", "HRM family on the GPU", 75, 150),
