@@ -234,6 +234,27 @@ def test_each_section_gets_its_budget_and_what_the_ones_before_left_within_the_d
     assert "**skipped**: not run" in (tmp_path / "gpu_check.md").read_text()
 
 
+def test_speed_rows_reach_the_section_and_an_unknown_one_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    gpu_check = _gpu_check()
+    facts = ({"torch": "x", "python": "3"}, {"accelerator": "cuda", "gpu_type": "H100-80GB"}, None)
+    monkeypatch.setattr(gpu_check, "_device", lambda work, log: facts)
+    seen = []
+
+    def run_stage(runs, work, smoke, device, hardware, log, options=None):
+        seen.append(options)
+        return [{"key": s.key, "title": s.title, "status": "ok", "line": "", "notes": [],
+                 "rows": [{"name": "r", "status": "pass"}]} for s, _, _ in runs]  # fmt: skip
+
+    monkeypatch.setattr(gpu_check, "_run_stage", run_stage)
+    rows = ["medium fp32 eager", "large bf16-mixed eager"]
+    assert gpu_check.main(["--out", str(tmp_path), "--sections", "speed", "--speed-rows", *rows]) == 0
+    assert seen == [{"speed_rows": rows}]
+    with pytest.raises(SystemExit):
+        gpu_check.main(["--out", str(tmp_path), "--speed-rows", "medium fp16 eager"])
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "--speed-rows" in x and "error" in x]
+    assert "'medium fp16 eager' is no row of the speed section" in line and "'tiny fp32 eager'" in line
+
+
 def test_the_budgets_fit_the_deadline_with_the_install():
     """The stages' budgets on a GPU (sections side by side counted once) leave the offline install and the device's
     reading 25 s of the 8 minutes (22 s on the first H100 run)."""
@@ -271,9 +292,12 @@ def test_every_gpu_row_plans_on_this_machine_within_its_step_bounds(gpu):
 
     gpu_type, memory_gb = gpu
     hardware = {"accelerator": "cuda", "devices_per_node": 1, "memory_gb": memory_gb, "gpu_type": gpu_type}
-    ctx = SimpleNamespace(smoke=False, gpu_type=gpu_type, hardware=hardware, accelerator="cuda")
+    ctx = SimpleNamespace(smoke=False, gpu_type=gpu_type, hardware=hardware, accelerator="cuda", speed_rows=None)
     rows = speed._rows(ctx)
     assert len(rows) == 12 and len(set(rows)) == 12
+    assert sorted(speed._name(*row) for row in rows) == sorted(_gpu_check().SPEED_ROWS)  # what --speed-rows takes
+    chosen = SimpleNamespace(smoke=False, speed_rows=["large fp32 compiled", "tiny fp32 eager"])
+    assert speed._rows(chosen) == [("tiny", "fp32", False), ("large", "fp32", True)]  # in the section's order
     assert rows[:4] == [("tiny", "fp32", False), ("medium", "fp32", False), ("medium", "bf16-mixed", False),
                         ("large", "bf16-mixed", False)]  # issue 12's rows first  # fmt: skip
     for size, precision, compiled in rows:
