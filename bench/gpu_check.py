@@ -73,11 +73,12 @@ class Section:
 # rows they do not reach are listed as skipped). hrm and workflow check what runs, not how fast: they run side by
 # side (each waits mostly on its programs' start: Python, torch, CUDA). Budgets from the first H100 run
 # (2026-11-26, docs/benchmarks.md): memory took 33-43 s, mfu 28 s; startup, hrm and workflow did not finish in
-# theirs, speed finished 6 of 12 rows in 236 s. The table lists them in issue 39's order (ORDER).
+# theirs, speed finished 6 of 12 rows in 236 s; in the third (680f5e6) memory took 34 s (its micro_batch auto rows
+# now probe more micro-batches: 50 s), mfu 18 s. The table lists them in issue 39's order (ORDER).
 SECTIONS = [
     Section("startup", "startup of a GPU run", 50, 120),
-    Section("memory", "memory plan vs measured peak", 45, 120),
-    Section("mfu", "MFU at the large size", 35, 90),
+    Section("memory", "memory plan vs measured peak", 50, 120),
+    Section("mfu", "MFU at the large size", 30, 90),
     Section("hrm", "HRM family on the GPU", 75, 150),
     Section("workflow", "local default recipe through the workflow", 90, 240, beside="hrm"),
     Section("speed", "trainer vs bare loop", 230, 240),
