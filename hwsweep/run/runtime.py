@@ -18,7 +18,8 @@ Everything else is the plan's business: world size and rank, the micro-batch and
 precision and TF32, the reproducibility level, seeds, data-loader workers and their seeds,
 checkpoint interval, SIGTERM/SIGUSR2 (checkpoint at a step all ranks agreed on, exit 75).
 Host round trips are few: the loss stays on the device and is read, with the stop flag, in one
-collective every `log_every` steps (and at checkpoints).
+collective every `log_every` steps (and at checkpoints; a process alone makes no collective), and the
+device is waited for at the end of the first step and where the steady window starts (steady_sync_step).
 """
 
 from __future__ import annotations
