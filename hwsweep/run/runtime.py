@@ -83,9 +83,9 @@ def steady_sync_step(timed_before: int, start: int, steps: int) -> int | None:
     """The step (1-based, as run.step) at whose end the device is waited for, so that the record's steady window
     (step_seconds after the first STEADY_STATE_SKIP of them) holds no device work queued by the steps it leaves
     out; None where none is needed. Step times are host times and the device is otherwise waited for only at the
-    first step and at flushes: without this, the work a GPU still had queued from the left-out steps (up to one
-    step of a GPU-bound model) was charged to the steady steps, about 1/11 of a 12-step run's throughput (the
-    H100 check of 2026-11-26). `timed_before`: step times of earlier segments (a resumed run); the window is
+    first step and at flushes: without this, the work a GPU still had queued from the left-out steps was charged
+    to the steady steps (one step's time of a GPU-bound model in the H100 check of 2026-11-26: 1/11 of a 12-step
+    run's throughput). `timed_before`: step times of earlier segments (a resumed run); the window is
     reckoned as if this segment runs to the plan's last step (a run that stops at a target starts it earlier)."""
     planned = timed_before + max(0, steps - start - 1)  # this segment's first step is startup, not timed
     skip = steady_start(planned)
