@@ -22,7 +22,8 @@ printed). Sections (docs/benchmarks.md, "GPU check", says what each measures and
     workflow  the local default recipe on this GPU through snakemake, 2 seeds: provenance, NVML metrics in
               TensorBoard, evaluation on the GPU, a deterministic repeat bitwise equal
     hrm       the HRM family: train + evaluate steps on the GPU, its FLOPs per step and step time against the plan
-    startup   a GPU run's startup beyond import torch + CUDA init + NCCL (<= 3 s)
+    startup   a GPU run's startup beyond a bare script's first training step (import torch, CUDA init, NCCL,
+              one AdamW step: torch's lazy costs, which any script pays) (<= 3 s)
 
 Each section runs in a process of its own with its own time budget: one over it is stopped and said so (its
 finished rows kept, each row in progress with what it had reached), one that fails never stops the others; hrm
@@ -30,7 +31,8 @@ and workflow run side by side. A program a section starts (snakemake, the launch
 that fails or is stopped puts the last 40 lines of its log into gpu_check.log. The work folder (printed on a line
 of its own; deleted at the end unless --keep-work) is /tmp/hwsweep-gpu-check-*, the venv of --from-wheels
 /tmp/hwsweep-venv-for-gpu-check. `--smoke` runs every section's code path at tiny sizes on whatever device this
-is (a CPU in the tests): its figures mean nothing.
+is (a CPU in the tests): its figures mean nothing. A shorter run: `--sections` picks sections, `--speed-rows` the
+speed section's rows (e.g. `--speed-rows "medium fp32 eager" "large bf16-mixed eager"`), `--deadline` the seconds.
 """
 
 from __future__ import annotations
@@ -71,16 +73,20 @@ class Section:
 # rows they do not reach are listed as skipped). hrm and workflow check what runs, not how fast: they run side by
 # side (each waits mostly on its programs' start: Python, torch, CUDA). Budgets from the first H100 run
 # (2026-11-26, docs/benchmarks.md): memory took 33-43 s, mfu 28 s; startup, hrm and workflow did not finish in
-# theirs, speed finished 6 of 12 rows in 236 s. The table lists them in issue 39's order (ORDER).
+# theirs, speed finished 6 of 12 rows in 236 s; in the third (680f5e6) memory took 34 s (its micro_batch auto rows
+# now probe more micro-batches: 50 s), mfu 18 s. The table lists them in issue 39's order (ORDER).
 SECTIONS = [
-    Section("startup", "startup beyond import + CUDA init", 50, 120),
-    Section("memory", "memory plan vs measured peak", 45, 120),
-    Section("mfu", "MFU at the large size", 35, 90),
+    Section("startup", "startup of a GPU run", 50, 120),
+    Section("memory", "memory plan vs measured peak", 50, 120),
+    Section("mfu", "MFU at the large size", 30, 90),
     Section("hrm", "HRM family on the GPU", 75, 150),
     Section("workflow", "local default recipe through the workflow", 90, 240, beside="hrm"),
     Section("speed", "trainer vs bare loop", 230, 240),
 ]
 ORDER = ["speed", "memory", "mfu", "workflow", "hrm", "startup"]
+# The speed section's rows by name (gpucheck.speed runs the sizes of bench/trainer_vs_bare_loop.py): --speed-rows.
+SPEED_ROWS = [f"{size} {precision} {mode}" for size in ("tiny", "medium", "large") for precision in ("fp32", "bf16-mixed")
+              for mode in ("eager", "compiled")]  # fmt: skip
 
 
 def stages(chosen: list[Section]) -> list[list[Section]]:
@@ -100,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="folder for gpu_check.json, gpu_check.md and gpu_check.log")
     parser.add_argument("--smoke", action="store_true", help="every section at tiny sizes on this device (CPU: tests)")
     parser.add_argument("--sections", nargs="+", choices=[s.key for s in SECTIONS], help="only these (default: all)")
+    parser.add_argument("--speed-rows", nargs="+", metavar="ROW", help="speed: only these rows, each 'SIZE PRECISION "
+                        "eager|compiled' (e.g. 'medium fp32 eager'); default: all 12")  # fmt: skip
     parser.add_argument("--deadline", type=float, help=f"seconds for the whole check (default {DEADLINE_S}; --smoke: "
                         "the sum of the smoke budgets)")  # fmt: skip
     parser.add_argument("--wheels", type=Path, metavar="DIR", help="download the packages the check needs into DIR")
@@ -120,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         return sections.run(args.section, args.context)
     if not args.out:
         parser.error("--out DIR is required (or --wheels DIR)")
+    unknown = [row for row in args.speed_rows or [] if row not in SPEED_ROWS]
+    if unknown:
+        parser.error(f"--speed-rows: {unknown[0]!r} is no row of the speed section; use one of "
+                     f"{', '.join(repr(r) for r in SPEED_ROWS)}")  # fmt: skip
     return check(args)
 
 
@@ -186,7 +198,8 @@ def check(args) -> int:
             else:
                 runs.append((section, allowed, budget(section)))
         if runs:
-            result["sections"] += _run_stage(runs, work, args.smoke, device, hardware, log)
+            result["sections"] += _run_stage(runs, work, args.smoke, device, hardware, log,
+                                             {"speed_rows": args.speed_rows})  # fmt: skip
         result["seconds"] = round(time.time() - t0, 1)
         io.write_json(out / "gpu_check.json", _ordered(result))  # after every stage: a killed check keeps them
     result = _ordered(result)
@@ -251,9 +264,10 @@ class _Started:
 
 
 def _run_stage(runs: list[tuple[Section, float, float]], work: Path, smoke: bool, device: dict, hardware: dict,
-               log: Log) -> list[dict]:  # fmt: skip
-    """The sections of one stage, started together, each stopped after its own allowed seconds; their results."""
-    started = [_start_section(section, allowed, budget, work, smoke, device, hardware, log)
+               log: Log, options: dict | None = None) -> list[dict]:  # fmt: skip
+    """The sections of one stage, started together, each stopped after its own allowed seconds; their results.
+    `options`: what the command line chose within sections (gpucheck.context.Context's speed_rows)."""
+    started = [_start_section(section, allowed, budget, work, smoke, device, hardware, log, options=options)
                for section, allowed, budget in runs]  # fmt: skip
     return [_finish_section(s, log) for s in started]
 
@@ -266,13 +280,13 @@ def _run_section(section: Section, allowed: float, budget: float, work: Path, sm
 
 
 def _start_section(section: Section, allowed: float, budget: float, work: Path, smoke: bool, device: dict,
-                   hardware: dict, log: Log, cmd: list[str] | None = None) -> _Started:  # fmt: skip
+                   hardware: dict, log: Log, cmd: list[str] | None = None, options: dict | None = None) -> _Started:  # fmt: skip
     folder = work / section.key
     folder.mkdir()
     context = folder / "context.json"
     context.write_text(json.dumps({"smoke": smoke, "hardware": hardware, "device": device, "work": str(folder),
                                    "ends": time.time() + allowed, "rows": str(folder / "rows.json"),
-                                   "key": section.key}))  # fmt: skip
+                                   "key": section.key} | (options or {})))  # fmt: skip
     log.say(f"[{section.key}] {section.title}: up to {allowed:.0f} s (budget {budget:.0f} s)")
     cmd = (cmd or [sys.executable, str(Path(__file__).resolve()), "--section", section.key]) + [
         "--context",

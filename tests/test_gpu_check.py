@@ -214,7 +214,7 @@ def test_each_section_gets_its_budget_and_what_the_ones_before_left_within_the_d
     code = gpu_check.main(["--out", str(tmp_path), "--sections", "startup", "memory", "speed", "--deadline", "200"])
     assert code == 0 and [k for k, _ in calls] == ["startup", "memory", "speed"]
     allowed = dict(calls)
-    assert allowed["startup"] == 50 and allowed["memory"] == 45  # their budgets: the later ones keep theirs
+    assert allowed["startup"] == 50 and allowed["memory"] == 50  # their budgets: the later ones keep theirs
     assert 195 < allowed["speed"] <= 200  # its 230 s and what the others left, but not past the deadline
     calls.clear()
     gpu_check.main(["--out", str(tmp_path), "--sections", "memory", "--deadline", "200"])
@@ -232,6 +232,27 @@ def test_each_section_gets_its_budget_and_what_the_ones_before_left_within_the_d
     assert [s["status"] for s in result["sections"]] == ["skipped", "skipped"]
     assert all(s["line"].startswith("not run: ") and "were left" in s["line"] for s in result["sections"])
     assert "**skipped**: not run" in (tmp_path / "gpu_check.md").read_text()
+
+
+def test_speed_rows_reach_the_section_and_an_unknown_one_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    gpu_check = _gpu_check()
+    facts = ({"torch": "x", "python": "3"}, {"accelerator": "cuda", "gpu_type": "H100-80GB"}, None)
+    monkeypatch.setattr(gpu_check, "_device", lambda work, log: facts)
+    seen = []
+
+    def run_stage(runs, work, smoke, device, hardware, log, options=None):
+        seen.append(options)
+        return [{"key": s.key, "title": s.title, "status": "ok", "line": "", "notes": [],
+                 "rows": [{"name": "r", "status": "pass"}]} for s, _, _ in runs]  # fmt: skip
+
+    monkeypatch.setattr(gpu_check, "_run_stage", run_stage)
+    rows = ["medium fp32 eager", "large bf16-mixed eager"]
+    assert gpu_check.main(["--out", str(tmp_path), "--sections", "speed", "--speed-rows", *rows]) == 0
+    assert seen == [{"speed_rows": rows}]
+    with pytest.raises(SystemExit):
+        gpu_check.main(["--out", str(tmp_path), "--speed-rows", "medium fp16 eager"])
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "--speed-rows" in x and "error" in x]
+    assert "'medium fp16 eager' is no row of the speed section" in line and "'tiny fp32 eager'" in line
 
 
 def test_the_budgets_fit_the_deadline_with_the_install():
@@ -271,9 +292,12 @@ def test_every_gpu_row_plans_on_this_machine_within_its_step_bounds(gpu):
 
     gpu_type, memory_gb = gpu
     hardware = {"accelerator": "cuda", "devices_per_node": 1, "memory_gb": memory_gb, "gpu_type": gpu_type}
-    ctx = SimpleNamespace(smoke=False, gpu_type=gpu_type, hardware=hardware, accelerator="cuda")
+    ctx = SimpleNamespace(smoke=False, gpu_type=gpu_type, hardware=hardware, accelerator="cuda", speed_rows=None)
     rows = speed._rows(ctx)
     assert len(rows) == 12 and len(set(rows)) == 12
+    assert sorted(speed._name(*row) for row in rows) == sorted(_gpu_check().SPEED_ROWS)  # what --speed-rows takes
+    chosen = SimpleNamespace(smoke=False, speed_rows=["large fp32 compiled", "tiny fp32 eager"])
+    assert speed._rows(chosen) == [("tiny", "fp32", False), ("large", "fp32", True)]  # in the section's order
     assert rows[:4] == [("tiny", "fp32", False), ("medium", "fp32", False), ("medium", "bf16-mixed", False),
                         ("large", "bf16-mixed", False)]  # issue 12's rows first  # fmt: skip
     for size, precision, compiled in rows:
@@ -286,8 +310,27 @@ def test_every_gpu_row_plans_on_this_machine_within_its_step_bounds(gpu):
     low = memory.largest_fit(recipe, "cuda", "bf16-mixed", budget)
     assert device_need(recipe, "cuda", "bf16-mixed", low, 1, 0) <= budget < device_need(recipe, "cuda", "bf16-mixed",
                                                                                            low + 1, 1, 0)  # fmt: skip
-    _, spec = memory_plan.plan_at(tvb.SIZES["large"][0], 2 * low, "auto", "bf16-mixed", hardware, True)
-    assert spec.plan.micro_batch == low and spec.plan.accumulation == 2
+    global_batch = memory.auto_global_batch(low)
+    _, spec = memory_plan.plan_at(tvb.SIZES["large"][0], global_batch, "auto", "bf16-mixed", hardware, True)
+    assert 0.8 * low <= spec.plan.micro_batch <= low and spec.plan.accumulation in (4, 5)
+
+
+def test_the_auto_rows_global_batch_leaves_a_micro_batch_within_20_percent_of_any_measured_fit():
+    """Whatever the memory probe measures the largest fitting micro-batch to be, between G/8 and G/4 of the global
+    batch the check plans, a micro-batch the plan may take (hwsweep.run.probe.candidates: the divisors) is at least
+    80% of it; the H100's 2 x 1052 = 2104 left 526 for a fit of 1051."""
+    from gpucheck import memory
+
+    from hwsweep.run.probe import candidates
+
+    assert max(d for d in candidates(2104, None) if d <= 1051) == 526  # the batch the first runs planned
+    for fit in range(memory.SPLITS // 4, 3000, 7):
+        g = memory.auto_global_batch(fit)
+        assert g % memory.SPLITS == 0 and fit <= g / 4 < fit + memory.SPLITS / 4
+        allowed = candidates(g, None)
+        for measured in range(g // 8, g // 4 + 1, max(1, g // 400)):
+            assert max(d for d in allowed if d <= measured) >= 0.8 * measured, (fit, g, measured)
+    assert memory.auto_global_batch(8) == 16  # a CPU's --smoke: a few micro-batches
 
 
 @pytest.mark.parametrize("name, memory_gib, gpu_type", [("NVIDIA H100 80GB HBM3", 79.2, "H100-80GB"),

@@ -17,6 +17,7 @@ class Context:
     work: Path  # this section's own folder
     ends: float  # time.time() at which the parent stops this section
     rec: Recorder
+    speed_rows: list[str] | None = None  # --speed-rows: the speed section runs only these (None: all)
 
     @property
     def accelerator(self) -> str:

@@ -5,9 +5,9 @@ their micro-batches, each measured by bench/fsdp.py's layout_peak (hwsweep's own
 torch.cuda.max_memory_allocated after STEPS steps) against footprint.device_bytes for the same layout, without
 the CUDA context the plan reserves (max_memory_allocated does not see it). Goal: measured / planned within +-15%.
 
-micro_batch auto: the large size in bf16-mixed with a global batch twice the largest micro-batch the estimate
-fits in the budget (advisor.target_utilisation of this GPU's memory), so the plan must split it and the split is
-not decided by the batch's divisors. Two rows: the plan from the estimate (what `hwsweep plan` picks), and the
+micro_batch auto: the large size in bf16-mixed with a global batch of about four times the largest micro-batch the
+estimate fits in the budget (advisor.target_utilisation of this GPU's memory), a multiple of 840 (auto_global_batch),
+so the plan must split it and the split is not decided by the batch's divisors. Two rows: the plan from the estimate (what `hwsweep plan` picks), and the
 plan from the memory probe's measurements (what `hwsweep detect` picks). Each chosen micro-batch is run (the
 probe's step: forward, backward and AdamW, twice) and must not run out of memory and must use at least 70% of
 the budget (its peak plus the CUDA context).
@@ -15,6 +15,7 @@ the budget (its peak plus the CUDA context).
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
@@ -29,6 +30,7 @@ import trainer_vs_bare_loop as tvb
 from gpucheck.record import bytes_text, judged
 
 TOLERANCE = 0.15
+SPLITS = 840  # lcm(1, ..., 8): a multiple of it is split evenly into 1 to 8 micro-batches
 USE_GOAL = 0.70
 STEPS = 3  # the optimizer state exists from the first step on; the peak is reached by the second
 MICRO = {"tiny": 32, "medium": 512, "large": 512}  # the sizes' micro-batches (trainer_vs_bare_loop.py)
@@ -117,6 +119,18 @@ def largest_fit(recipe, accelerator: str, precision: str, budget: float) -> int:
     return low
 
 
+def auto_global_batch(fit: int) -> int:
+    """The global batch the micro_batch auto rows plan: about 4 x `fit` (the estimate's largest micro-batch), a
+    multiple of SPLITS, so G/4, G/5, ..., G/8 are all micro-batches the plan may take, each at least 80% of the one
+    above: wherever the measured fit lies between G/8 and G/4 (about half the estimate's to the estimate's), one of
+    them uses at least 80% of it. The plan takes divisors only (every micro-batch the same size, hwsweep.plan.batch),
+    so a batch with a large prime factor leaves a gap: on the H100 (2026-11-26) 2 x 1052 = 2104 = 8 x 263 left the
+    probe 526, half, once 1052 measured 0.3% over the budget. Under 210 (a CPU's --smoke): 2 x `fit`."""
+    if fit < SPLITS // 4:
+        return 2 * fit
+    return SPLITS * math.ceil(4 * fit / SPLITS)
+
+
 def _auto(ctx, device, names: list[str]) -> None:
     from hwsweep.contracts.hardware import GB
     from hwsweep.models.footprint import CUDA_CONTEXT_BYTES
@@ -131,7 +145,7 @@ def _auto(ctx, device, names: list[str]) -> None:
     if not cuda:  # a CPU's memory is the host's: a budget of a few micro-batches, so that the plan must split
         hardware["memory_gb"] = device_need(recipe, "cpu", precision, 8, 1, 0) / (Advisor.target_utilisation * GB)
     budget = Advisor.target_utilisation * hardware["memory_gb"] * GB
-    global_batch = 2 * largest_fit(recipe, ctx.accelerator, precision, budget)
+    global_batch = auto_global_batch(largest_fit(recipe, ctx.accelerator, precision, budget))
     context = CUDA_CONTEXT_BYTES if cuda else 0
     goal = f">= {USE_GOAL:.0%} of the budget, no out-of-memory"
 

@@ -18,7 +18,7 @@ MODULES = {"speed": "gpucheck.speed", "mfu": "gpucheck.speed", "memory": "gpuche
 def run(key: str, context_path: Path) -> int:
     raw = json.loads(Path(context_path).read_text())
     ctx = Context(smoke=raw["smoke"], hardware=raw["hardware"], device=raw["device"], work=Path(raw["work"]),
-                  ends=raw["ends"], rec=Recorder(Path(raw["rows"]), key))  # fmt: skip
+                  ends=raw["ends"], rec=Recorder(Path(raw["rows"]), key), speed_rows=raw.get("speed_rows"))  # fmt: skip
     module = importlib.import_module(MODULES[key])
 
     def stop(signum, frame):

@@ -47,12 +47,12 @@ def _rows(ctx) -> list[tuple[str, str, bool]]:
     """In the order they run: the sizes and precisions issue 12 measured on an H100 (trainer_vs_bare_loop.py's
     PRECISIONS) eager, then compiled, then the other precision of tiny (eager, compiled), then of large (large fp32
     is the slowest: about 1.5 s a step without TF32); where the section's time ends, the rows left are listed as
-    skipped."""
+    skipped. With --speed-rows only those, in this order."""
     sizes = ["tiny"] if ctx.smoke else list(tvb.SIZES)
     first = [(s, p) for s in sizes for p in PRECISIONS if ctx.smoke or p in tvb.PRECISIONS[s]]
     extra = [(s, p) for s in sizes for p in PRECISIONS if (s, p) not in first]
-    return [(s, p, c) for s, p, c in ([(s, p, c) for c in (False, True) for s, p in first] +
-                                      [(s, p, c) for s, p in extra for c in (False, True)])]  # fmt: skip
+    rows = [(s, p, c) for c in (False, True) for s, p in first] + [(s, p, c) for s, p in extra for c in (False, True)]
+    return [row for row in rows if not ctx.speed_rows or _name(*row) in ctx.speed_rows]  # --speed-rows
 
 
 def _name(size: str, precision: str, compiled: bool) -> str:

@@ -34,7 +34,10 @@ def ordered_sum(parts: torch.Tensor) -> torch.Tensor:
 
 
 def gather_in_order(local: torch.Tensor) -> torch.Tensor:
-    """Concatenate every rank's rows in rank order: (world_size * rows, ...)."""
+    """Concatenate every rank's rows in rank order: (world_size * rows, ...). A process alone has them all: no
+    collective (on NCCL a run's first one creates the communicator, which would land in a timed step)."""
+    if dist.get_world_size() == 1:
+        return local
     parts = [torch.empty_like(local) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, local.contiguous())
     return torch.cat(parts)

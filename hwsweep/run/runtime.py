@@ -18,7 +18,8 @@ Everything else is the plan's business: world size and rank, the micro-batch and
 precision and TF32, the reproducibility level, seeds, data-loader workers and their seeds,
 checkpoint interval, SIGTERM/SIGUSR2 (checkpoint at a step all ranks agreed on, exit 75).
 Host round trips are few: the loss stays on the device and is read, with the stop flag, in one
-collective every `log_every` steps (and at checkpoints).
+collective every `log_every` steps (and at checkpoints; a process alone makes no collective), and the
+device is waited for at the end of the first step and where the steady window starts (steady_sync_step).
 """
 
 from __future__ import annotations
@@ -71,6 +72,26 @@ def init(spec: str | os.PathLike | None = None, node_threads: int | None = None)
     run = Run(RunSpec.load(path), node_threads, clock, None if spec else os.environ.get("HWSWEEP_RUN_DIR"))
     clock.mark("process_group")
     return run
+
+
+def steady_start(timed: int) -> int:
+    """The index of the first step time of the steady window, of `timed` step times: the record's throughput."""
+    return int(timed * STEADY_STATE_SKIP)
+
+
+def steady_sync_step(timed_before: int, start: int, steps: int) -> int | None:
+    """The step (1-based, as run.step) at whose end the device is waited for, so that the record's steady window
+    (step_seconds after the first STEADY_STATE_SKIP of them) holds no device work queued by the steps it leaves
+    out; None where none is needed. Step times are host times and the device is otherwise waited for only at the
+    first step and at flushes: without this, the work a GPU still had queued from the left-out steps was charged
+    to the steady steps (one step's time of a GPU-bound model in the H100 check of 2026-11-26: 1/11 of a 12-step
+    run's throughput). `timed_before`: step times of earlier segments (a resumed run); the window is
+    reckoned as if this segment runs to the plan's last step (a run that stops at a target starts it earlier)."""
+    planned = timed_before + max(0, steps - start - 1)  # this segment's first step is startup, not timed
+    skip = steady_start(planned)
+    if skip <= timed_before:  # starts in an earlier segment, or at this segment's first timed step (the device
+        return None  # was waited for at the end of the segment's first step)
+    return start + 1 + skip - timed_before  # the step whose time is the window's last one left out
 
 
 def _free_port() -> int:
@@ -299,6 +320,7 @@ class Run:
             print(self._banner(), flush=True)
         self._bar = tqdm(total=self.plan.steps, initial=self.start, disable=not self.master,
                          mininterval=1 if sys.stderr.isatty() else 10, desc="train")  # fmt: skip
+        steady_sync = steady_sync_step(len(self.history["step_seconds"]), self.start, self.plan.steps)
         for step in range(self.start, self.plan.steps):
             if "stopped_at" in self.history:  # every target reached (also when resumed after that checkpoint)
                 break
@@ -310,6 +332,8 @@ class Run:
                 self.clock.mark("first_step")
                 segment |= {"startup_seconds": process_age(), "startup_parts": self.clock.parts()}
                 t0 = None
+            elif self.step == steady_sync:  # the steady window starts with the device idle (steady_sync_step)
+                self._device.synchronize()
             try:
                 self._end_step(self.step, t0)
             except io.StorageError as e:  # a checkpoint or log line the file system refused: one line, not torch's
@@ -629,7 +653,7 @@ class Run:
         curves = {k: {"steps": sorted(c), "values": [c[s] for s in sorted(c)]} for k, c in curves.items()}
         segments = self.history["segments"]
         step_seconds = self.history["step_seconds"]
-        steady = self._throughput(step_seconds[int(len(step_seconds) * STEADY_STATE_SKIP) :])
+        steady = self._throughput(step_seconds[steady_start(len(step_seconds)) :])
         s = self.spec
         return RunRecord(
             status="complete", suite=s.suite, variant=s.variant, hardware=s.hardware_name, seed=s.seed,
