@@ -5,8 +5,9 @@ the same layout, and the step time of FSDP over DDP's at each world size.
                                    [--world-sizes 1 2 4] [--strategies ddp fsdp] [--precision fp32] [--json out.json]
                                    [--layouts ddp fsdp fsdp:full fsdp:selective]
 
-For each world size and layout (a strategy, with `:MODE` its activation checkpointing; --strategies alone: each
-without) it starts `torchrun --nproc_per_node N bench/fsdp.py --worker ...`: the built-in transformer, built on
+For each world size it starts `torchrun --nproc_per_node N bench/fsdp.py --worker ...`, which measures each layout
+(a strategy, with `:MODE` its activation checkpointing; --strategies alone: each without) in turn, the peak
+resident set reset between them (one torchrun per layout where it cannot be): the built-in transformer, built on
 the meta device and placed as run.wrap places it (hwsweep.run.reduce.prepare: DDP, or FSDP2 sharding each block,
 then the embeddings and head, then the root, each rank then given memory for its shards only), trains `steps`
 steps of one micro-batch per device with the recipe's AdamW (gloo on CPU, NCCL on CUDA). Per device, the
@@ -62,9 +63,12 @@ def worker(args) -> None:
     accelerator = "cuda" if torch.cuda.is_available() else "cpu"
     device = devices.select(accelerator, int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group(backend=device.backend)
-    result = layout_peak(args, device)
-    if dist.get_rank() == 0:
-        print("RESULT " + json.dumps(result), flush=True)
+    for layout in args.layouts:  # in turn, each from the peak reset after the last (CPU) or the peak stats (CUDA)
+        args.strategy, _, checkpointing = layout.partition(":")
+        args.activation_checkpointing = checkpointing or "none"
+        result = layout_peak(args, device)
+        if dist.get_rank() == 0:
+            print("RESULT " + json.dumps(result), flush=True)
     dist.destroy_process_group()
 
 
@@ -127,6 +131,7 @@ def layout_peak(args, device) -> dict:
         torch.cuda.reset_peak_memory_stats(device.torch_device)
         before = torch.cuda.memory_allocated(device.torch_device)  # what an earlier layout left: not this one's
     else:
+        host.reset_peak_rss()  # where it cannot, measure() runs one layout per process: the peak so far is the baseline
         before = host.peak_rss_bytes()
     seconds = train(model_cfg, args.steps)
     if accelerator == "cuda":
@@ -149,19 +154,23 @@ def layout_peak(args, device) -> dict:
     }  # fmt: skip
 
 
-def measure(args, layout: str, n: int) -> dict:
-    strategy, _, checkpointing = layout.partition(":")
+def measure(args, layouts: list[str], n: int) -> list[dict]:
+    """Every layout at world size n: one torchrun measuring them in turn where the peak resident set can be reset
+    (Linux; a GPU's peak stats always can), else one torchrun per layout."""
+    from hwsweep.contracts import host
+
+    if not host.reset_peak_rss() and len(layouts) > 1:
+        return [row for layout in layouts for row in measure(args, [layout], n)]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), __file__,
-           "--worker", "--strategy", strategy, "--activation-checkpointing", checkpointing or "none",
-           "--width", str(args.width), "--depth", str(args.depth),
+           "--worker", "--layouts", *layouts, "--width", str(args.width), "--depth", str(args.depth),
            "--length", str(args.length), "--micro-batch", str(args.micro_batch), "--steps", str(args.steps),
            "--precision", args.precision]  # fmt: skip
     env = os.environ | {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")} | MALLOC
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode or not lines:
-        sys.exit(f"bench/fsdp.py: {layout} at world size {n} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT ") :])
+    rows = [json.loads(line[len("RESULT ") :]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode or len(rows) != len(layouts):
+        sys.exit(f"bench/fsdp.py: {' '.join(layouts)} at world size {n} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+    return rows
 
 
 def main() -> None:
@@ -177,9 +186,7 @@ def main() -> None:
     parser.add_argument("--layouts", nargs="+", help="strategy[:activation checkpointing], e.g. fsdp:full (default: "
                                                      "each of --strategies without)")  # fmt: skip
     parser.add_argument("--json", help="also write the results to this file")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--strategy", default="fsdp", help=argparse.SUPPRESS)
-    parser.add_argument("--activation-checkpointing", default="none", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # measures --layouts in turn
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -195,7 +202,7 @@ def main() -> None:
         strategy, _, checkpointing = layout.partition(":")
         if strategy not in ("ddp", "fsdp") or checkpointing not in ("", "none", "full", "selective"):
             sys.exit(f"bench/fsdp.py: --layouts {layout}: use ddp or fsdp, optionally :none, :full or :selective")
-    rows = [measure(args, layout, n) for n in sizes for layout in layouts]
+    rows = [row for n in sizes for row in measure(args, layouts, n)]
     first = rows[0]
     print(f"model: transformer width {args.width}, depth {args.depth}, length {args.length}, "
           f"{first['parameters'] / 1e6:.2f}M parameters; micro-batch {args.micro_batch}, {args.precision}, "
