@@ -3,21 +3,25 @@ the same layout, and the step time of FSDP over DDP's at each world size.
 
     .venv/bin/python bench/fsdp.py [--width 512 --depth 8 --length 32 --micro-batch 4 --steps 8]
                                    [--world-sizes 1 2 4] [--strategies ddp fsdp] [--precision fp32] [--json out.json]
-                                   [--layouts ddp fsdp fsdp:full fsdp:selective]
+                                   [--layouts ddp fsdp fsdp:full fsdp:selective] [--optimizer adamw]
 
 For each world size it starts `torchrun --nproc_per_node N bench/fsdp.py --worker ...`, which measures each layout
 (a strategy, with `:MODE` its activation checkpointing; --strategies alone: each without) in turn, the peak
 resident set reset between them (one torchrun per layout where it cannot be): the built-in transformer, built on
 the meta device and placed as run.wrap places it (hwsweep.run.reduce.prepare: DDP, or FSDP2 sharding each block,
 then the embeddings and head, then the root, each rank then given memory for its shards only), trains `steps`
-steps of one micro-batch per device with the recipe's AdamW (gloo on CPU, NCCL on CUDA). Per device, the
-maximum over ranks:
+steps of one micro-batch per device with the trainer's optimizer --optimizer (recipe.optimizer.name: adamw, or
+sgd, which keeps no state; gloo on CPU, NCCL on CUDA). Per device, the maximum over ranks:
 
 - peak: on CUDA torch.cuda.max_memory_allocated; on CPU the growth of the process's peak resident set from
   just before the model is built, after the same steps on a one-block model (the interpreter, torch's code
   and one-time setup and the process group are not the plan's business), with glibc returning freed large
   blocks at once (MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_, set here) so the peak is of live memory;
-- planned: footprint.device_bytes for the same layout (shards = N under FSDP, the activation checkpointing),
+- whole: the peak in absolute terms (on CPU the process's whole peak resident set: the interpreter, torch and the
+  process group included; on CUDA max_memory_allocated from zero), beside the model's fp32 weights: at 4 ranks
+  with --optimizer sgd and a large enough model a rank's whole peak is below the weights (docs/fsdp.md);
+- planned: footprint.device_bytes for the same layout (shards = N under FSDP, the activation checkpointing, the
+  optimizer's state),
   without the CUDA context the plan reserves (max_memory_allocated does not see it); measured / planned is the
   plan's error (goal +-15%);
 - step: the median step time after two warm-up steps; fsdp/ddp is their ratio at the same world size.
@@ -85,7 +89,7 @@ def layout_peak(args, device) -> dict:
     from hwsweep.contracts.recipe import Optimizer, Parallel
     from hwsweep.models import families, footprint
     from hwsweep.run import device as devices
-    from hwsweep.run import repro
+    from hwsweep.run import optimizers, repro
     from hwsweep.run.reduce import prepare
 
     accelerator = device.accelerator
@@ -99,7 +103,7 @@ def layout_peak(args, device) -> dict:
     recipe = SimpleNamespace(reproducibility="deterministic", parallel=parallel, compile=False,
                              activation_checkpointing=checkpointing)  # fmt: skip
     plan = SimpleNamespace(accumulation=1, precision=args.precision, nodes=1, devices_per_node=n)
-    opt = Optimizer(name="adamw", lr=1e-3, weight_decay=0.01, beta1=0.9, beta2=0.95, grad_clip=0.0, kernel="auto",
+    opt = Optimizer(name=args.optimizer, lr=1e-3, weight_decay=0.01, beta1=0.9, beta2=0.95, grad_clip=0.0, kernel="auto",
                     puzzle_emb_lr=0.01, puzzle_emb_weight_decay=0.1)
     scaler = devices.grad_scaler(device, args.precision)
 
@@ -109,7 +113,7 @@ def layout_peak(args, device) -> dict:
         reduction = prepare(model, recipe, plan, device, 0)
         train_table, _ = families.torch_side("transformer").tables(SimpleNamespace(task=task, model=model_cfg))
         batch = tuple(t[: args.micro_batch].to(device.torch_device) for t in train_table)
-        optimizer = devices.adamw(reduction.model.parameters(), opt, opt.lr, accelerator)
+        optimizer = optimizers.build(reduction.model.parameters(), opt, opt.lr, accelerator)
         seconds = []
         for _ in range(steps):
             t0 = time.perf_counter()
@@ -135,20 +139,21 @@ def layout_peak(args, device) -> dict:
         before = host.peak_rss_bytes()
     seconds = train(model_cfg, args.steps)
     if accelerator == "cuda":
-        peak, source = torch.cuda.max_memory_allocated(device.torch_device) - before, "cuda_max_memory_allocated"
+        whole, source = torch.cuda.max_memory_allocated(device.torch_device), "cuda_max_memory_allocated"
     else:
-        peak, source = host.peak_rss_bytes() - before, "host_rss_growth"
-    most = torch.tensor([float(peak)], device=device.torch_device)
+        whole, source = host.peak_rss_bytes(), "host_rss_growth"
+    most = torch.tensor([float(whole - before), float(whole)], device=device.torch_device)
     dist.all_reduce(most, op=dist.ReduceOp.MAX)
     planned = footprint.device_bytes(model_cfg, task, args.micro_batch, 1, False, "cpu", args.precision,
-                                     parallel.shards(1, n), True, checkpointing)  # fmt: skip
+                                     parallel.shards(1, n), True, checkpointing, args.optimizer)  # fmt: skip
     del probe
     gc.collect()
     if accelerator == "cuda":
         torch.cuda.empty_cache()
     return {
-        "strategy": args.strategy, "activation_checkpointing": checkpointing, "world_size": n,
-        "accelerator": accelerator, "peak_bytes": most.item(), "source": source, "planned_bytes": planned,
+        "strategy": args.strategy, "activation_checkpointing": checkpointing, "optimizer": args.optimizer, "world_size": n,
+        "accelerator": accelerator, "peak_bytes": most[0].item(), "whole_peak_bytes": most[1].item(), "source": source,
+        "planned_bytes": planned,
         "step_seconds": statistics.median(seconds[2:] or seconds),
         "parameters": footprint.parameter_count(model_cfg, task), "device": device.name,
     }  # fmt: skip
@@ -164,7 +169,7 @@ def measure(args, layouts: list[str], n: int) -> list[dict]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), __file__,
            "--worker", "--layouts", *layouts, "--width", str(args.width), "--depth", str(args.depth),
            "--length", str(args.length), "--micro-batch", str(args.micro_batch), "--steps", str(args.steps),
-           "--precision", args.precision]  # fmt: skip
+           "--precision", args.precision, "--optimizer", args.optimizer]  # fmt: skip
     env = os.environ | {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")} | MALLOC
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     rows = [json.loads(line[len("RESULT ") :]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
@@ -181,6 +186,7 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, default=4)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--precision", choices=["fp32", "bf16-mixed"], default="fp32")
+    parser.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw", help="recipe.optimizer.name")
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--strategies", nargs="+", choices=["ddp", "fsdp"], default=["ddp", "fsdp"])
     parser.add_argument("--layouts", nargs="+", help="strategy[:activation checkpointing], e.g. fsdp:full (default: "
@@ -205,10 +211,11 @@ def main() -> None:
     rows = [row for n in sizes for row in measure(args, layouts, n)]
     first = rows[0]
     print(f"model: transformer width {args.width}, depth {args.depth}, length {args.length}, "
-          f"{first['parameters'] / 1e6:.2f}M parameters; micro-batch {args.micro_batch}, {args.precision}, "
-          f"{args.steps} steps; {first['accelerator']} ({first['device']}); peak: {first['source']}")  # fmt: skip
+          f"{first['parameters'] / 1e6:.2f}M parameters; micro-batch {args.micro_batch}, {args.precision}, {args.optimizer}, "
+          f"{args.steps} steps; {first['accelerator']} ({first['device']}); peak: {first['source']}; fp32 weights "
+          f"{first['parameters'] * 4 / 2**20:.1f} MB")  # fmt: skip
     print(f"{'strategy':>8} {'act. ckpt':>9} {'N':>3} {'peak MB':>9} {'planned MB':>11} {'peak/plan':>9} {'step ms':>9} "
-          f"{'/ddp':>9}")  # fmt: skip
+          f"{'/ddp':>9} {'whole MB':>9}")  # fmt: skip
     # the step time over plain DDP's at the same world size
     step = {(r["strategy"], r["world_size"]): r["step_seconds"] for r in rows if r["activation_checkpointing"] == "none"}
     for r in rows:
@@ -217,7 +224,7 @@ def main() -> None:
         print(f"{r['strategy']:>8} {r['activation_checkpointing']:>9} {r['world_size']:>3} {r['peak_bytes'] / 2**20:>9.1f} "
               f"{r['planned_bytes'] / 2**20:>11.1f} "
               f"{r['peak_bytes'] / r['planned_bytes']:>9.2f} {r['step_seconds'] * 1e3:>9.1f} "
-              f"{'' if ratio is None else f'{ratio:.2f}':>9}")  # fmt: skip
+              f"{'' if ratio is None else f'{ratio:.2f}':>9} {r['whole_peak_bytes'] / 2**20:>9.1f}")  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -1,7 +1,10 @@
 """Helper for tests/test_fsdp.py, run under torchrun: the built-in family of the spec trained the trainer's way
-(built on the meta device, run.wrap, the recipe's AdamW), each rank writing to argv[2].rank<R>.json how far
+(built on the meta device, run.wrap, the recipe's optimizer), each rank writing to argv[2].rank<R>.json how far
 its peak resident set rose above its resident set before the model was built: once the weights were placed
-and initialised ("placed"), and over the training steps ("trained", before the final checkpoint).
+and initialised ("placed"), and over the training steps ("trained", before the final checkpoint, which gathers
+the whole model on rank 0); and, in absolute terms, that resident set ("before": the interpreter, torch, the
+process group and the data) and the peak resident set at the end of training ("peak"); and the class of the
+optimizer the recipe named ("optimizer").
 """
 
 import json
@@ -31,14 +34,15 @@ with torch.device("meta"):
     model = side.build(run.recipe)
 net = run.wrap(model)
 grown = {"placed": host.peak_rss_bytes() - before}
-optimizer = run.adamw(model.parameters())
+optimizer = run.optimizer(model.parameters())
+grown["optimizer"] = type(optimizer).__name__
 run.resume(model=model, optimizer=optimizer)
 for step in run.steps():
     for batch in run.accumulate(loader):
         run.backward(net(*batch))
     run.optimizer_step(optimizer)
     if step == run.plan.steps - 1:  # before the last checkpoint is written
-        grown["trained"] = host.peak_rss_bytes() - before
+        grown |= {"trained": host.peak_rss_bytes() - before, "before": before, "peak": host.peak_rss_bytes()}
 with open(f"{sys.argv[2]}.rank{run.rank}.json", "w") as f:
     json.dump(grown, f)
 dist.destroy_process_group()

@@ -85,7 +85,7 @@ KINDS = [
     (setter("recipe.task.vocab_size"), st.sampled_from([1, -3, 1.5]), "recipe.task.vocab_size"),
     (setter("recipe.optimizer.lr"), st.sampled_from([0, -0.1, "fast", 1e9]), "recipe.optimizer.lr"),
     (setter("recipe.optimizer.beta1"), st.sampled_from([1, 1.5, -0.1]), "recipe.optimizer.beta1"),
-    (setter("recipe.optimizer.name"), st.sampled_from(["sgd", None]), "recipe.optimizer.name"),
+    (setter("recipe.optimizer.name"), st.sampled_from(["adam", "SGD", None]), "recipe.optimizer.name"),
     (setter("recipe.learning_rate"), st.floats(0.001, 1), "recipe.learning_rate"),
     (setter("recipe.model.dropout"), st.floats(0, 1), "recipe.model.dropout"),
     (setter("recipe"), st.sampled_from(WRONG_TYPES[:5]), "recipe"),

@@ -739,7 +739,7 @@ def test_shipped_configs_resolve_into_the_six_suites(name):
      "recipe.model.halt_exploration: 'sometimes' is invalid; use one of per_segment, per_sample"),
     (lambda c: c["recipe"]["task"].update(unseen_puzzles=4), "recipe.task.unseen_puzzles: unknown key"),
     (lambda c: c["recipe"].update(optimizer={"name": "adam"}),
-     "recipe.optimizer.name: 'adam' is invalid; use one of adamw, adam_atan2"),
+     "recipe.optimizer.name: 'adam' is invalid; use one of adamw, adam_atan2, sgd"),
 ])  # fmt: skip
 def test_family_keys_are_checked_with_one_line(change, message):
     raw = copy.deepcopy(config(dict(HRM), dict(SUDOKU)))
@@ -943,7 +943,7 @@ def test_the_recipe_names_the_optimizer_the_trainer_builds():
     assert type(opt) is AdamATan2
     assert opt.defaults == {"lr": 0.1, "betas": (o.beta1, o.beta2), "weight_decay": o.weight_decay}
     with pytest.raises(ConfigError, match="optimizer.name"):
-        resolve(config() | {"recipe": {**config()["recipe"], "optimizer": {"name": "sgd"}}})
+        resolve(config() | {"recipe": {**config()["recipe"], "optimizer": {"name": "lion"}}})
 
 
 def _mean_segments(net, batch, samples: int) -> float:

@@ -61,7 +61,7 @@ def test_auto_micro_batch_is_the_largest_that_fits():
     recipe = SimpleNamespace(model=big, task=task, global_batch=256, micro_batch="auto", max_micro_batch=None,
                              batch_policy="locked", lr_scaling="none", precision="fp32", tf32=False,
                              reproducibility="deterministic", schedule=SimpleNamespace(steps=10, warmup_steps=1),
-                             optimizer=SimpleNamespace(lr=1e-3), parallel=Parallel("ddp", True),
+                             optimizer=SimpleNamespace(name="adamw", lr=1e-3), parallel=Parallel("ddp", True),
                              activation_checkpointing="none")  # fmt: skip
     hw = Hardware(accelerator="cuda", nodes=1, devices_per_node=8, gpu_type="A100-80GB", cpus_per_task=8)
     plan = make_plan(recipe, hw, Advisor(target_utilisation=0.75))
@@ -117,7 +117,7 @@ def test_mixed_precision_plans_less_memory_and_a_larger_auto_micro_batch(tmp_pat
                                  global_batch=1024, micro_batch="auto", max_micro_batch=None, batch_policy="fixed",
                                  reproducibility="comparable", precision=precision, tf32=False,
                                  schedule=SimpleNamespace(steps=10, warmup_steps=1),
-                                 optimizer=SimpleNamespace(lr=1e-3), lr_scaling="none",
+                                 optimizer=SimpleNamespace(name="adamw", lr=1e-3), lr_scaling="none",
                                  parallel=Parallel("ddp", True), activation_checkpointing="none")  # fmt: skip
         plan = make_plan(recipe, h100)
         micro[precision] = plan.micro_batch

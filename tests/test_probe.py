@@ -65,6 +65,8 @@ def test_plans_use_measured_peaks_on_the_device_type_only(small_config):
     assert after.est_memory_gb == pytest.approx((20 * GB + footprint.CUDA_CONTEXT_BYTES) / GB, abs=1e-4)
     cpu = matrix(small_config).spec("tiny", "default", "cpu1", 0).plan
     assert cpu.memory_source == "estimate"  # no probe on a CPU
+    sgd = matrix(small_config, optimizer={"name": "sgd"}).spec("tiny", "default", "h100", 0).plan
+    assert sgd.memory_source == "estimate"  # the probe steps AdamW: its peak holds two moments SGD does not keep
 
 
 def test_strict_plans_add_the_kept_gradients_to_a_measured_peak(small_config):

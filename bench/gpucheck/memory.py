@@ -75,7 +75,7 @@ def memory(ctx) -> None:
             micro = SMOKE["micro"] if ctx.smoke else MICRO[model]
             args = SimpleNamespace(width=shape["width"], depth=shape["depth"], length=shape["length"],
                                    micro_batch=micro, steps=STEPS, precision=precision, strategy=strategy,
-                                   activation_checkpointing="none")  # fmt: skip
+                                   activation_checkpointing="none", optimizer="adamw")  # fmt: skip
             found = fsdp.layout_peak(args, device)
             ratio = found["peak_bytes"] / found["planned_bytes"]
             shown = f"**{ratio:.3f}** ({bytes_text(found['peak_bytes'])} of {bytes_text(found['planned_bytes'])})"
@@ -98,7 +98,7 @@ def _peak(ctx, device, recipe, micro: int, precision: str) -> tuple[int | None, 
         return peak, "max_memory_allocated"
     args = SimpleNamespace(width=recipe.model.width, depth=recipe.model.depth, length=recipe.task.length,
                            micro_batch=micro, steps=2, precision=precision, strategy="ddp",
-                           activation_checkpointing="none")  # fmt: skip
+                           activation_checkpointing="none", optimizer="adamw")  # fmt: skip
     return int(fsdp.layout_peak(args, device)["peak_bytes"]), "host RSS growth (CPU stand-in)"
 
 

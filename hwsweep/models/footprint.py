@@ -2,7 +2,7 @@
 
 The activation terms were fitted to, and are tested against, the bytes autograd actually saves
 for the real model on CPU, in fp32 and under autocast (tests/test_plan.py): a measurement, not a
-rule of thumb. Under the -mixed precisions autocast keeps the fp32 weights, gradients and AdamW
+rule of thumb. Under the -mixed precisions autocast keeps the fp32 weights, gradients and optimizer
 state, but the matmul inputs it saves for backward (and what GELU and attention save) are 16-bit
 copies; layer norms, the residual stream and the loss stay fp32.
 The puzzle families (hrm, deep_transformer) are fitted in fp32 (tests/test_hrm.py); their plan
@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 FP32 = 4
 HALF = 2  # bf16 and fp16
-ADAMW_STATE = 2  # exp_avg and exp_avg_sq, one float each per parameter
+# fp32 floats of optimizer state per parameter, by recipe.optimizer.name (hwsweep/run/optimizers.py): the plan's
+# one count of it. Adam's two moments (exp_avg, exp_avg_sq); plain SGD (no momentum) keeps none.
+OPTIMIZER_STATE = {"adamw": 2, "adam_atan2": 2, "sgd": 0}
 CUDA_CONTEXT_BYTES = 600 * 2**20  # context, allocator and NCCL buffers on a GPU
 
 
@@ -57,13 +59,15 @@ def _checkpointed(blocks: int, block: int, block_input: int, products: int, chec
 
 def device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool, accelerator: str,
                  precision: str = "fp32", shards: int = 0, reshard_after_forward: bool = True,
-                 checkpointing: str = "none") -> int:  # fmt: skip
-    """Estimated peak bytes on one device of the reference transformer (shards: see _peak_bytes)."""
+                 checkpointing: str = "none", optimizer: str = "adamw") -> int:  # fmt: skip
+    """Estimated peak bytes on one device of the reference transformer (shards: see _peak_bytes; optimizer:
+    recipe.optimizer.name)."""
     w, v = model.width, task.vocab_size
     units = (v * w, 2 * w, w * v + v)  # FSDP's own units beside the blocks: embedding, final norm, head
     return _peak_bytes(parameter_count(model, task), activation_bytes_per_sample(model, task, precision, checkpointing),
                        micro_batch, accumulation, strict, accelerator, precision,
-                       Sharding(shards, block_parameter_count(model), model.depth, reshard_after_forward, units))  # fmt: skip
+                       Sharding(shards, block_parameter_count(model), model.depth, reshard_after_forward, units),
+                       OPTIMIZER_STATE[optimizer])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -83,28 +87,30 @@ DDP = Sharding(0, 0, 0)
 
 
 def _peak_bytes(parameters: int, activations_per_sample: int, micro_batch: int, accumulation: int, strict: bool,
-                accelerator: str, precision: str, sharding: Sharding = DDP) -> int:  # fmt: skip
-    """DDP: weights, gradients, AdamW state (fp32 at every precision), autocast's 16-bit copies of the weights,
-    activations of one micro-batch, and in strict mode every micro-batch's gradient kept until the ordered sum.
+                accelerator: str, precision: str, sharding: Sharding = DDP,
+                state: int = OPTIMIZER_STATE["adamw"]) -> int:  # fmt: skip
+    """DDP: weights, gradients, the optimizer's `state` floats per parameter (all fp32 at every precision),
+    autocast's 16-bit copies of the weights, activations of one micro-batch, and in strict mode every
+    micro-batch's gradient kept until the ordered sum.
 
-    FSDP over N devices: the fp32 weights, gradients and AdamW state divided by N; the root's own weights gathered
-    for the whole step; of the units (blocks, embeddings, head), the two largest (the one running and the next,
-    which FSDP2 prefetches), or all of them when reshard_after_forward is off, gathered in the compute type
-    (16-bit under a -mixed precision, so autocast casts nothing); the largest unit's gathered gradient and its
-    reduce-scatter copy; the (unsharded) activations."""
+    FSDP over N devices: the fp32 weights, gradients and optimizer state divided by N; the root's own weights
+    gathered for the whole step; of the units (blocks, embeddings, head), the two largest (the one running and
+    the next, which FSDP2 prefetches), or all of them when reshard_after_forward is off, gathered in the compute
+    type (16-bit under a -mixed precision, so autocast casts nothing); the largest unit's gathered gradient and
+    its reduce-scatter copy; the (unsharded) activations."""
     p = parameters * FP32
     context = CUDA_CONTEXT_BYTES if accelerator == "cuda" else 0
     activations = micro_batch * activations_per_sample
     if not sharding.shards:
         kept_gradients = p * accumulation if strict else 0
         casts = 0 if precision == "fp32" else parameters * HALF
-        return p * (2 + ADAMW_STATE) + kept_gradients + casts + activations + context
+        return p * (2 + state) + kept_gradients + casts + activations + context
     compute = FP32 if precision == "fp32" else HALF
     units = sorted([sharding.block] * sharding.blocks + list(sharding.units), reverse=True)
     root = parameters - sum(units)
     gathered = (root + (sum(units[:2]) if sharding.reshard else sum(units))) * compute
     unit_gradients = 2 * max(units, default=0) * FP32
-    return -(-p * (2 + ADAMW_STATE) // sharding.shards) + gathered + unit_gradients + activations + context
+    return -(-p * (2 + state) // sharding.shards) + gathered + unit_gradients + activations + context
 
 
 # -- the puzzle families (hrm, deep_transformer): HRM's blocks (SwiGLU, no biases) ------------------
@@ -145,7 +151,7 @@ def puzzle_activation_bytes_per_sample(model, task, checkpointing: str = "none")
 
 def puzzle_device_bytes(model, task, micro_batch: int, accumulation: int, strict: bool, accelerator: str,
                         precision: str = "fp32", shards: int = 0, reshard_after_forward: bool = True,
-                        checkpointing: str = "none") -> int:  # fmt: skip
+                        checkpointing: str = "none", optimizer: str = "adamw") -> int:  # fmt: skip
     blocks = model.h_layers + model.l_layers if model.name == "hrm" else model.depth
     w, v = model.width, task.vocab_size
     positions = -(-model.puzzle_emb_ndim // w) + task.length
@@ -153,4 +159,5 @@ def puzzle_device_bytes(model, task, micro_batch: int, accumulation: int, strict
     units = (v * w + learned, v * w) + ((2 * w + 2,) if model.name == "hrm" and model.act_mode == "act" else ())
     return _peak_bytes(puzzle_parameter_count(model, task), puzzle_activation_bytes_per_sample(model, task, checkpointing),
                        micro_batch, accumulation, strict, accelerator, precision,
-                       Sharding(shards, _puzzle_block_params(model), blocks, reshard_after_forward, units))  # fmt: skip
+                       Sharding(shards, _puzzle_block_params(model), blocks, reshard_after_forward, units),
+                       OPTIMIZER_STATE[optimizer])  # fmt: skip

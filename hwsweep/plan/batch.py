@@ -62,10 +62,11 @@ def _check_precision(recipe: Recipe, hw: Hardware, advisor: Advisor, context: st
 
 def device_need(recipe: Recipe, accelerator: str, precision: str, micro: int, accumulation: int, shards: int) -> int:
     """Estimated peak bytes per device of a built-in model: shards 0 for DDP, N for FSDP over N devices (HSDP: a
-    node's devices), under the recipe's activation checkpointing."""
+    node's devices), under the recipe's activation checkpointing, with its optimizer's state."""
     device_bytes = families.family(recipe.model.name).device_bytes
     return device_bytes(recipe.model, recipe.task, micro, accumulation, recipe.reproducibility == "strict", accelerator,
-                        precision, shards, recipe.parallel.reshard_after_forward, recipe.activation_checkpointing)  # fmt: skip
+                        precision, shards, recipe.parallel.reshard_after_forward, recipe.activation_checkpointing,
+                        recipe.optimizer.name)  # fmt: skip
 
 
 # Device counts the advisor tries when a plan does not fit (the hardware entry's own count comes first).
@@ -163,8 +164,9 @@ def make_plan(recipe: Recipe, hw: Hardware, advisor: Advisor = Advisor(), contex
         raise PlanError(f"recipe.parallel.strategy: {problem}, and hardware precision {hw.precision} asks for it"
                         f"{context}; remove the hardware's precision, use bf16-mixed there, or strategy: ddp")  # fmt: skip
     # Peaks the memory probe measured on this device type (hwsweep detect on the device) replace the estimate;
-    # the probe runs DDP's layout, so a sharded plan keeps the estimate.
-    probed = measured(recipe, hw.gpu_type, precision) if hw.accelerator == "cuda" and not sharded else None
+    # the probe runs DDP's layout with AdamW, so a sharded plan, or an optimizer keeping other state, keeps it.
+    adam_state = footprint.OPTIMIZER_STATE[recipe.optimizer.name] == footprint.OPTIMIZER_STATE["adamw"]
+    probed = measured(recipe, hw.gpu_type, precision) if hw.accelerator == "cuda" and not sharded and adam_state else None
     peaks = probed["peak_bytes"] if probed else {}
 
     def need(micro: int) -> float | None:

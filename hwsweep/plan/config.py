@@ -263,7 +263,7 @@ def _variant_name(values: dict) -> str:
     return "_".join(f"{k.rsplit('.', 1)[1] if '.' in k else k}-{str(v).lower()}" for k, v in values.items())
 
 
-ADAMW_MAX_LR = 10.0  # the built-in trainer's AdamW refuses more; a script's own optimizer (plain SGD) gets a warning
+ADAMW_MAX_LR = 10.0  # the built-in trainer's Adams refuse more; its SGD and a script's own optimizer do not (a warning)
 
 
 def _check_recipe(recipe: dict, where: str, schema: dict, builtin: bool, sweep: dict | None = None) -> Recipe:
@@ -291,9 +291,9 @@ def _check_recipe(recipe: dict, where: str, schema: dict, builtin: bool, sweep: 
         problem = getattr(r, key).problem()
         if problem:
             raise ConfigError(f"{where}.{key}.{problem}")
-    if builtin and r.optimizer.lr > ADAMW_MAX_LR:
+    if builtin and r.optimizer.name != "sgd" and r.optimizer.lr > ADAMW_MAX_LR:  # plain SGD's lr has no such scale
         raise ConfigError(f"{where}.optimizer.lr: {r.optimizer.lr:g} is above {ADAMW_MAX_LR:g}, beyond any learning rate "
-                          "of the built-in trainer's AdamW; lower it")  # fmt: skip
+                          f"of the built-in trainer's {r.optimizer.name}; lower it")  # fmt: skip
     if not builtin and r.micro_batch == "auto":
         raise ConfigError(
             f"{where}.micro_batch: auto needs the built-in trainer's memory model; give your script's micro-batch as a number"

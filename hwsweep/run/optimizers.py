@@ -1,7 +1,8 @@
-"""The built-in trainer's optimizers (recipe.optimizer.name): AdamW (hwsweep.run.device.adamw, in its kernel) and
+"""The built-in trainer's optimizers (recipe.optimizer.name): AdamW (hwsweep.run.device.adamw, in its kernel),
 AdamATan2, the original HRM's optimizer, written here in plain PyTorch from its published update rule (Everett et
 al. 2024, "Scaling Exponents Across Parameterizations and Optimizers"; the original trains with the `adam-atan2`
-package, a CUDA kernel)."""
+package, a CUDA kernel), and plain SGD, which keeps no state (what each keeps per parameter is counted by the plan
+in hwsweep.models.footprint.OPTIMIZER_STATE)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 
 from hwsweep.run import device as devices
 
-NAMES = ("adamw", "adam_atan2")
+NAMES = ("adamw", "adam_atan2", "sgd")
 
 
 class AdamATan2(torch.optim.Optimizer):
@@ -63,4 +64,9 @@ def build(parameters, opt, lr: float, accelerator: str) -> torch.optim.Optimizer
     """The optimizer `opt.name` names (opt: recipe.optimizer) at `lr`, with its betas and weight decay."""
     if opt.name == "adam_atan2":
         return AdamATan2(parameters, lr=lr, betas=(opt.beta1, opt.beta2), weight_decay=opt.weight_decay)
+    if opt.name == "sgd":
+        # No momentum, so no state: a sharded rank holds its weights and gradients only. Without momentum torch's
+        # weight decay, p <- p - lr (g + wd p), is the decoupled p (1 - lr wd) - lr g. One implementation (the
+        # for-loop) on every device.
+        return torch.optim.SGD(parameters, lr=lr, momentum=0.0, weight_decay=opt.weight_decay, foreach=False)
     return devices.adamw(parameters, opt, lr, accelerator)

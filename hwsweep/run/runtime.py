@@ -225,8 +225,9 @@ class Run:
         return devices.adamw(parameters, self.recipe.optimizer, self.plan.lr, self.device.type)
 
     def optimizer(self, parameters) -> torch.optim.Optimizer:
-        """The recipe's optimizer (recipe.optimizer.name) at the plan's lr: AdamW as run.adamw, or AdamATan2 (the
-        original HRM's; one implementation, recorded in provenance as its kernel)."""
+        """The recipe's optimizer (recipe.optimizer.name) at the plan's lr: AdamW as run.adamw, AdamATan2 (the
+        original HRM's) or plain SGD (no state); the last two have one implementation each, recorded in provenance
+        as the kernel by their name."""
         if self.recipe.optimizer.name == "adamw":
             return self.adamw(parameters)
         from hwsweep.run import optimizers

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     # counted on the meta model (shapes decide them: the same figures as on real weights)
     units = model.work_flops(tuple(t.to("meta") for t in batch)) if hasattr(model, "work_flops") else None
     net = run.wrap(model)  # each module's reset_parameters, seeded per module: the same weights at any layout
-    optimizer = run.optimizer(model.parameters())  # recipe.optimizer: AdamW in its kernel, or AdamATan2
+    optimizer = run.optimizer(model.parameters())  # recipe.optimizer: AdamW in its kernel, AdamATan2 or SGD
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, recipe.schedule))
     states = {"model": model, "optimizer": optimizer, "scheduler": scheduler}
     embeddings = sparse_embeddings(model)  # the puzzle embedding: its own SignSGD, as in the original HRM
