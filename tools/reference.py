@@ -23,7 +23,7 @@ SCHEMA = REPO / "hwsweep/schemas/config.schema.yaml"
 # The shipped configs an example is merged into: it must validate in one (a puzzle family's keys need a puzzle task).
 BASE_CONFIGS = (REPO / "config/config.yaml", REPO / "config/hrm_cpu.yaml")
 # A marker on the line before a docs block (tests/docs_blocks.py says what each means; mkdocs_hooks.py shows some).
-MARKER = re.compile(r"^<!-- (not-run|file|yaml-under|stands-in|invalid): (.+?) -->$")
+MARKER = re.compile(r"^<!-- (not-run|parse-only|file|yaml-under|stands-in|invalid): (.+?) -->$")
 # The name an example gives an entry of a named map (suites, hardware, metrics, compare): the config's own names
 # where it has them, so an example reads like the config it goes into.
 ENTRY_NAMES = {"suites": "width", "hardware": "gpu4", "metrics": "val_acc", "compare": "hrm_vs_transformer",
