@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hwsweep"
-# What each folder may import besides itself (the README's layout section says the same in words).
+# What each folder may import besides itself (docs/layout.md says the same in words).
 ALLOWED = {
     "contracts": set(),
     "models": {"contracts"},
@@ -84,7 +84,7 @@ def upward_imports(edges: dict[str, set[str]]) -> list[str]:
         here = layer(module)
         if here in TOP or here == "":
             continue
-        assert here in ALLOWED, f"{module}: a folder the layer rules do not know; add it to ALLOWED and the README"
+        assert here in ALLOWED, f"{module}: a folder the layer rules do not know; add it to ALLOWED and docs/layout.md"
         for dep in sorted(deps):
             there = layer(dep)
             if there != here and there not in ALLOWED[here] and dep != "hwsweep":

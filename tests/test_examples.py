@@ -1,4 +1,4 @@
-"""The shipped examples end to end through the snakemake CLI, each run as the README gives it: from the
+"""The shipped examples end to end through the snakemake CLI, each run as the docs give it (docs/index.md): from the
 root of a copy of the repository (its config/config.yaml included), with
 `snakemake --cores 2 --configfile examples/NAME/config.yaml --replace-workflow-config all`, the example's
 config shortened (fewer steps and seeds)."""
@@ -30,7 +30,7 @@ def example(tmp_path, name: str, **recipe):
 
 
 def snakemake(root, cfg, name: str, *args: str):
-    """The README's command for an example, from the copy's root (`cfg` None: only `args`, e.g. --report)."""
+    """The docs' command for an example, from the copy's root (`cfg` None: only `args`, e.g. --report)."""
     if cfg is not None:
         (root / "examples" / name / "config.yaml").write_text(yaml.safe_dump(cfg))
     config = ["--configfile", f"examples/{name}/config.yaml", "--replace-workflow-config"]

@@ -211,7 +211,7 @@ def test_the_installed_snakefile_runs_from_a_folder_of_its_own_and_the_cluster_c
     assert dry.returncode == 0 and re.search(r"^train\s+1$", dry.stdout, re.M), dry.stderr[-3000:]
     assert sorted(p.name for p in folder.iterdir()) == [".snakemake", "fake-bin", "tiny.yaml"]  # nothing written beside
 
-    # The README's cluster commands, from a folder `hwsweep init` set up
+    # The cluster commands (docs/slurm.md), from a folder `hwsweep init` set up
     assert _run([str(bin_dir / "hwsweep"), "init"], cwd=folder, env=env).returncode == 0
     shutil.copy(folder / "tiny.yaml", folder / "config/config.yaml")
     installed_profile = _run([str(bin_dir / "hwsweep"), "profile", "install", "slurm", "--account", "lab"],
@@ -249,7 +249,7 @@ def test_no_rule_claims_a_conda_environment_it_would_not_run_in():
 
 
 # The one lint the workflow keeps by design: its rules run in the environment that runs snakemake
-# (see the README), so they declare no conda environment or container.
+# (see docs/slurm.md), so they declare no conda environment or container.
 ACCEPTED_LINT = "Specify a conda environment or container for each rule."
 
 

@@ -134,7 +134,7 @@ CONTENTION_ADVICE = ("⚠ marks timings measured under contention (other hwsweep
                      f"load above {LOAD_FACTOR:g} × the CPUs the run may use: hwsweep.host.contended): such a "
                      "speedup measures the competing work as much as the hardware. Rerun those runs with "
                      "`timing: exclusive` (the local profile's one timing_slot, as the default auto does locally; "
-                     "exclusive nodes under SLURM) and nothing else running on the machine; see README, Timings.")
+                     "exclusive nodes under SLURM) and nothing else running on the machine; see docs/timings.md.")
 
 
 def flagged(contention) -> bool:
@@ -206,7 +206,7 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     if flagged(row.get("contention")):
         sentence += (f" ⚠ **Measured under contention** ({row['contention']}): this speedup measures the competing "
                      "work as much as the hardware; rerun with `timing: exclusive` and nothing else running "
-                     "(README, Timings).")  # fmt: skip
+                     "(docs/timings.md).")  # fmt: skip
     return sentence
 
 
