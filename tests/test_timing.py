@@ -80,7 +80,9 @@ def sbatch_args(tmp_path, cfg, *args) -> list[str]:
     path.write_text(yaml.safe_dump(cfg))
     cmd = [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
            "--configfile", str(path), "--replace-workflow-config", "--profile", str(REPO / "profiles/slurm"),
-           "--retries", "0", "--jobs", "1", "results/tiny/default/cpu1/seed0/train.json", *args]  # fmt: skip
+           "--retries", "0", "--jobs", "1", "results/tiny/default/cpu1/seed0/train.json",
+           # the profile's 20 s wait before the first status check, idled here after the refusal: 1 s will do
+           "--slurm-init-seconds-before-status-checks", "1", *args]  # fmt: skip
     env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode != 0  # the stand-in refused the job: nothing ran
