@@ -348,7 +348,11 @@ def test_snakemake_refuses_what_the_local_executor_cannot_place_and_the_slurm_ex
         errors = [line for line in proc.stderr.splitlines() if line.startswith("hwsweep config error:")]
         assert proc.returncode == 1 and len(errors) == 1 and "hardware.gpu1.accelerator" in errors[0], proc.stderr
         assert "Traceback" not in proc.stderr and not (tmp_path / "results").exists()
-    for args in (["-n", "--executor", "slurm", "--jobs", "1"], ["-n", "--profile", str(REPO / "profiles/slurm")]):
+    # The whole matrix once; through the profile, gpu1's run alone: it is refused or placed like the matrix, and
+    # a dry run with evaluate jobs imports torch for their SLURM runtimes (3 CPU-s)
+    gpu1_run = "results/tiny/default/gpu1/seed0/train.json"
+    profile = ["-n", "--profile", str(REPO / "profiles/slurm"), gpu1_run]
+    for args in (["-n", "--executor", "slurm", "--jobs", "1"], profile):
         proc = snakemake(tmp_path, small_config, *args)
         assert proc.returncode == 0 and "gpu1" in proc.stdout, proc.stderr[-2000:]
 
