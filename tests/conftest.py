@@ -43,11 +43,43 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
 
 
+# Session fixtures built once for the whole run, whichever xdist worker first needs them, under a lock in the
+# folder all workers share (`shared_once`); the others wait and reuse what it built. Each test that changes such a
+# fixture's result works on its own copy, so these fixtures tie no tests to one worker (the grouping hook below).
+SHARED_ACROSS_WORKERS = {"finished_two_suites"}
+
+
+@contextlib.contextmanager
+def shared_once(config, name: str):
+    """Yield (folder, build): `build` is True for the one caller, across every xdist worker of this run, that must
+    make `folder` (it fills the folder and returns; the folder counts as built once the block ends without an
+    error). The others wait for it and get False. A failed build is remembered: they fail at once with its error."""
+    base = config._tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # parent: this run's, for all workers
+    folder, done, failed = root / name, root / f"{name}.done", root / f"{name}.failed"
+    with open(root / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            pytest.fail(f"{name}, built by another worker, failed:\n{failed.read_text()}")
+        if done.exists():
+            yield folder, False
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        try:
+            yield folder, True
+        except BaseException as e:
+            failed.write_text(f"{type(e).__name__}: {e}"[-4000:])
+            raise
+        done.touch()
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under `--dist loadgroup`, the tests that share a module or session fixture of this suite (a finished
     sweep, the SLURM cluster) go to one worker, which builds it once: one xdist group per set of tests linked
-    by such fixtures or by a group mark of their own (whose name the set then takes)."""
+    by such fixtures or by a group mark of their own (whose name the set then takes). A fixture in
+    SHARED_ACROSS_WORKERS links nothing: every worker gets it (built once for them all), so its tests spread."""
     parent: dict[str, str] = {}
 
     def root(key: str) -> str:
@@ -61,7 +93,8 @@ def pytest_collection_modifyitems(config, items):
         keys = [f"mark:{(mark.args or [mark.kwargs.get('name', 'default')])[0]}"] if mark else []
         for name in getattr(item, "fixturenames", ()):
             fixture = (item._fixtureinfo.name2fixturedefs.get(name) or [None])[-1]  # the one the test gets
-            if fixture and fixture.scope != "function" and fixture.baseid.startswith("tests"):  # ours, not a plugin's
+            if (fixture and fixture.scope != "function" and fixture.baseid.startswith("tests")  # ours, not a plugin's
+                    and name not in SHARED_ACROSS_WORKERS):  # fmt: skip
                 keys.append(f"{fixture.baseid}::{name}")
         for key in keys[1:]:
             parent[root(key)] = root(keys[0])  # a mark, where there is one, stays the root
@@ -134,26 +167,22 @@ def two_suite_config() -> dict:
 
 
 @pytest.fixture(scope="session")
-def finished_two_suites(tmp_path_factory) -> tuple[Path, Path]:
-    """two_suite_config's sweep, run once to its end (`all`) for every test that starts from it: the
-    folder it ran in and an untouched copy of it."""
-    top = tmp_path_factory.mktemp("two-suites")
-    folder = top / "sweep"
-    folder.mkdir()
-    proc = snakemake(folder, two_suite_config(), "--cores", "2")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    shutil.copytree(folder, top / "pristine", symlinks=True)
-    return folder, top / "pristine"
+def finished_two_suites(request) -> Path:
+    """two_suite_config's sweep, run once to its end (`all`) for every test of this run that starts from it, in
+    every xdist worker (SHARED_ACROSS_WORKERS). Never changed: a test changes a copy of it (two_suites)."""
+    with shared_once(request.config, "two-suites") as (folder, build):
+        if build:
+            proc = snakemake(folder, two_suite_config(), "--cores", "2")
+            assert proc.returncode == 0, proc.stderr[-4000:]
+    return folder
 
 
 @pytest.fixture
-def two_suites(finished_two_suites) -> tuple[Path, dict]:
-    """The finished two-suite sweep as it was when it finished, for this test to change, and its config.
-    Restored in the folder it ran in, times kept: snakemake's records name that folder (the config's
-    folder is a job parameter), so there nothing in it is out of date."""
-    folder, pristine = finished_two_suites
-    shutil.rmtree(folder)
-    shutil.copytree(pristine, folder, symlinks=True)
+def two_suites(finished_two_suites, tmp_path) -> tuple[Path, dict]:
+    """A copy of the finished two-suite sweep for this test to change, times kept, and its config: a sweep folder
+    copied elsewhere is up to date (its records name no folder of the machine)."""
+    folder = tmp_path / "sweep"
+    shutil.copytree(finished_two_suites, folder, symlinks=True)
     return folder, two_suite_config()
 
 

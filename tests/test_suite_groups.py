@@ -2,7 +2,8 @@
 session fixture of the suite, or a group mark, run in one worker, which builds the fixture once. pytest 9.2
 with pytest-xdist 3.8 silently dropped every group (xdist renames `item._nodeid`, which pytest 9.2 no longer
 reads): the SLURM tests then ran in three workers, each starting the one test cluster and stopping the others'.
-A tiny suite run with this conftest's grouping hook shows whether groups hold with the installed versions."""
+A tiny suite run with this conftest's grouping hook shows whether groups hold with the installed versions, and
+that a fixture built once for every worker (conftest's SHARED_ACROSS_WORKERS) ties its tests to none."""
 
 import os
 import subprocess
@@ -10,7 +11,7 @@ import sys
 import textwrap
 from collections import defaultdict
 
-from conftest import REPO
+from conftest import REPO, SHARED_ACROSS_WORKERS
 
 CONFTEST = f"""
 import importlib.util
@@ -25,6 +26,10 @@ pytest_collection_modifyitems = suite.pytest_collection_modifyitems
 @pytest.fixture(scope="session")
 def built():
     return "once"
+
+@pytest.fixture(scope="session")
+def SHARED():  # named as one the suite builds once for every worker
+    return "in every worker"
 """
 
 TESTS = """
@@ -47,13 +52,18 @@ def test_marked(i):
 @pytest.mark.parametrize("i", range(6))
 def test_free(i):
     ran("free", i)
+
+@pytest.mark.parametrize("i", range(6))
+def test_shared_across_workers(SHARED, i):
+    ran("shared", i)
 """
 
 
-def test_tests_sharing_a_session_fixture_or_a_group_mark_run_in_one_worker(tmp_path):
+def test_tests_sharing_a_session_fixture_or_a_group_mark_run_in_one_worker_and_no_others(tmp_path):
     (tmp_path / "tests").mkdir()
-    (tmp_path / "tests/conftest.py").write_text(textwrap.dedent(CONFTEST))
-    (tmp_path / "tests/test_groups.py").write_text(textwrap.dedent(TESTS))
+    shared = sorted(SHARED_ACROSS_WORKERS)[0]
+    (tmp_path / "tests/conftest.py").write_text(textwrap.dedent(CONFTEST).replace("SHARED", shared))
+    (tmp_path / "tests/test_groups.py").write_text(textwrap.dedent(TESTS).replace("SHARED", shared))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     out = tmp_path / "ran.txt"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup",
@@ -66,4 +76,5 @@ def test_tests_sharing_a_session_fixture_or_a_group_mark_run_in_one_worker(tmp_p
         workers[kind].add(worker)
     assert len(workers["fixture"]) == 1, workers  # one worker built the session fixture
     assert len(workers["mark"]) == 1, workers
-    assert sum(1 for line in out.read_text().splitlines()) == 14
+    assert len(workers["shared"]) > 1, workers  # a fixture every worker gets groups nothing
+    assert sum(1 for line in out.read_text().splitlines()) == 20

@@ -4,6 +4,7 @@ import copy
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -91,6 +92,22 @@ def test_end_to_end_local_run_and_report(tmp_path, small_config):
                  "time_breakdown.png", "comparison.csv", "equivalence.csv", "speedup.csv", "plan.tsv"):
         assert name in html
     assert len(re.findall(r"data:image/png;base64", html)) >= 4 or html.count(".png") >= 4
+
+
+def test_a_finished_sweep_copied_elsewhere_is_up_to_date_and_its_report_builds(finished_two_suites, tmp_path):
+    """A sweep folder moved or copied to another path (times kept) names no folder of the machine in its records:
+    nothing reruns there (the config's folder, a job parameter, is named relative to the working directory), and
+    the report built there leaves nothing out."""
+    folder = tmp_path / "elsewhere" / "moved"
+    shutil.copytree(finished_two_suites, folder, symlinks=True)
+    proc = snakemake(folder, None, "-n", "--cores", "2")
+    assert proc.returncode == 0 and "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    proc = snakemake(folder, None, "--report", str(folder / "report.html"))
+    assert proc.returncode == 0 and "hwsweep warning" not in proc.stderr, proc.stderr[-3000:]
+    html = (folder / "report.html").read_text()
+    for item in ("results/comparison.html", "results/plan.html", "results/tiny/tables/comparison.html",
+                 "results/other/tables/comparison.html"):  # fmt: skip
+        assert item in html, item
 
 
 def test_changing_one_suite_reruns_only_that_suite(two_suites):

@@ -14,10 +14,17 @@ from hwsweep.plan import interrupt, placement, shared
 from hwsweep.plan.config import ConfigError, resolve_or_exit
 from hwsweep.plan.matrix import Run
 
-# A command's relative workdir is taken from the folder of the config file that was given last.
-CONFIG_DIR = Path(
+# The folder of the config file that was given last: a command's relative workdir is taken from it, and the
+# scripts resolve the config from it (a job parameter). Inside the working directory it is named relative to it,
+# so a sweep folder moved or copied elsewhere keeps its jobs' parameters: nothing in it reruns.
+_CONFIG_PATH = Path(
     (workflow.overwrite_configfiles or workflow.configfiles or ["."])[-1]
-).parent
+).parent.resolve()
+CONFIG_DIR = (
+    _CONFIG_PATH.relative_to(Path.cwd().resolve())
+    if _CONFIG_PATH.is_relative_to(Path.cwd().resolve())
+    else _CONFIG_PATH
+)
 
 # A job computes from the config its main process resolved, never from its own merge (hwsweep.plan.shared).
 IS_JOB = bool(workflow.remote_exec or workflow.subprocess_exec)
