@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
 sys.path.insert(0, str(BENCH))
 
-from gpucheck import table, wheels  # noqa: E402
+from gpucheck import hrm, table, wheels  # noqa: E402
 from gpucheck.record import Recorder  # noqa: E402
 
 
@@ -58,6 +58,7 @@ def test_smoke_runs_every_section_and_writes_the_json_and_the_table(tmp_path):
     for key, names in JUDGED.items():
         for name in names:
             assert rows[(key, name)]["status"] == "pass", rows[(key, name)]
+    assert rows[("hrm", "trains on the device")]["shown"].startswith(f"**{hrm.STEPS} steps** on")  # the section's
     assert len([k for k in rows if k[0] == "speed"]) == 4  # fp32 and bf16-mixed, eager and compiled
     assert len([k for k in rows if k[0] == "memory"]) == 6  # ddp/fsdp x 2 precisions + micro_batch auto x 2
     markdown = (out / "gpu_check.md").read_text()
