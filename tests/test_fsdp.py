@@ -369,6 +369,7 @@ def test_hrm_trains_and_evaluates_during_training_under_fsdp_like_ddp(tmp_path):
     sharded root is gathered for it (run.evaluate) and every rank takes part (run.evaluates)."""
     cfg = yaml.safe_load((REPO / "config" / "hrm_cpu.yaml").read_text())
     cfg["recipe"] |= {"global_batch": 16, "micro_batch": 8, "eval_every": 5, "eval_subset": 16, "checkpoint_every": 5}
+    cfg["recipe"]["task"] |= {"train_size": 160, "eval_size": 16}  # all that 10 steps of 16 and the subset read
     cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
     cfg |= {"suites": {"s": {"sweep": {"parallel.strategy": ["ddp", "fsdp"]}}}, "seeds": [0], "baseline": "cpu2",
             "hardware": {"cpu2": {"accelerator": "cpu", "devices_per_node": 2}}}  # fmt: skip
