@@ -13,6 +13,9 @@ from hwsweep.contracts.spec import FINAL_CHECKPOINT, TRAIN_RECORD
 from hwsweep.plan.config import resolve
 
 pytestmark = pytest.mark.slow
+# PASSIVE: a rank of 2 threads waits for its other thread asleep, not spinning (libgomp's default spins): on a loaded
+# machine the spinning cost the 2-thread run 9 CPU-s for 25 steps of a tiny model, 2 without; it changes no number
+ENV = os.environ | {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def _config(small_config, level: str, steps: int, world_sizes=(1, 2, 4)):
@@ -35,7 +38,7 @@ def train(tmp_path, matrix, hardware: str, threads: int = 2, global_batch: int |
     n = spec["plan"]["devices_per_node"]
     cmd = [str(BIN / "torchrun"), "--standalone", "--nnodes", "1", "--nproc_per_node", str(n),
            "-m", "hwsweep.run.train", str(path), "--threads", str(threads)]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     record = json.loads((tmp_path / hardware / TRAIN_RECORD).read_text())
     params = torch.load(tmp_path / hardware / FINAL_CHECKPOINT, weights_only=False)["model"]

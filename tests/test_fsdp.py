@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 import yaml
-from conftest import BIN, REPO
+from conftest import BIN, REPO, SMALL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -258,6 +258,15 @@ def _results(tmp_path, name):
     return record, torch.load(tmp_path / name / FINAL_CHECKPOINT, weights_only=False)["model"]
 
 
+@pytest.fixture(scope="module")
+def fsdp_whole(tmp_path_factory):
+    """(record, final weights) of the uninterrupted FSDP run at 2 processes, 30 steps: the reference of both the
+    killed and the moved run (one torchrun for the two tests)."""
+    folder = tmp_path_factory.mktemp("fsdp_whole")
+    _run(_spec(folder, copy.deepcopy(SMALL), "fsdp", "whole"))
+    return _results(folder, "whole")
+
+
 def _stopped(proc, out: str) -> str:
     """SIGTERM to a running torchrun: the run checkpoints at a step all ranks agree on and exits preempted."""
     proc.send_signal(signal.SIGTERM)
@@ -267,7 +276,7 @@ def _stopped(proc, out: str) -> str:
 
 
 @pytest.mark.slow
-def test_fsdp_trains_is_sigkilled_resumes_bitwise_and_matches_ddp(tmp_path, small_config):
+def test_fsdp_trains_is_sigkilled_resumes_bitwise_and_matches_ddp(tmp_path, small_config, fsdp_whole):
     with pytest.raises(ConfigError, match="set parallel.strategy: fsdp, which needs .* on this hardware's 2 devices"):
         resolve(_config(small_config, "ddp"))  # the model is too big for DDP on this entry
     cmd = _spec(tmp_path, small_config, "fsdp", "cut")
@@ -286,9 +295,9 @@ def test_fsdp_trains_is_sigkilled_resumes_bitwise_and_matches_ddp(tmp_path, smal
     cut_at = max(int(p.name[4:]) for p in ckpts.glob("step*"))
     assert 0 < cut_at < 30 and (ckpts / f"step{cut_at:09d}" / ".metadata").is_file()  # DCP's shards, complete
     _run(cmd)  # the rerun resumes from the sharded checkpoint
-    _run(_spec(tmp_path, small_config, "fsdp", "whole"))
     _run(_spec(tmp_path, small_config, "ddp", "ddp"))
-    (cut, p_cut), (whole, p_whole), (ddp, p_ddp) = (_results(tmp_path, n) for n in ("cut", "whole", "ddp"))
+    (cut, p_cut), (ddp, p_ddp) = (_results(tmp_path, n) for n in ("cut", "ddp"))
+    whole, p_whole = fsdp_whole
     assert cut["restarts"] == 1 and cut["resumed_from_step"] == cut_at and whole["plan"]["strategy"] == "fsdp"
     assert cut["curves"]["loss"]["values"] == whole["curves"]["loss"]["values"]  # bitwise at the same world size
     assert all(torch.equal(p_cut[k], p_whole[k]) for k in p_whole)
@@ -301,8 +310,7 @@ def test_fsdp_trains_is_sigkilled_resumes_bitwise_and_matches_ddp(tmp_path, smal
 
 
 @pytest.mark.slow
-def test_a_sharded_checkpoint_resumes_at_another_world_size_and_the_record_says_so(tmp_path, small_config):
-    _run(_spec(tmp_path, small_config, "fsdp", "whole", steps=30))  # the reference: uninterrupted at 2
+def test_a_sharded_checkpoint_resumes_at_another_world_size_and_the_record_says_so(tmp_path, small_config, fsdp_whole):
     ckpts = tmp_path / "moved" / "checkpoints"
     proc = subprocess.Popen(_spec(tmp_path, small_config, "fsdp", "moved", steps=30), env=ENV, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
@@ -321,7 +329,7 @@ def test_a_sharded_checkpoint_resumes_at_another_world_size_and_the_record_says_
     assert "hwsweep: resharded the checkpoint of step" in seen and "from world size 2 to 4" in seen, seen[-3000:]
     _stopped(proc, seen)
     _run(four)  # ... and finished at 4
-    (record, params), (whole, before) = _results(tmp_path, "moved"), _results(tmp_path, "whole")
+    (record, params), (whole, before) = _results(tmp_path, "moved"), fsdp_whole  # the reference: uninterrupted at 2
     first, second, third = record["segments"]
     assert record["plan"]["world_size"] == 4 and record["restarts"] == 2
     assert second["resharded_from_world_size"] == 2 and "resharded_from_world_size" not in third
@@ -361,6 +369,7 @@ def test_hrm_trains_and_evaluates_during_training_under_fsdp_like_ddp(tmp_path):
     sharded root is gathered for it (run.evaluate) and every rank takes part (run.evaluates)."""
     cfg = yaml.safe_load((REPO / "config" / "hrm_cpu.yaml").read_text())
     cfg["recipe"] |= {"global_batch": 16, "micro_batch": 8, "eval_every": 5, "eval_subset": 16, "checkpoint_every": 5}
+    cfg["recipe"]["task"] |= {"train_size": 160, "eval_size": 16}  # all that 10 steps of 16 and the subset read
     cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
     cfg |= {"suites": {"s": {"sweep": {"parallel.strategy": ["ddp", "fsdp"]}}}, "seeds": [0], "baseline": "cpu2",
             "hardware": {"cpu2": {"accelerator": "cpu", "devices_per_node": 2}}}  # fmt: skip

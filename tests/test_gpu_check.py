@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
 sys.path.insert(0, str(BENCH))
 
-from gpucheck import table, wheels  # noqa: E402
+from gpucheck import hrm, table, wheels  # noqa: E402
 from gpucheck.record import Recorder  # noqa: E402
 
 
@@ -40,7 +40,8 @@ JUDGED = {
 @pytest.mark.slow
 @pytest.mark.timeout(1300)  # the check stops itself at its --smoke deadline (1,020 s) on a machine loaded that much
 def test_smoke_runs_every_section_and_writes_the_json_and_the_table(tmp_path):
-    """82 s of CPU (user + sys) for the whole --smoke; 4.5 to 9 minutes of wall clock at a load of 20 on 2 cores."""
+    """66-71 s of CPU (user + sys) for the whole --smoke at a load of 16-18 on 2 cores (2026-11-26); 4.5 to 9 minutes
+    of wall clock at a load of 20."""
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(BENCH / "gpu_check.py"), "--smoke", "--out", str(out)],
                           capture_output=True, text=True, timeout=1250, cwd=tmp_path)  # fmt: skip
@@ -58,6 +59,7 @@ def test_smoke_runs_every_section_and_writes_the_json_and_the_table(tmp_path):
     for key, names in JUDGED.items():
         for name in names:
             assert rows[(key, name)]["status"] == "pass", rows[(key, name)]
+    assert rows[("hrm", "trains on the device")]["shown"].startswith(f"**{hrm.STEPS} steps** on")  # the section's
     assert len([k for k in rows if k[0] == "speed"]) == 4  # fp32 and bf16-mixed, eager and compiled
     assert len([k for k in rows if k[0] == "memory"]) == 6  # ddp/fsdp x 2 precisions + micro_batch auto x 2
     markdown = (out / "gpu_check.md").read_text()

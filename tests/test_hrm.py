@@ -768,33 +768,37 @@ def test_a_suite_naming_another_family_replaces_the_model_section():
 
 
 # -- DDP ----------------------------------------------------------------------------------------------
-def _ddp_steps(rank: int, world: int, store: str, mode: str, out: str):
+def _ddp_steps(rank: int, world: int, store: str, modes: list[str], out: str):
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
-    net, (x, y, ids), _ = model_and_batch(model={"act_mode": mode, "halt_max_steps": 3, "halt_exploration_prob": 0.5,
-                                                 "puzzle_emb_ndim": 8 if mode == "act" else 0}, batch=8)  # fmt: skip
-    if mode == "act":
-        set_q(net, halt=0.0 if rank else 5.0, cont=0.0)  # rank 0 halts after segment 1, rank 1 runs on
-    ddp = torch.nn.parallel.DistributedDataParallel(net)
-    for _ in range(2):
-        ddp(x[rank::world], y[rank::world], ids[rank::world]).backward()
-    grads = torch.cat([p.grad.flatten() for p in net.parameters()])
-    if mode == "act":  # the sparse embedding's SignSGD sums every rank's rows: the tables stay equal
-        SignSGD(sparse_embeddings(net), lr=0.01, weight_decay=0.1).step()
-        grads = torch.cat([grads, net.input.puzzle.weight.flatten()])
-    torch.save(grads, f"{out}.{rank}")
+    for mode in modes:  # in turn, each its own model under DDP in the one process group
+        model = {"act_mode": mode, "halt_max_steps": 3, "halt_exploration_prob": 0.5,
+                 "puzzle_emb_ndim": 8 if mode == "act" else 0}  # fmt: skip
+        net, (x, y, ids), _ = model_and_batch(model=model, batch=8)
+        if mode == "act":
+            set_q(net, halt=0.0 if rank else 5.0, cont=0.0)  # rank 0 halts after segment 1, rank 1 runs on
+        ddp = torch.nn.parallel.DistributedDataParallel(net)
+        for _ in range(2):
+            ddp(x[rank::world], y[rank::world], ids[rank::world]).backward()
+        grads = torch.cat([p.grad.flatten() for p in net.parameters()])
+        if mode == "act":  # the sparse embedding's SignSGD sums every rank's rows: the tables stay equal
+            SignSGD(sparse_embeddings(net), lr=0.01, weight_decay=0.1).step()
+            grads = torch.cat([grads, net.input.puzzle.weight.flatten()])
+        torch.save(grads, f"{out}.{mode}.{rank}")
     dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("mode", ["act", "fixed", "none"])
-def test_every_act_mode_trains_under_ddp(tmp_path, mode):
+def test_every_act_mode_trains_under_ddp(tmp_path):
     """Every parameter takes part in every step (DDP would hang or refuse otherwise), also when
-    the ranks' samples halt after different numbers of segments."""
-    torch.multiprocessing.spawn(_ddp_steps, args=(2, str(tmp_path / "store"), mode, str(tmp_path / "g")), nprocs=2)
-    g0, g1 = torch.load(tmp_path / "g.0"), torch.load(tmp_path / "g.1")
-    assert torch.equal(g0, g1) and g0.abs().sum() > 0  # averaged across ranks
+    the ranks' samples halt after different numbers of segments. The three modes in turn in one pair of
+    processes (a pair per mode cost 6 CPU-s each, mostly two interpreters importing torch)."""
+    modes = ["act", "fixed", "none"]
+    torch.multiprocessing.spawn(_ddp_steps, args=(2, str(tmp_path / "store"), modes, str(tmp_path / "g")), nprocs=2)
+    for mode in modes:
+        g0, g1 = torch.load(tmp_path / f"g.{mode}.0"), torch.load(tmp_path / f"g.{mode}.1")
+        assert torch.equal(g0, g1) and g0.abs().sum() > 0, mode  # averaged across ranks
 
 
 @pytest.mark.slow

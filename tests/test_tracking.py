@@ -317,12 +317,28 @@ def test_the_clients_run_in_their_own_process_whose_end_is_one_warning(tmp_path,
 
 
 def _open_mlflow_run(results: str, index: int, barrier) -> None:
-    from mlflow.tracking import MlflowClient  # noqa: F401 - imported before the barrier: the opens race
-
     target = tracking.Target(run_id=f"race{index}", experiment="race", name=f"v/cpu1/seed{index}", group="race/v",
                              job_type="cpu1", folder=Path(results), results=Path(results))  # fmt: skip
     barrier.wait()
     tracking.Mlflow().open(target, TrackingConfig(backends=["mlflow"]))
+
+
+def _race_mlflow_opens(folders: list[str], count: int) -> None:
+    """For each results folder in turn, `count` processes forked from this one (MLflow imported once, before the
+    forks) open a run of one new experiment at the same moment; their exit codes go to <folder>.exitcodes.json."""
+    import multiprocessing
+
+    from mlflow.tracking import MlflowClient  # noqa: F401 - imported before the barrier: the opens race
+
+    ctx = multiprocessing.get_context("fork")
+    for results in folders:
+        barrier = ctx.Barrier(count)
+        workers = [ctx.Process(target=_open_mlflow_run, args=(results, i, barrier)) for i in range(count)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(120)
+        Path(f"{results}.exitcodes.json").write_text(json.dumps([w.exitcode for w in workers]))
 
 
 def test_runs_starting_together_share_one_mlflow_experiment(monkeypatch, tmp_path):
@@ -331,18 +347,16 @@ def test_runs_starting_together_share_one_mlflow_experiment(monkeypatch, tmp_pat
     first clients of a new store each wrote its default experiment (seen in a fresh clone: 'meta.yaml exists')."""
     import multiprocessing
 
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # the spawned processes inherit it
-    ctx = multiprocessing.get_context("spawn")
-    for attempt in range(2):
-        results = tmp_path / f"results{attempt}"
-        barrier = ctx.Barrier(6)
-        workers = [ctx.Process(target=_open_mlflow_run, args=(str(results), i, barrier)) for i in range(6)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join(120)
-        assert [w.exitcode for w in workers] == [0] * 6
-        client = _mlflow(results)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # the spawned process inherits it
+    folders = [str(tmp_path / f"results{attempt}") for attempt in range(2)]
+    # One process imports MLflow, then forks the 6 that race (12 spawned processes each importing it cost 13 s of CPU)
+    racer = multiprocessing.get_context("spawn").Process(target=_race_mlflow_opens, args=(folders, 6))
+    racer.start()
+    racer.join(240)
+    assert racer.exitcode == 0
+    for results in folders:
+        assert json.loads(Path(f"{results}.exitcodes.json").read_text()) == [0] * 6
+        client = _mlflow(Path(results))
         named = [e for e in client.search_experiments() if e.name == "race"]
         assert len(named) == 1, [e.experiment_id for e in named]
         assert len(client.search_runs([named[0].experiment_id])) == 6

@@ -41,6 +41,8 @@ def _spec(ctx, folder: Path):
     cfg = yaml.safe_load((REPO / "config" / ("hrm_cpu.yaml" if ctx.smoke else "hrm.yaml")).read_text())
     name = "gpu1" if ctx.accelerator == "cuda" else "cpu1"
     baseline = {k: v for k, v in cfg["suites"]["baseline"].items() if k != "hardware"}  # this device only
+    # the section's schedule, not the suite's (config/hrm_cpu.yaml's baseline overrides it: 150 steps)
+    baseline["overrides"] = {k: v for k, v in (baseline.get("overrides") or {}).items() if k != "schedule"}
     cfg |= {"suites": {"baseline": baseline}, "hardware": {name: ctx.hardware}, "baseline": name, "seeds": [0]}
     cfg.pop("compare", None)  # comparisons across the suites left out
     r = cfg["recipe"]
@@ -78,7 +80,8 @@ def hrm(ctx) -> None:
         parts = ", ".join(f"{k} {v:.1f}" for k, v in (record.get("startup_parts") or {}).items() if v is not None)
         print(f"hrm: trained in {record['wall_seconds']:.1f} s (startup {record['startup_seconds']:.1f} s: {parts}); "
               f"{ctx.left():.0f} s left", flush=True)  # fmt: skip
-        rec.row(NAMES[0], "pass", f"**{STEPS} steps** on {';'.join(record['provenance']['devices'])}", "finishes",
+        trained = len(record["curves"]["loss"]["values"])  # log_every 1: one loss a step
+        rec.row(NAMES[0], "pass", f"**{trained} steps** on {';'.join(record['provenance']['devices'])}", "finishes",
                 detail=f"{spec.recipe.model.name} width {spec.recipe.model.width}, global batch {p.global_batch} = "
                        f"{p.micro_batch} x {p.accumulation}, {p.precision}; startup {record['startup_seconds']:.1f} s "
                        f"({parts}), wall {record['wall_seconds']:.1f} s")  # fmt: skip
