@@ -10,29 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, REPO, SMALL, write_config
+from conftest import BIN, REPO, SMALL, run_processes, write_config
 
 pytestmark = pytest.mark.slow
 
 RUN = "results/tiny/default/cpu2/seed0"
-
-
-def run_processes(workdir: Path) -> list[tuple[int, str]]:
-    """(pid, command line) of every process working in `workdir` or below it (snakemake, its jobs, torchrun,
-    the workers: a command runs in its run directory), as /proc shows them; zombies are dead and left out."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if state != "Z" and (cwd == str(workdir) or cwd.startswith(f"{workdir}/")):
-            out.append((int(entry.name), cmdline))
-    return out
 
 
 SCRIPT = """

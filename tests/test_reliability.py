@@ -1,5 +1,6 @@
 """Failures a shared cluster produces: SIGKILL mid-run, NaN losses, a failing cell in a sweep."""
 
+import contextlib
 import json
 import os
 import signal
@@ -10,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import BIN, snakemake, snakemake_command
+from conftest import BIN, run_processes, snakemake, snakemake_command
 
 from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
@@ -60,7 +61,12 @@ def test_sigkill_then_snakemake_rerun_is_bitwise_equal_to_an_uninterrupted_run(t
         if steps and max(steps) >= 20 * checkpoints_before_kill:
             break
         time.sleep(0.05)
-    subprocess.run(["pkill", "-KILL", "-f", f"hwsweep.run.train {run}/spec.json"], check=False)
+    # This sweep's trainer alone (not `pkill -f`): a sweep of another test beside it (pytest-xdist) runs the
+    # same command line in its own folder.
+    for pid, command in run_processes(cut):
+        if f"hwsweep.run.train {run}/spec.json" in command:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0, "the killed job must fail the first snakemake run"
     assert not (cut / run / "train.json").exists() and list(ckpts.glob("step*.pt"))
