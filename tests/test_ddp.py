@@ -13,9 +13,7 @@ from hwsweep.contracts.spec import FINAL_CHECKPOINT, TRAIN_RECORD
 from hwsweep.plan.config import resolve
 
 pytestmark = pytest.mark.slow
-# PASSIVE: a rank of 2 threads waits for its other thread asleep, not spinning (libgomp's default spins): on a loaded
-# machine the spinning cost the 2-thread run 9 CPU-s for 25 steps of a tiny model, 2 without; it changes no number
-ENV = os.environ | {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+ENV = os.environ | {"OMP_NUM_THREADS": "1"}  # OMP_WAIT_POLICY=PASSIVE: tests/conftest.py, for every test
 
 
 def _config(small_config, level: str, steps: int, world_sizes=(1, 2, 4)):
