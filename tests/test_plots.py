@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from hwsweep.analysis import stats
+from hwsweep.contracts import io
 from hwsweep.contracts.metrics import Metric
 from hwsweep.report import plots
 
@@ -181,3 +182,31 @@ def test_the_speedup_figure_shows_every_variant_and_colours_mean_hardware(long_s
     faces = {matplotlib.colors.to_hex(f[:3]) for c in points for f in c.get_facecolors()}
     assert faces and faces <= {matplotlib.colors.to_hex(c) for c in colours.values()}, faces
     plt.close(fig)
+
+
+def test_a_figure_that_fails_costs_no_other_its_figure(tables, tmp_path, capsys, monkeypatch):
+    """plot_suite draws every figure of a suite in one job: a metric whose figure raises (here a column the runs
+    lack) gets a notice naming the error and the log, its traceback is logged under its path, the rest are drawn."""
+    runs, _, _, _, comparison = tables
+    paths = {name: tmp_path / f"metric_{name}.png" for name in ("token_accuracy", "missing_metric", "final_loss")}
+    shown, notice = [], plots.notice
+    monkeypatch.setattr(plots, "notice", lambda path, text: shown.append((path, text)) or notice(path, text))
+    failed = plots.each_figure({p: (lambda n=n, p=p: plots.metric_by_hardware(runs, comparison, n, "cpu1", p))
+                                for n, p in paths.items()}, "logs/s/plot.log")  # fmt: skip
+    assert failed == [str(paths["missing_metric"])]
+    assert all(png_size(p)[0] > 300 for p in paths.values())  # every figure exists, the failed one as a notice
+    assert [str(p) for p, _ in shown] == failed
+    assert "could not be drawn (KeyError: 'missing_metric')" in shown[0][1] and "logs/s/plot.log" in shown[0][1]
+    log = capsys.readouterr().err
+    assert f"figure {paths['missing_metric']} could not be drawn:" in log and "Traceback" in log
+    assert "token_accuracy" not in log and "final_loss" not in log
+
+
+def test_a_storage_fault_is_not_a_figures_notice(tmp_path):
+    """A full or read-only disk ends the job with its one line (io.one_line_refusals), not a notice per figure."""
+    def full():
+        raise io.StorageError(28, "no space left", str(tmp_path))
+
+    with pytest.raises(io.StorageError):
+        plots.each_figure({tmp_path / "a.png": full, tmp_path / "b.png": lambda: None}, "plot.log")
+    assert not list(tmp_path.iterdir())

@@ -118,6 +118,22 @@ def test_changing_one_suite_reruns_only_that_suite(two_suites):
     assert trains and set(trains) == {"other"}, proc.stdout[-3000:]
 
 
+def test_a_metric_figure_that_cannot_be_drawn_costs_no_other_figure_and_the_log_names_it(two_suites):
+    """plot_suite draws every figure of a suite in one job: a metric whose figure fails (its column gone from
+    runs.csv) gets a notice, the job and the other figures do not fail, and logs/{suite}/plot.log names it."""
+    folder, cfg = two_suites
+    runs = folder / "results/tiny/runs.csv"
+    pd.read_csv(runs).drop(columns=["exact_accuracy"]).to_csv(runs, index=False)
+    plots = folder / "results/tiny/plots"
+    before = {p.name: p.stat().st_mtime_ns for p in plots.glob("*.png")}
+    proc = snakemake(folder, cfg, "--cores", "1", "--allowed-rules", "plot_suite", "-f", "results/tiny/plots/curves.png")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {p.name for p in plots.glob("*.png") if p.stat().st_mtime_ns > before[p.name]} == set(before)  # all redrawn
+    log = (folder / "logs/tiny/plot.log").read_text()
+    assert "figure results/tiny/plots/metric_exact_accuracy.png could not be drawn:" in log and "KeyError" in log
+    assert log.count("could not be drawn") == 1  # token_accuracy, final_loss and the other figures were drawn
+
+
 def test_naming_a_tracker_later_retrains_nothing_and_hides_no_pending_job(two_suites):
     """Issue 22: which trackers watch is not part of what trains, so adding one rewrites each run's tracking.json
     and schedules no train job of a finished run. Issue 34: the dry run after it still lists an unfinished run's

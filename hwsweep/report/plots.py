@@ -7,7 +7,9 @@ in black); verdicts are marked by shape as well as colour."""
 from __future__ import annotations
 
 import math
+import sys
 import textwrap
+import traceback
 
 import matplotlib
 
@@ -52,6 +54,27 @@ def notice(path, text: str) -> None:
     ax.text(0.5, 0.5, _wrap(text, 4.6), ha="center", va="center")
     ax.axis("off")
     _save(fig, path)
+
+
+def each_figure(figures: dict, log: str) -> list[str]:
+    """Draw each figure (path -> a function of no arguments that writes it) on its own: one that raises gets a
+    notice naming the error and `log` in its place, its traceback goes to stderr (the job's log) under the
+    figure's path, and the others are still drawn. A storage fault is not the figure's: it ends the job. The
+    paths that failed, in order."""
+    failed = []
+    for path, draw in figures.items():
+        try:
+            draw()
+        except io.StorageError:
+            raise
+        except Exception as error:
+            failed.append(str(path))
+            print(f"figure {path} could not be drawn:", file=sys.stderr)
+            traceback.print_exc()
+            plt.close("all")  # a figure left half drawn
+            said = (str(error).splitlines() or [""])[0][:200]
+            notice(path, f"this figure could not be drawn ({type(error).__name__}: {said}); see {log}")
+    return failed
 
 
 def hardware_colours(order: list[str], baseline: str) -> dict[str, str]:

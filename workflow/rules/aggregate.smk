@@ -99,32 +99,9 @@ rule table_pages:
         "../scripts/tables.py"
 
 
-rule plot_metric:
-    """One declared metric per hardware, over seeds."""
-    input:
-        runs="results/{suite}/runs.csv",
-        comparison="results/{suite}/comparison.csv",
-    output:
-        report(
-            "results/{suite}/plots/metric_{metric}.png",
-            caption="../report/metric.rst",
-            category="{suite}",
-            subcategory="Seeds and hardware",
-            labels={"figure": "{metric} per hardware"},
-        ),
-    log:
-        "logs/{suite}/plot_{metric}.log",
-    localrule: True
-    params:
-        baseline=MATRIX.baseline,
-        about=metric_about,
-        scale=lambda wildcards: SCALES.get(wildcards.metric, 1.0),
-    script:
-        "../scripts/plot_metric.py"
-
-
 rule plot_suite:
-    """The suite's figures that are not per metric."""
+    """Every figure of the suite, one per declared metric too (one job: a figure that fails gets a notice, the
+    others are drawn, and the log names it)."""
     input:
         runs="results/{suite}/runs.csv",
         curves="results/{suite}/curves.csv",
@@ -132,6 +109,7 @@ rule plot_suite:
         equivalence="results/{suite}/equivalence.csv",
         speedup="results/{suite}/speedup.csv",
     output:
+        **metric_figures(),
         equivalence=report(
             "results/{suite}/plots/equivalence.png",
             caption="../report/equivalence_plot.rst",
@@ -166,6 +144,8 @@ rule plot_suite:
     params:
         baseline=MATRIX.baseline,
         confidence=MATRIX.statistics.get("confidence", 0.95),
+        metrics=MATRIX.metric_names(),
+        scales=SCALES,
     script:
         "../scripts/plot.py"
 

@@ -54,7 +54,6 @@ wildcard_constraints:
     hardware=layout.NAME,
     variant=layout.VARIANT,
     seed=r"\d+",
-    metric=r"[a-z][a-z0-9_]*",
 
 
 # The interpreter running snakemake also runs the jobs, so local runs need no activated venv.
@@ -407,6 +406,20 @@ def suite_targets(suite):
     metric_plots = [f"plots/metric_{name}.png" for name in MATRIX.metric_names()]
     ttt = TARGET_OUTPUTS if MATRIX.targets.get(suite) else []
     return [f"results/{suite}/{name}" for name in SUITE_OUTPUTS + metric_plots + ttt]
+
+
+def metric_figures():
+    """plot_suite's figure of each declared metric: its own path, caption and label in the report."""
+    return {
+        f"metric_{m.name}": report(
+            f"results/{{suite}}/plots/metric_{m.name}.png",
+            caption=metric_caption(m),
+            category="{suite}",
+            subcategory="Seeds and hardware",
+            labels={"figure": f"{m.name} per hardware"},
+        )
+        for m in MATRIX.metrics
+    }
 
 
 def all_suite_tables(name):

@@ -126,9 +126,8 @@ def report_text():
     )
 
 
-def metric_about(wildcards):
+def metric_about(m):
     """One declared metric in words, for its figure's caption (a sentence, not the metric's dict)."""
-    m = next(m for m in MATRIX.metrics if m.name == wildcards.metric)
     points = (
         SCALES.get(m.name, 1.0) == 100.0
     )  # SCALES: aggregate.smk, included after this file
@@ -136,7 +135,7 @@ def metric_about(wildcards):
     text += f"; {'higher' if m.goal == 'max' else 'lower'} is better"
     text += ", in percentage points." if points else "."
     if m.margin is None:
-        return text + " This metric has no margin: it is reported, not compared."
+        return f"{text} This metric has no margin: it is reported, not compared."
     margin = amount(m.margin, SCALES.get(m.name, 1.0))
     role = (
         ""
@@ -148,3 +147,19 @@ def metric_about(wildcards):
         + f" Hardware counts as equivalent to the baseline when the difference is shown to lie"
         f" within ±{margin}{role}."
     )
+
+
+def metric_caption(metric):
+    """The caption file of one metric's figure: metric.rst with the metric in words. The figures are one job's
+    outputs (plot_suite), so the caption cannot take the metric from a wildcard; a report writes one small file
+    per metric, the words as a Jinja string (json: any description is one literal).
+    """
+    path = Path(".snakemake", "hwsweep", "captions", f"metric_{metric.name}.rst")
+    # --report and --report-after-run read it; any other run only needs its name.
+    if any(a.startswith("--report") for a in sys.argv):
+        from hwsweep.contracts import io
+
+        text = (REPORT_DIR / "metric.rst").read_text(encoding="utf-8")
+        about = json.dumps(metric_about(metric))
+        io.write_text(path, f"{{% set about = {about} -%}}\n{text}")
+    return str(path.resolve())
