@@ -4,7 +4,7 @@ commit with a new virtualenv; the install timed apart from pytest; then the inne
 
     .venv/bin/python bench/test_suite.py [--runs 3] [--json out.json]
 
-Prints pytest's own summary line of each run, its wall time, and the slowest 30 tests of the first full run
+Prints pytest's own summary line of each run, its wall time and CPU time, and the slowest 30 tests of the first full run
 (pytest's --durations, which the project's addopts ask for) as a markdown table for docs/benchmarks.md. Runs
 after the first reuse the clone and its virtualenv: the same command, three times in a row, is the check that
 the parallel suite is as deterministic as the serial one was.
@@ -13,6 +13,7 @@ the parallel suite is as deterministic as the serial one was.
 import argparse
 import json
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -29,10 +30,18 @@ def readme_test_command() -> str:
     return command.strip()
 
 
-def timed(command: str, cwd: Path) -> tuple[float, int, str]:
-    start = time.monotonic()
+def children_cpu() -> float:
+    """User + system CPU seconds of every process this one has reaped, with the processes they reaped (SLURM's
+    jobs are the daemons' children: not counted)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(command: str, cwd: Path) -> tuple[float, int, str, float]:
+    """Wall seconds, exit code, output and CPU seconds of `command`."""
+    start, cpu = time.monotonic(), children_cpu()
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True)
-    return time.monotonic() - start, proc.returncode, proc.stdout + proc.stderr
+    return time.monotonic() - start, proc.returncode, proc.stdout + proc.stderr, children_cpu() - cpu
 
 
 def summary(out: str) -> str:
@@ -65,20 +74,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-        seconds, code, out = timed(install.strip(" &"), clone)
+        seconds, code, out, _ = timed(install.strip(" &"), clone)
         if code:
             sys.exit(f"the README's install failed:\n{out[-3000:]}")
         result = {"commit": commit.strip(), "command": command, "install_seconds": round(seconds, 1), "runs": []}
         print(f"commit {result['commit']}: install {seconds:.0f} s ({install.strip(' &')})")
         for i in range(args.runs):
-            seconds, code, out = timed(pytest_part.strip(), clone)
-            result["runs"].append({"seconds": round(seconds, 1), "exit": code, "summary": summary(out)})
+            seconds, code, out, cpu = timed(pytest_part.strip(), clone)
+            result["runs"].append({"seconds": round(seconds, 1), "cpu_seconds": round(cpu), "exit": code,
+                                   "summary": summary(out)})  # fmt: skip
             keep(args.logs, f"full-{i + 1}.log", out)
-            print(f"full suite, run {i + 1}: {seconds:.0f} s, exit {code}: {summary(out)}")
+            print(f"full suite, run {i + 1}: {seconds:.0f} s, CPU {cpu / 60:.1f} min, exit {code}: {summary(out)}")
             if i == 0:
                 result["slowest"] = slowest(out)
-        seconds, code, out = timed(f'{pytest_part.strip()} -m "not slow"', clone)
-        result["inner_loop"] = {"seconds": round(seconds, 1), "exit": code, "summary": summary(out)}
+        seconds, code, out, cpu = timed(f'{pytest_part.strip()} -m "not slow"', clone)
+        result["inner_loop"] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu), "exit": code,
+                                "summary": summary(out)}  # fmt: skip
         keep(args.logs, "inner.log", out)
         print(f'inner loop (-m "not slow"): {seconds:.0f} s, exit {code}: {summary(out)}')
     print("\n| seconds | phase | test |\n|---:|---|---|")
