@@ -129,13 +129,31 @@ MEASURED_TOLERANCE = 0.5
 
 @pytest.mark.slow
 @pytest.mark.alone  # one run's measured seconds predict the next: neither may share the machine
-def test_estimate_from_a_measured_run_predicts_the_next_real_run(tmp_path, small_config):
+def test_a_measured_run_is_printed_by_plan_and_predicts_the_next_real_run(tmp_path, small_config, monkeypatch):
+    """One measured run serves both: `hwsweep plan` prints its cell's MFU and seconds per step, and the estimate
+    it gives the other seed predicts that seed's real run, in the workflow's table too."""
     small_config["recipe"]["model"] = {"width": 64, "depth": 2, "heads": 4}
     small_config["recipe"]["schedule"] = {"steps": 120, "warmup_steps": 5}
     small_config["hardware"] = {"cpu1": small_config["hardware"]["cpu1"]}
+    path = write_config(tmp_path, small_config)
+    monkeypatch.chdir(tmp_path)
+
+    def plan() -> str:
+        out = stdio.StringIO()
+        with redirect_stdout(out):
+            assert cli.main(["plan", "--configfile", str(path)]) == 0
+        return out.getvalue()
+
+    assert "measured" not in plan()  # nothing ran yet
     matrix = resolve(small_config)
     first, second = matrix.runs()
-    _train(tmp_path, matrix, first)
+    record = _train(tmp_path, matrix, first)
+    (line,) = [x for x in plan().splitlines() if x.startswith("tiny/default/cpu1:")]
+    per_step = record["train_seconds"] / len(record["step_seconds"])
+    assert f"{per_step:.4g} s/step" in line and "(1 run(s))" in line
+    mfu = float(line.split("MFU ")[1].split()[0])
+    assert mfu == pytest.approx(record["mfu"], rel=0.3)  # the record's is over its steady 90% of steps
+
     specs = estimate.run_specs(matrix)
     before = {r["seed"]: r for r in estimate.estimate_rows(specs, matrix.estimate, tmp_path) if r["level"] == "run"}
     assert before[0]["source"] == before[1]["source"] == "measured"
@@ -154,26 +172,3 @@ def test_estimate_from_a_measured_run_predicts_the_next_real_run(tmp_path, small
     table = pd.read_csv(tmp_path / "results/tiny/estimate_vs_actual.csv")
     assert list(table.columns) == estimate.VS_ACTUAL_COLUMNS and len(table) == 2
     assert table.set_index("seed").loc[second.seed, "ratio"] == pytest.approx(vs["ratio"])
-
-
-@pytest.mark.slow
-def test_plan_prints_the_measured_mfu_and_seconds_per_step_of_cells_that_ran(tmp_path, small_config, monkeypatch):
-    small_config["recipe"]["schedule"] = {"steps": 20, "warmup_steps": 2}
-    small_config["hardware"] = {"cpu1": small_config["hardware"]["cpu1"]}
-    path = write_config(tmp_path, small_config)
-    monkeypatch.chdir(tmp_path)
-
-    def plan() -> str:
-        out = stdio.StringIO()
-        with redirect_stdout(out):
-            assert cli.main(["plan", "--configfile", str(path)]) == 0
-        return out.getvalue()
-
-    assert "measured" not in plan()  # nothing ran yet
-    matrix = resolve(small_config)
-    record = _train(tmp_path, matrix, matrix.runs()[0])
-    (line,) = [x for x in plan().splitlines() if x.startswith("tiny/default/cpu1:")]
-    per_step = record["train_seconds"] / len(record["step_seconds"])
-    assert f"{per_step:.4g} s/step" in line and "(1 run(s))" in line
-    mfu = float(line.split("MFU ")[1].split()[0])
-    assert mfu == pytest.approx(record["mfu"], rel=0.3)  # the record's is over its steady 90% of steps
