@@ -558,7 +558,9 @@ def test_a_hard_killed_and_resumed_run_holds_every_step_once_in_every_tracker(tm
 
     killed, resumed = _wandb(run_dir, record["tracking"]["id"])
     sent = _wandb_steps(killed, "loss")
-    assert max(sent) > 65 and _wandb_steps(resumed, "loss")[0] > max(sent)  # the repeated steps were held back
+    # Steps past the checkpoint (60) reached W&B before the kill; how many depends on how far the trainer got
+    # between the kill's poll and the signal (65 alone, on a fast poll: it once read "> 65" and failed so).
+    assert max(sent) > 60 and _wandb_steps(resumed, "loss")[0] > max(sent)  # the repeated steps were held back
     assert sent + _wandb_steps(resumed, "loss") == logged
     values = {r["history"]["step"]["num"]: r["history"]["item"]["loss"] for r in killed + resumed
               if r["type"] == "history" and "loss" in r["history"]["item"]}  # fmt: skip
