@@ -126,13 +126,7 @@ def launched_specs() -> set[str]:
 def other_runs() -> int:
     """hwsweep runs on this node besides the caller's own (Linux /proc): timings taken while
     others run measure contention as much as the hardware."""
-    mine, pid = set(), os.getpid()
-    while pid > 1:  # this process and its ancestors: our own launcher is not "another run"
-        mine.add(pid)
-        try:
-            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
+    mine = _ancestors()  # this process and its ancestors: our own launcher is not "another run"
     return sum(1 for pid, _ in _launchers() if pid not in mine)
 
 
