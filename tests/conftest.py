@@ -20,6 +20,9 @@ os.environ["HWSWEEP_MEMORY_CACHE"] = str(Path(tempfile.mkdtemp(prefix="hwsweep-t
 # the other workers need (a 2-thread rank: 9 CPU-s instead of 2, tests/test_ddp.py). Waiting asleep changes no
 # number: the same threads run the same kernels. Set before torch (and its libgomp) loads, in every process.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# A fresh clone holds no bytecode of hwsweep's modules: where the environment forbids writing it (some CI machines
+# set PYTHONDONTWRITEBYTECODE), each of the suite's ~1,500 Python processes would compile them again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # -- sharing the machine between pytest-xdist workers --------------------------------------------
 # Tests marked `alone` measure the machine itself (timings, CPU pinning, "other hwsweep runs on this node"):

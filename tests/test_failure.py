@@ -92,6 +92,29 @@ def test_a_long_log_is_read_from_its_end(tmp_path):
     assert log_reason(log) == CAUSES["attr_rank0"]
 
 
+
+def test_the_progress_bar_in_a_log_ends_a_line_at_each_redraw(tmp_path):
+    """Where stderr is a log, not a terminal, each redraw of the trainer's bar is a line of its own: what passes
+    output on by whole lines (srun, in every SLURM job) shows it as it comes, not when the run ends; and no
+    progress line is read as the cause of the failure that follows it."""
+    from tqdm import tqdm
+
+    from hwsweep.run.runtime import LogLines
+
+    log = tmp_path / "train.log"
+    with open(log, "w") as stream:
+        bar = tqdm(total=3, desc="train", file=LogLines(stream), mininterval=0, miniters=1)
+        for _ in range(3):
+            bar.update()
+            stream.flush()
+            assert log.read_text().endswith("\n")  # every redraw so far a whole line
+        bar.close()
+        stream.write("RuntimeError: the cause\n")
+    lines = log.read_text().splitlines()
+    assert "\r" not in log.read_text() and len(lines) >= 5, lines
+    assert all(line.startswith("train:") for line in lines[:-1]) and "0/3" in lines[0] and "3/3" in lines[-2]
+    assert log_reason(log) == "RuntimeError: the cause"
+
 # -- end to end: the runner's message and status's problem column ---------------------------
 
 

@@ -344,6 +344,8 @@ def test_the_time_limit_signal_requeues_the_run_before_its_limit(signals, slurm)
     assert limit["state_before_cancel"] == "RUNNING", limit  # the next attempt runs in the same job
     first, second = ((signals.folder / f"logs/long/default/c1t/seed0/train.{n}.log").read_text() for n in (1, 2))
     assert "exiting 75" in first and "every worker stopped after the checkpoint at step" in first, first[-3000:]
+    # srun passes output on by whole lines: the bar's redraws are lines, so the log showed the run as it trained
+    assert "\r" not in first and first.count("\ntrain:") >= 2, first[-3000:]
     said = first.split("requeueing SLURM job")[0].rsplit("stopped after the checkpoint at step ", 1)[1]
     step = int(said.split(";")[0])
     assert "resumed from " in second and f"(step {step})" in second  # the banner: resumed there

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+import scipy  # its submodules load on first use: scipy.stats (~0.4 s) only where a statistic is computed
 
 from hwsweep.analysis.words import amount, finite, in_words, side, span
 from hwsweep.contracts.records import SPEED_COLUMNS, STARTUP_COLUMNS
@@ -80,7 +80,7 @@ def t_half_width(std, n, confidence: float) -> np.ndarray:
     """Half-width of the Student t CI of a mean from the sample std and count (n - 1 df); NaN below 2."""
     n = np.asarray(n, float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        half = sps.t.ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)) * np.asarray(std, float) / np.sqrt(n)
+        half = scipy.stats.t.ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)) * np.asarray(std, float) / np.sqrt(n)
     return np.where(n >= 2, half, np.nan)
 
 
@@ -162,14 +162,14 @@ def decide(d, se, df, margin: float, alpha: float) -> dict:
     d, se, df = (np.asarray(x, float) for x in (d, se, df))
     with np.errstate(invalid="ignore", divide="ignore"):
         safe = np.where(se > 0, se, 1.0)
-        p_lower = sps.t.sf((d + margin) / safe, df)  # H0: d <= -margin
-        p_upper = sps.t.cdf((d - margin) / safe, df)  # H0: d >= +margin
+        p_lower = scipy.stats.t.sf((d + margin) / safe, df)  # H0: d <= -margin
+        p_upper = scipy.stats.t.cdf((d - margin) / safe, df)  # H0: d >= +margin
         # No spread (se 0) gives no p-value: a test would say p = 0 from nothing. Bitwise equal pairs (every
         # difference exactly 0) are equivalent without one; any other zero spread is inconclusive.
         p_tost = np.where(se > 0, np.maximum(p_lower, p_upper), np.nan)
-        p_diff = np.where(se > 0, 2 * sps.t.sf(np.abs(d) / safe, df), np.nan)
-        t1 = np.where(se > 0, sps.t.ppf(1 - alpha, df), 0.0)
-        t2 = np.where(se > 0, sps.t.ppf(1 - alpha / 2, df), 0.0)
+        p_diff = np.where(se > 0, 2 * scipy.stats.t.sf(np.abs(d) / safe, df), np.nan)
+        t1 = np.where(se > 0, scipy.stats.t.ppf(1 - alpha, df), 0.0)
+        t2 = np.where(se > 0, scipy.stats.t.ppf(1 - alpha / 2, df), 0.0)
     tested = se > 0
     exact = tested | (d == 0)  # bitwise equal pairs: the difference is 0, not estimated
     ci_low, ci_high = np.where(exact, d - t2 * se, np.nan), np.where(exact, d + t2 * se, np.nan)
@@ -286,7 +286,7 @@ def interval_decide(a_lo, a_hi, b_lo, b_hi, margin: float, alpha: float, paired:
     error is 0 at every corner (no spread and exact values) nothing is tested: p NaN, inconclusive."""
     um, us, lm, ls, df = interval_moments(a_lo, a_hi, b_lo, b_hi, paired)
     with np.errstate(invalid="ignore"):
-        t1, t2 = sps.t.ppf(1 - alpha, df), sps.t.ppf(1 - alpha / 2, df)
+        t1, t2 = scipy.stats.t.ppf(1 - alpha, df), scipy.stats.t.ppf(1 - alpha / 2, df)
     spread = (us.max(axis=1) > 0) | (ls.max(axis=1) > 0)
     mids = [(np.atleast_2d(np.asarray(lo, float)) + np.atleast_2d(np.asarray(hi, float))) / 2
             for lo, hi in ((a_lo, a_hi), (b_lo, b_hi))]  # fmt: skip
@@ -294,8 +294,8 @@ def interval_decide(a_lo, a_hi, b_lo, b_hi, margin: float, alpha: float, paired:
     tost = np.minimum(_largest_t(margin - um, us), _largest_t(lm + margin, ls))  # TOST rejects for t below it
     apart = np.maximum(_largest_t(lm, ls), _largest_t(-um, us))  # the CI excludes 0 for t below it
     nan = np.full(len(d), np.nan)
-    p_tost = np.where(spread, sps.t.sf(tost, df), nan)
-    p_diff = np.where(spread, np.minimum(1.0, 2 * sps.t.sf(apart, df)), nan)
+    p_tost = np.where(spread, scipy.stats.t.sf(tost, df), nan)
+    p_diff = np.where(spread, np.minimum(1.0, 2 * scipy.stats.t.sf(apart, df)), nan)
     ci_low = np.where(spread, (lm - t2 * ls).min(axis=1), nan)
     ci_high = np.where(spread, (um + t2 * us).max(axis=1), nan)
     verdict = np.where(spread & (p_tost < alpha), "equivalent",
@@ -316,13 +316,13 @@ SPREAD_BOUND = 0.7  # seeds_needed plans with this one-sided upper confidence bo
 def _power_terms(k: int, alpha: float, paired: bool) -> tuple[np.ndarray, float]:
     """(t * se / sd at each quadrature node, sd of the estimated difference / sd) of the TOST with
     k seeds: the power at spread sd is the mean of 2 Phi((margin / sd - first) / second) - 1."""
-    chi = sps.chi2.ppf(_NODES, k - 1) / (k - 1)  # s^2 / sd^2
+    chi = scipy.stats.chi2.ppf(_NODES, k - 1) / (k - 1)  # s^2 / sd^2
     if paired:
-        return sps.t.ppf(1 - alpha, k - 1) * np.sqrt(chi / k), 1 / math.sqrt(k)
+        return scipy.stats.t.ppf(1 - alpha, k - 1) * np.sqrt(chi / k), 1 / math.sqrt(k)
     va, vb = np.meshgrid(chi, chi)
     v = (va + vb) / k
     df = v**2 / ((va / k) ** 2 / (k - 1) + (vb / k) ** 2 / (k - 1))
-    return sps.t.ppf(1 - alpha, df) * np.sqrt(v), math.sqrt(2 / k)
+    return scipy.stats.t.ppf(1 - alpha, df) * np.sqrt(v), math.sqrt(2 / k)
 
 
 def power(n, sd: float, margin: float, alpha: float, paired: bool) -> np.ndarray:
@@ -337,7 +337,7 @@ def power(n, sd: float, margin: float, alpha: float, paired: bool) -> np.ndarray
     for i, k in enumerate(n):
         if k >= 2:
             tse, w = _power_terms(int(k), float(alpha), bool(paired))
-            out[i] = np.clip(2 * sps.norm.cdf((margin / sd - tse) / w) - 1, 0, None).mean()
+            out[i] = np.clip(2 * scipy.stats.norm.cdf((margin / sd - tse) / w) - 1, 0, None).mean()
     return out
 
 
@@ -346,7 +346,7 @@ def spread_bound(sd: float, df: float, level: float = SPREAD_BOUND) -> float:
     degrees of freedom (sd itself where df is infinite: a known spread)."""
     if not math.isfinite(df):
         return sd
-    return sd * math.sqrt(df / sps.chi2.ppf(1 - level, df))
+    return sd * math.sqrt(df / scipy.stats.chi2.ppf(1 - level, df))
 
 
 def seeds_needed(sd: float, margin: float, alpha: float, paired: bool, df: float = math.inf, target: float = POWER,
@@ -571,7 +571,7 @@ def grubbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(invalid="ignore", divide="ignore"):
         g = np.where(testable, dev.max(axis=1) / values.std(axis=1, ddof=1), 0.0)
         t2 = n * (n - 2) * g**2 / np.maximum((n - 1) ** 2 - n * g**2, 1e-300)
-        p = np.minimum(1.0, 2 * n * sps.t.sf(np.sqrt(t2), n - 2))
+        p = np.minimum(1.0, 2 * n * scipy.stats.t.sf(np.sqrt(t2), n - 2))
     return column, np.where(testable, p, 1.0)
 
 
@@ -607,7 +607,7 @@ def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
             column, p = grubbs(values[None, :])
             if p[0] * tests[key[0]] < SPREAD_LEVEL:
                 found.append(f"seed {seeds[column[0]]} lies apart in {name} (Grubbs p = {p[0]:.1g}, {share})")
-            if len(values) >= SKEW_SEEDS and sps.skewtest(values).pvalue * tests[key[0]] < SPREAD_LEVEL:
+            if len(values) >= SKEW_SEEDS and scipy.stats.skewtest(values).pvalue * tests[key[0]] < SPREAD_LEVEL:
                 found.append(f"{name} looks skewed over the seeds ({share})")
         more = ", ".join(str(s) for s in range(top, top + min(sub.seed.nunique(), MORE_SEEDS)))
         text = "; ".join(found) + f": the intervals assume roughly normal seeds; add seeds {more} to check" if found else ""
@@ -656,7 +656,7 @@ def speedup_ci(base: np.ndarray, new: np.ndarray, confidence: float, paired: boo
     se = np.sqrt(vb + vn)
     with np.errstate(invalid="ignore", divide="ignore"):
         df = np.where(se > 0, (vb + vn) ** 2 / (vb**2 / (base.shape[1] - 1) + vn**2 / (new.shape[1] - 1)), np.inf)
-    half = np.where(se > 0, sps.t.ppf(0.5 + confidence / 2, df) * se, np.nan)
+    half = np.where(se > 0, scipy.stats.t.ppf(0.5 + confidence / 2, df) * se, np.nan)
     return est, est * np.exp(-half), est * np.exp(half)
 
 
@@ -706,7 +706,7 @@ def amdahl_fit(devices: np.ndarray, seconds: np.ndarray, confidence: float = 0.9
     j = (1 - 1 / x) / (f[:, None] + (1 - f[:, None]) / x)  # d log t / d f
     with np.errstate(invalid="ignore", divide="ignore"):
         se = np.sqrt(rss(f) / (m - 2) / ((j - j.mean(axis=1, keepdims=True)) ** 2).sum(axis=1))
-    half = sps.t.ppf(0.5 + confidence / 2, m - 2) * se
+    half = scipy.stats.t.ppf(0.5 + confidence / 2, m - 2) * se
     return {"f": f, "se": se, "low": np.clip(f - half, 0, 1), "high": np.clip(f + half, 0, 1)}
 
 

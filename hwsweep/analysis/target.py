@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+import scipy  # scipy.stats loads on first use (the Snakefile imports this module through the report)
 
 from hwsweep.analysis import stats
 from hwsweep.analysis.stats import CELL
@@ -170,7 +170,7 @@ def sign_test(a_low, a_high, a_reached, b_low, b_high, b_reached) -> tuple[np.nd
     down = later(b_low, a_high, a_reached).sum(axis=-1)
     n, k = up + down, np.minimum(up, down)
     with np.errstate(invalid="ignore"):
-        p = np.where(n > 0, np.minimum(1.0, 2 * sps.binom.cdf(k, n, 0.5)), 1.0)
+        p = np.where(n > 0, np.minimum(1.0, 2 * scipy.stats.binom.cdf(k, n, 0.5)), 1.0)
     return p, up - down
 
 

@@ -319,8 +319,10 @@ class Run:
         if self.master:
             self._start_tracking()
             print(self._banner(), flush=True)
-        self._bar = tqdm(total=self.plan.steps, initial=self.start, disable=not self.master,
-                         mininterval=1 if sys.stderr.isatty() else 10, desc="train")  # fmt: skip
+        terminal = sys.stderr.isatty()
+        self._bar = tqdm(total=self.plan.steps, initial=self.start, disable=not self.master, desc="train",
+                         file=sys.stderr if terminal else LogLines(sys.stderr),
+                         mininterval=1 if terminal else 10)  # fmt: skip
         steady_sync = steady_sync_step(len(self.history["step_seconds"]), self.start, self.plan.steps)
         for step in range(self.start, self.plan.steps):
             if "stopped_at" in self.history:  # every target reached (also when resumed after that checkpoint)
@@ -689,6 +691,24 @@ class Run:
         most = torch.tensor([float(peak)], device=self.device)
         dist.all_reduce(most, op=dist.ReduceOp.MAX)
         return most.item() / 2**30, source
+
+
+class LogLines:
+    """The progress bar's stream where stderr is a log, not a terminal: each redraw on a line of its own (tqdm
+    redraws in place, with a carriage return). What passes output on by whole lines (srun in a SLURM job, then
+    the run's log) shows progress as it comes, not when the run ends."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        if text.startswith("\r"):
+            self.stream.write(text[1:].rstrip(" ") + "\n")
+        elif text != "\n":  # tqdm's line end when it closes: the last redraw already ended its line
+            self.stream.write(text)
+
+    def __getattr__(self, name):  # flush, encoding: the stream's
+        return getattr(self.stream, name)
 
 
 def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
