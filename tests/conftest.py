@@ -110,6 +110,20 @@ def pytest_collection_modifyitems(config, items):
         if keys:
             group = root(keys[0])
             item.add_marker(pytest.mark.xdist_group(group.removeprefix("mark:")), append=False)
+    items[:] = sorted(items, key=start_order(items))
+
+
+def start_order(items):
+    """The order tests start in (xdist hands out the groups of several tests first, then single tests in this
+    order): modules with end-to-end (`slow`) tests before the unit tests, so the run does not end on a long
+    sweep while the other workers idle; `alone` tests last, where they wait for short tests only, not for a
+    sweep mid-run. Each module's tests stay together, in their own order."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+
+    def key(item):
+        return (item.get_closest_marker("alone") is not None, item.path not in slow)
+
+    return key
 
 
 # A small matrix: 1 suite x 1 variant x 2 seeds x (cpu1 + cpu2), a few seconds per run.

@@ -11,7 +11,7 @@ import sys
 import textwrap
 from collections import defaultdict
 
-from conftest import REPO, SHARED_ACROSS_WORKERS
+from conftest import REPO, SHARED_ACROSS_WORKERS, start_order
 
 CONFTEST = f"""
 import importlib.util
@@ -78,3 +78,18 @@ def test_tests_sharing_a_session_fixture_or_a_group_mark_run_in_one_worker_and_n
     assert len(workers["mark"]) == 1, workers
     assert len(workers["shared"]) > 1, workers  # a fixture every worker gets groups nothing
     assert sum(1 for line in out.read_text().splitlines()) == 20
+
+
+def test_end_to_end_modules_start_first_alone_tests_last_and_a_module_stays_together():
+    class Item:
+        def __init__(self, path, *marks):
+            self.path, self.marks, self.name = path, marks, f"{path}::{len(marks)}{marks}"
+
+        def get_closest_marker(self, name):
+            return name if name in self.marks else None
+
+    items = [Item("a.py"), Item("a.py"), Item("b.py"), Item("b.py", "slow"), Item("c.py", "slow", "alone"),
+             Item("c.py", "slow"), Item("d.py")]  # fmt: skip
+    order = [(i.path, i.marks) for i in sorted(items, key=start_order(items))]
+    assert order == [("b.py", ()), ("b.py", ("slow",)), ("c.py", ("slow",)), ("a.py", ()), ("a.py", ()),
+                     ("d.py", ()), ("c.py", ("slow", "alone"))]  # fmt: skip
