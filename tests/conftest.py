@@ -45,9 +45,16 @@ def holding_the_machine(config, alone: bool = False):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Each test from its setup (the module and session fixtures it builds first) to its teardown."""
-    with holding_the_machine(item.config, item.get_closest_marker("alone") is not None):
-        return (yield)
+    """Each test from its setup (the module and session fixtures it builds first) to its teardown; after it, this
+    process's CPUs as they were: the built-in trainer run in this process (tests/test_step_path.py) pins it to
+    its rank's core, and every later test of this worker, with every process it starts, would share that core."""
+    cpus = os.sched_getaffinity(0)
+    try:
+        with holding_the_machine(item.config, item.get_closest_marker("alone") is not None):
+            return (yield)
+    finally:
+        if os.sched_getaffinity(0) != cpus:
+            os.sched_setaffinity(0, cpus)
 
 
 # Session fixtures built once for the whole run, whichever xdist worker first needs them, under a lock in the

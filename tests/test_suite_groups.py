@@ -11,6 +11,8 @@ import sys
 import textwrap
 from collections import defaultdict
 
+import pytest
+
 from conftest import REPO, SHARED_ACROSS_WORKERS, start_order
 
 CONFTEST = f"""
@@ -93,3 +95,36 @@ def test_end_to_end_modules_start_first_alone_tests_last_and_a_module_stays_toge
     order = [(i.path, i.marks) for i in sorted(items, key=start_order(items))]
     assert order == [("b.py", ()), ("b.py", ("slow",)), ("c.py", ("slow",)), ("a.py", ()), ("a.py", ()),
                      ("d.py", ()), ("c.py", ("slow", "alone"))]  # fmt: skip
+
+
+PROTOCOL = f"""
+import importlib.util
+
+# the suite's hook around each test, nothing else of its conftest
+spec = importlib.util.spec_from_file_location("suite_conftest", {str(REPO / "tests/conftest.py")!r})
+suite = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(suite)
+pytest_runtest_protocol = suite.pytest_runtest_protocol
+"""
+
+PINNING = """
+import os
+
+def test_pins_this_process():
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # as the built-in trainer does, run in-process
+
+def test_after_it():
+    assert len(os.sched_getaffinity(0)) == int(os.environ["ALL_CPUS"])
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 allowed CPUs to pin to fewer")
+def test_a_test_that_pins_its_process_leaves_the_next_one_every_cpu(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/conftest.py").write_text(textwrap.dedent(PROTOCOL))
+    (tmp_path / "tests/test_pinning.py").write_text(textwrap.dedent(PINNING))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"ALL_CPUS": str(len(os.sched_getaffinity(0)))})  # fmt: skip
+    assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
