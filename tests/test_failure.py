@@ -92,7 +92,6 @@ def test_a_long_log_is_read_from_its_end(tmp_path):
     assert log_reason(log) == CAUSES["attr_rank0"]
 
 
-
 def test_the_progress_bar_in_a_log_ends_a_line_at_each_redraw(tmp_path):
     """Where stderr is a log, not a terminal, each redraw of the trainer's bar is a line of its own: what passes
     output on by whole lines (srun, in every SLURM job) shows it as it comes, not when the run ends; and no
@@ -114,6 +113,7 @@ def test_the_progress_bar_in_a_log_ends_a_line_at_each_redraw(tmp_path):
     assert "\r" not in log.read_text() and len(lines) >= 5, lines
     assert all(line.startswith("train:") for line in lines[:-1]) and "0/3" in lines[0] and "3/3" in lines[-2]
     assert log_reason(log) == "RuntimeError: the cause"
+
 
 # -- end to end: the runner's message and status's problem column ---------------------------
 

@@ -15,15 +15,18 @@ import pytest
 
 from conftest import REPO, SHARED_ACROSS_WORKERS, start_order
 
-CONFTEST = f"""
+# A tiny suite's conftest takes one hook of this suite's conftest, nothing else of it.
+SUITE = f"""
 import importlib.util
 import pytest
 
-# the suite's grouping hook, nothing else of its conftest
 spec = importlib.util.spec_from_file_location("suite_conftest", {str(REPO / "tests/conftest.py")!r})
 suite = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(suite)
-pytest_collection_modifyitems = suite.pytest_collection_modifyitems
+"""
+
+CONFTEST = SUITE + """
+pytest_collection_modifyitems = suite.pytest_collection_modifyitems  # the grouping hook
 
 @pytest.fixture(scope="session")
 def built():
@@ -85,7 +88,7 @@ def test_tests_sharing_a_session_fixture_or_a_group_mark_run_in_one_worker_and_n
 def test_end_to_end_modules_start_first_alone_tests_last_and_a_module_stays_together():
     class Item:
         def __init__(self, path, *marks):
-            self.path, self.marks, self.name = path, marks, f"{path}::{len(marks)}{marks}"
+            self.path, self.marks = path, marks
 
         def get_closest_marker(self, name):
             return name if name in self.marks else None
@@ -97,14 +100,8 @@ def test_end_to_end_modules_start_first_alone_tests_last_and_a_module_stays_toge
                      ("d.py", ()), ("c.py", ("slow", "alone"))]  # fmt: skip
 
 
-PROTOCOL = f"""
-import importlib.util
-
-# the suite's hook around each test, nothing else of its conftest
-spec = importlib.util.spec_from_file_location("suite_conftest", {str(REPO / "tests/conftest.py")!r})
-suite = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(suite)
-pytest_runtest_protocol = suite.pytest_runtest_protocol
+PROTOCOL = SUITE + """
+pytest_runtest_protocol = suite.pytest_runtest_protocol  # the hook around each test
 """
 
 PINNING = """
