@@ -20,7 +20,7 @@ from hwsweep.contracts.typed import SpecError
 from hwsweep.models import deep_transformer, families, flops, footprint, hrm, passk, puzzle_tasks, puzzles
 from hwsweep.models.blocks import IGNORE, SignSGD, log_stablemax, sequence_loss, sparse_embeddings
 from hwsweep.plan.config import ConfigError, resolve
-from hwsweep.run import evaluate
+from hwsweep.run import evaluate, shutdown
 
 ROOT = Path(__file__).resolve().parents[1]
 HRM = {"name": "hrm", "width": 16, "heads": 2, "mlp_ratio": 2, "h_layers": 1, "l_layers": 1, "h_cycles": 2,
@@ -769,7 +769,12 @@ def test_a_suite_naming_another_family_replaces_the_model_section():
 
 # -- DDP ----------------------------------------------------------------------------------------------
 def _ddp_steps(rank: int, world: int, store: str, modes: list[str], out: str):
+    shutdown.exit_after(lambda: _ddp_modes(rank, world, store, modes, out))  # as the trainer ends its ranks
+
+
+def _ddp_modes(rank: int, world: int, store: str, modes: list[str], out: str):
     import torch.distributed as dist
+    import torch.distributed.nn  # noqa: F401  before the group: else its functions hold it (hwsweep.run.reduce)
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
@@ -782,12 +787,14 @@ def _ddp_steps(rank: int, world: int, store: str, modes: list[str], out: str):
         ddp = torch.nn.parallel.DistributedDataParallel(net)
         for _ in range(2):
             ddp(x[rank::world], y[rank::world], ids[rank::world]).backward()
+        del ddp  # its reducer holds the process group: let go, so that leaving joins gloo's worker threads
         grads = torch.cat([p.grad.flatten() for p in net.parameters()])
         if mode == "act":  # the sparse embedding's SignSGD sums every rank's rows: the tables stay equal
             SignSGD(sparse_embeddings(net), lr=0.01, weight_decay=0.1).step()
             grads = torch.cat([grads, net.input.puzzle.weight.flatten()])
         torch.save(grads, f"{out}.{mode}.{rank}")
-    dist.destroy_process_group()
+    shutdown.leave()
+    torch.save(shutdown.worker_threads(), f"{out}.threads.{rank}")
 
 
 def test_every_act_mode_trains_under_ddp(tmp_path):
@@ -799,6 +806,8 @@ def test_every_act_mode_trains_under_ddp(tmp_path):
     for mode in modes:
         g0, g1 = torch.load(tmp_path / f"g.{mode}.0"), torch.load(tmp_path / f"g.{mode}.1")
         assert torch.equal(g0, g1) and g0.abs().sum() > 0, mode  # averaged across ranks
+    # gloo's worker threads were joined while the interpreter was whole (else one may abort its teardown)
+    assert [torch.load(tmp_path / f"g.threads.{r}") for r in (0, 1)] == [0, 0]
 
 
 @pytest.mark.slow
