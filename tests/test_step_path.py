@@ -4,13 +4,14 @@ the end of the first step (startup) and at the end of the last step the steady w
 record's steady throughput holds no device work queued by the steps left out. Counted on the CPU, where a read is
 no wait: each would be one on a GPU."""
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from hwsweep.contracts import io
+from hwsweep.contracts import host, io
 from hwsweep.plan.config import resolve
 from hwsweep.run import device as devices
 from hwsweep.run import runtime
@@ -84,7 +85,12 @@ def test_the_step_path_reads_the_device_at_flushes_only_waits_twice_and_alone_ca
         original = getattr(torch.distributed, name)
         monkeypatch.setattr(torch.distributed, name, lambda *a, _f=original, _n=name, **k: (
             collectives.append((runs[-1].step if runs else None, _n)), _f(*a, **k))[1])  # fmt: skip
+    monkeypatch.setattr(host, "other_runs", lambda: 0)  # the suite's other runs aside: this one pins its core
+    given = os.sched_getaffinity(0)
     record = tvb.trainer_in_process(spec, tmp_path / "run")
+    # pinned to its rank's cores while it ran, given back by run.finish() to the process that goes on
+    assert record["provenance"]["contention"]["affinity"]["pinned"] is (len(given) > 1)
+    assert os.sched_getaffinity(0) == given
 
     flushes = {s for s in range(1, steps + 1) if s % log_every == 0 or s == steps}
     assert {step for step, _, _ in reads if step is not None} <= flushes, reads

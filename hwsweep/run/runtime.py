@@ -127,6 +127,7 @@ class Run:
         self._contention = host.contention() if self.master else None
         # Each rank's cores hold its threads and its data-loader workers (they inherit its affinity).
         cpus = self.threads + self.recipe.num_workers
+        self._cpus_given = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None  # back at finish
         self.affinity = host.pin_cores(self.plan.accelerator, self.local_rank, local_world_size, cpus)
         torch.set_num_threads(self.threads)
 
@@ -626,6 +627,8 @@ class Run:
         dist.broadcast_object_list(problem, src=0)
         dist.barrier()
         shutdown.leave(self._reduction)  # its worker threads joined now, not at the interpreter's teardown
+        if self.affinity["pinned"]:  # a process that goes on after the run (a notebook, a test) gets its CPUs back
+            os.sched_setaffinity(0, self._cpus_given)
         if problem[0]:
             raise SystemExit(f"hwsweep: {problem[0]}")
 
