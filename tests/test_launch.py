@@ -1,9 +1,12 @@
-"""The launcher's check at the start of a run: each node sees the GPUs its ranks need (issue 25)."""
+"""The launcher's check at the start of a run: each node sees the GPUs its ranks need (issue 25); the command it
+starts."""
+
+import sys
 
 import pytest
 
-from hwsweep.plan.config import resolve
-from hwsweep.run.launch import gpu_shortage
+from hwsweep.plan.config import ConfigError, resolve
+from hwsweep.run.launch import command_line, gpu_shortage
 
 TWO_NODES = {"accelerator": "cuda", "nodes": 2, "devices_per_node": 2, "gpu_type": "H100-80GB", "gpu_model": "h100",
              "partition": "gpu-h100"}  # fmt: skip
@@ -90,3 +93,29 @@ def test_an_evaluation_whose_run_folder_is_read_only_is_refused_before_it_loads_
         evaluate.main([str(tmp_path / "spec.json")])
     assert str(end.value.code) == (f"hwsweep: {tmp_path / 'results/run'}: read-only file system; remount it read-write "
                                    "or work in a writable copy, then run snakemake again (finished work is kept)")  # fmt: skip
+
+
+@pytest.mark.parametrize("launch", [None, "auto", "torchrun"])
+@pytest.mark.parametrize("devices", [1, 2])
+def test_the_built_in_trainer_runs_under_torchrun_from_two_processes_or_as_its_launch_says(small_config, launch,
+                                                                                          devices):  # fmt: skip
+    """auto (the default) starts a one-process run plainly: no torchrun agent, a second interpreter importing torch;
+    torchrun keeps the agent also for one."""
+    if launch:
+        small_config["trainer"] = {"launch": launch}
+    run = spec(small_config, accelerator="cpu", nodes=1, devices_per_node=devices, gpu_model=None, gpu_type="cpu",
+               partition="cpu")  # fmt: skip
+    cmd = command_line(run, "spec.json", 2, {})
+    program = [sys.executable, "-u", "-m", "hwsweep.run.train", "spec.json", "--threads", "2"]
+    if devices == 1 and launch != "torchrun":
+        assert cmd == program
+    else:
+        assert "torchrun" in cmd[0] + " ".join(cmd[1:3]) and cmd[-len(program) - 2 :] == ["-m", "hwsweep.run.tether",
+                                                                                              *program]  # fmt: skip
+        assert cmd[cmd.index("--nproc_per_node") + 1] == str(devices)
+
+
+def test_the_built_in_trainer_cannot_be_launched_plain(small_config):
+    small_config["trainer"] = {"launch": "plain"}
+    with pytest.raises(ConfigError, match="^trainer.launch: plain is for a command that starts its own workers"):
+        resolve(small_config)

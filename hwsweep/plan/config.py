@@ -366,7 +366,11 @@ def _trainer(raw: dict, config_dir: Path, schema: dict) -> Trainer:
         if set(raw) - {"launch"}:
             extra = sorted(set(raw) - {"launch"})[0]
             raise ConfigError(f"trainer.{extra}: only applies to a command; add trainer.command or remove it")
-        return Trainer(kind="builtin")
+        launch = raw.get("launch", "auto")
+        if launch == "plain":  # the built-in trainer starts no workers of its own
+            raise ConfigError("trainer.launch: plain is for a command that starts its own workers; the built-in "
+                              "trainer takes auto (torchrun from 2 processes) or torchrun")  # fmt: skip
+        return Trainer(kind="builtin", launch=launch)
     filled = _fill_defaults(schema["properties"]["trainer"], raw, schema)
     resume = filled.get("resume", {})
     if bool(resume.get("when")) != bool(resume.get("args")):

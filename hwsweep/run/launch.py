@@ -91,11 +91,13 @@ def torchrun_command(spec: RunSpec, env: dict) -> list[str]:
 
 
 def command_line(spec: RunSpec, spec_path: str, threads: int, env: dict) -> list[str]:
-    """The whole command this launcher runs on its node: torchrun and its workers, or the command alone."""
+    """The whole command this launcher runs on its node: torchrun and its workers, or the command alone (the
+    trainer's launch: the built-in one's is auto, so a one-process run spares torchrun's agent, a second
+    interpreter that imports torch)."""
     if spec.trainer.kind == "builtin":
-        program = [sys.executable, "-u", "-m", "hwsweep.run.train", spec_path, "--threads", str(threads)]
-        return torchrun_command(spec, env) + tethered(program)
-    script = command.command_argv(spec, spec.trainer.invocation)
+        script = [sys.executable, "-u", "-m", "hwsweep.run.train", spec_path, "--threads", str(threads)]
+    else:
+        script = command.command_argv(spec, spec.trainer.invocation)
     if spec.trainer.launcher(spec.plan.world_size) == "torchrun":
         return torchrun_command(spec, env) + tethered(script)
     return script
@@ -229,7 +231,7 @@ def main(argv=None) -> int:
     if trainer.kind == "command" and node == "0":
         return runner.train(spec, args.spec, cmd, args.threads)  # the first node watches and records the run
     # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
-    agent = trainer.kind == "builtin" or trainer.launcher(spec.plan.world_size) == "torchrun"
+    agent = trainer.launcher(spec.plan.world_size) == "torchrun"
     ranks = spec.plan.devices_per_node if agent else 1
     return supervise(cmd, os.environ | {"OMP_NUM_THREADS": "1"}, ranks, node, agent)
 
