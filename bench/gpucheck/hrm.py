@@ -1,10 +1,11 @@
 """bench/gpu_check.py's section hrm: config/hrm.yaml's baseline model (HRM on 9x9 sudoku, bf16-mixed, micro-batch
 64) on this GPU, as its own hardware entry: STEPS optimizer steps of GLOBAL_BATCH (two micro-batches accumulated,
-not the study's eight) by the real launcher (torchrun, hwsweep.run.train) on small tables (TABLES: 128 puzzles
-made by search, not 1,000: the search is CPU time that each of the two processes pays at its start, about
-8 ms a puzzle on the 2-core VM), then the built-in evaluator on them. The first H100 run (2026-11-26) trained the
-study's batch of 8 micro-batches (its record's startup 21.2 s) and left the evaluator 10 s of the section's 50:
-too few. The batch and tables are smaller now, and the plan's FLOP count (on the CPU) runs while the GPU trains.
+not the study's eight) by the real launcher (hwsweep.run.launch: hwsweep.run.train, one process) on small tables
+(TABLES: 128 puzzles made by search, not 1,000: the search is CPU time that each of the two processes pays at its
+start, about 8 ms a puzzle on the 2-core VM), then the built-in evaluator on them. The first H100 run (2026-11-26)
+trained the study's batch of 8 micro-batches (its record's startup 21.2 s) and left the evaluator 10 s of the
+section's 50: too few. The batch and tables are smaller now, and the plan's FLOP count (on the CPU) runs while the
+GPU trains.
 
 Rows: the run trains on the GPU; it is evaluated on the device that trained it (eval.json's device); its FLOPs
 per step as `hwsweep plan --estimate` counts them (on the CPU, one sample, every operation linear in the batch)

@@ -1,6 +1,6 @@
 """bench/gpu_check.py's section workflow: config/config.yaml's recipe on this GPU (one device of it as the only
 hardware entry), seeds 0 and 1, tracking: [tensorboard] with a system sample every second, through the real
-workflow (the snakemake CLI on the repository's Snakefile: spec, torchrun, evaluate, aggregate).
+workflow (the snakemake CLI on the repository's Snakefile: spec, the launcher, evaluate, aggregate).
 
 The first H100 run (2026-11-26) gave snakemake 45 s, then 21 s, and it finished neither time, one run after the
 other (timing: exclusive, one timing_slot). The rows check what runs, not how fast: the sweep runs with timing:
