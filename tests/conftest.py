@@ -47,7 +47,8 @@ def holding_the_machine(config, alone: bool = False):
 def pytest_runtest_protocol(item, nextitem):
     """Each test from its setup (the module and session fixtures it builds first) to its teardown; after it, this
     process's CPUs as they were: the built-in trainer run in this process (tests/test_step_path.py) pins it to
-    its rank's core, and every later test of this worker, with every process it starts, would share that core."""
+    its rank's core and gives it back only when the run finishes; a test that fails before would leave every later
+    test of this worker, with every process it starts, on that one core."""
     cpus = os.sched_getaffinity(0)
     try:
         with holding_the_machine(item.config, item.get_closest_marker("alone") is not None):
