@@ -2,9 +2,11 @@
 estimate from a measured run against the next real run."""
 
 import copy
+import dataclasses
 import io as stdio
 import json
 import os
+import shutil
 import subprocess
 from contextlib import redirect_stdout
 
@@ -31,6 +33,59 @@ def test_flops_on_meta_equal_flops_of_a_real_cpu_step(small_config):
     meta_model, batch = estimate.model_and_batch(recipe.task, recipe.model, 6)
     assert batch[0].device.type == "meta" and next(meta_model.parameters()).device.type == "meta"
     assert flops.train_step_flops(meta_model, batch) == real
+
+
+
+def test_a_count_is_kept_for_the_next_process_under_a_key_of_everything_it_depends_on(tmp_path, small_config,
+                                                                                     monkeypatch, read_only):
+    """hwsweep.plan.counted: a second process gets the first one's count without importing torch; another model,
+    torch version or model source is another key; a damaged or unwritable cache costs a count, not a number."""
+    env = os.environ | {"HWSWEEP_MEMORY_CACHE": str(tmp_path / "cache" / "memory.json")}
+    write_config(tmp_path, small_config)
+    code = ("import sys, yaml; from hwsweep.plan import estimate; from hwsweep.plan.config import resolve; "
+            "r = resolve(yaml.safe_load(open(sys.argv[1]))).cells[0].recipe; "
+            "print(estimate._micro_batch_flops(r.task, r.model, 4), estimate._predict_flops(r.task, r.model), "
+            "'torch' in sys.modules)")  # fmt: skip
+
+    def count() -> list[str]:
+        out = subprocess.run([str(BIN / "python"), "-c", code, str(tmp_path / "config.yaml")], env=env,
+                             capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+        return out.stdout.split()
+
+    recipe = resolve(small_config).cells[0].recipe
+    real = [str(estimate._count_micro_batch(recipe.task, recipe.model, 4)),
+            str(estimate._count_predict(recipe.task, recipe.model))]
+    assert count() == [*real, "True"]  # counted (torch imported) and stored
+    assert count() == [*real, "False"]  # the next process: from the cache
+    cache = tmp_path / "cache" / "flops.json"
+    stored = json.loads(cache.read_text())
+    assert {json.loads(k)["kind"] for k in stored} == {"train_step", "predict"}
+    cache.write_text("{garbage")
+    assert count() == [*real, "True"] and json.loads(cache.read_text()) == stored  # counted again, the cache mended
+    entries = json.loads(cache.read_text())
+    cache.write_text(json.dumps({k: 1 if "train_step" in k else v for k, v in entries.items()}))
+    assert count()[0] == "1"  # the stored number is the one read (the test above is not vacuous)
+    cache.unlink()
+    read_only(cache.parent)  # a cache folder no process may write: counted, nothing stored, no error
+    assert count() == [*real, "True"] and not cache.exists()
+    read_only.undo()
+    key = estimate.counted.key("train_step", recipe.task, recipe.model, 4)
+    assert len({key, estimate.counted.key("train_step", recipe.task, dataclasses.replace(recipe.model, depth=2), 4),
+                estimate.counted.key("train_step", recipe.task, recipe.model, 8),
+                estimate.counted.key("predict", recipe.task, recipe.model, 4)}) == 4  # fmt: skip
+    uncached, versions = estimate.counted._versions.__wrapped__, estimate.counted._versions()
+    for field in ("torch", "models"):
+        monkeypatch.setattr(estimate.counted, "_versions", lambda f=field: versions | {f: "other"})
+        assert estimate.counted.key("train_step", recipe.task, recipe.model, 4) != key, field
+    # the models' source: any change to a file of hwsweep/models is another key
+    models = tmp_path / "models"
+    shutil.copytree(estimate.counted.MODELS, models, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(estimate.counted, "MODELS", models)
+    monkeypatch.setattr(estimate.counted, "_versions", uncached)
+    before = estimate.counted._versions()["models"]
+    with open(models / "flops.py", "a") as f:
+        f.write("# an edit\n")
+    assert estimate.counted._versions()["models"] != before
 
 
 GPUS = {

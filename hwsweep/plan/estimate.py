@@ -9,7 +9,8 @@ the trainer: estimate.job_start_seconds is assumed for every run, measured or no
 
 FLOPs per step are counted by torch's FLOP counter over one micro-batch forward + backward of the
 real model on the meta device (shapes only: no memory and no arithmetic, so GPU-sized models count
-in a moment), times the micro-batches of one optimizer step on all devices. Peak FLOP/s per device
+in a moment), times the micro-batches of one optimizer step on all devices; each count is kept for the
+next process (hwsweep.plan.counted). Peak FLOP/s per device
 type and arithmetic come from the catalog. The MFU, in order of preference:
 
     measured      earlier runs of this suite, variant and hardware (their train.json, same model,
@@ -40,6 +41,7 @@ from hwsweep.contracts import catalog, io
 from hwsweep.contracts.catalog import device_peak
 from hwsweep.contracts.spec import TRAIN_RECORD, RunSpec
 from hwsweep.models.families import model_and_batch
+from hwsweep.plan import counted
 from hwsweep.plan.matrix import Run
 
 RUN_COLUMNS = [
@@ -64,6 +66,11 @@ class Measured:
 
 @lru_cache(maxsize=256)
 def _micro_batch_flops(task_cfg, model_cfg, micro_batch: int) -> int:
+    return counted.flops("train_step", task_cfg, model_cfg, micro_batch,
+                         lambda: _count_micro_batch(task_cfg, model_cfg, micro_batch))  # fmt: skip
+
+
+def _count_micro_batch(task_cfg, model_cfg, micro_batch: int) -> int:
     from hwsweep.models import flops
 
     try:
@@ -77,6 +84,10 @@ def _micro_batch_flops(task_cfg, model_cfg, micro_batch: int) -> int:
 @lru_cache(maxsize=256)
 def _predict_flops(task_cfg, model_cfg) -> int:
     """Forward FLOPs of predicting one held-out sample (every segment HRM runs at evaluation)."""
+    return counted.flops("predict", task_cfg, model_cfg, 1, lambda: _count_predict(task_cfg, model_cfg))
+
+
+def _count_predict(task_cfg, model_cfg) -> int:
     import torch
 
     from hwsweep.models import flops
@@ -84,9 +95,9 @@ def _predict_flops(task_cfg, model_cfg) -> int:
     model, batch = model_and_batch(task_cfg, model_cfg, 1)
     if not hasattr(model, "predict"):
         return _micro_batch_flops(task_cfg, model_cfg, 1) // 3  # forward: a third of forward + backward
-    with flops.counting() as counted, flops.FusedAttentionOnMeta(), torch.no_grad():
+    with flops.counting() as counter, flops.FusedAttentionOnMeta(), torch.no_grad():
         model.predict(batch[0], batch[-1])
-    return counted.total
+    return counter.total
 
 
 def eval_samples(recipe, steps: int) -> int:
