@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from contextlib import redirect_stdout
+from importlib import metadata
 
 import pandas as pd
 import pytest
@@ -86,6 +87,15 @@ def test_a_count_is_kept_for_the_next_process_under_a_key_of_everything_it_depen
     with open(models / "flops.py", "a") as f:
         f.write("# an edit\n")
     assert estimate.counted._versions()["models"] != before
+
+    def unknown(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(estimate.counted.metadata, "version", unknown)  # a torch without package metadata
+    calls = []
+    for _ in range(2):  # no key without torch's version: counted each time, nothing stored
+        assert estimate.counted.flops("train_step", recipe.task, recipe.model, 4, lambda: calls.append(1) or 7) == 7
+    assert calls == [1, 1]
 
 
 GPUS = {

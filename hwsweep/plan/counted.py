@@ -26,14 +26,22 @@ def cache_path() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def _versions() -> dict:
+def _versions() -> dict | None:
+    """torch's version and the models' source; None where torch's version cannot be read without importing it
+    (a torch without package metadata): then nothing is cached."""
+    try:
+        torch = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
     code = hashlib.sha256()
     for path in sorted(MODELS.glob("*.py")):
         code.update(path.name.encode() + b"\0" + path.read_bytes())
-    return {"torch": metadata.version("torch"), "models": code.hexdigest()}
+    return {"torch": torch, "models": code.hexdigest()}
 
 
-def key(kind: str, task_cfg, model_cfg, micro_batch: int) -> str:
+def key(kind: str, task_cfg, model_cfg, micro_batch: int) -> str | None:
+    if _versions() is None:
+        return None
     fields = {"kind": kind, "task": dataclasses.asdict(task_cfg), "model": dataclasses.asdict(model_cfg),
               "micro_batch": micro_batch, **_versions()}  # fmt: skip
     return json.dumps(fields, sort_keys=True, default=repr)
@@ -50,6 +58,8 @@ def _read() -> dict:
 def flops(kind: str, task_cfg, model_cfg, micro_batch: int, count) -> int:
     """The cached count of this key, else count() (stored for the next process)."""
     entry = key(kind, task_cfg, model_cfg, micro_batch)
+    if entry is None:
+        return count()
     found = _read().get(entry)
     if isinstance(found, int) and not isinstance(found, bool) and found >= 0:
         return found
