@@ -199,6 +199,16 @@ def read_json(path) -> dict:
         return json.load(f)
 
 
+def read_cache(path) -> dict:
+    """A cache file's JSON object; {} where it is missing, unreadable, damaged or not an object: a cache only
+    saves work, so what it cannot give is measured or counted again."""
+    try:
+        data = read_json(path)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def write_csv(frame, path) -> None:
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)

@@ -41,10 +41,7 @@ def _read() -> dict:
     except OSError:
         return {}
     if _memo.get("stamp") != stamp:
-        try:
-            _memo.update(stamp=stamp, data=io.read_json(path))
-        except (OSError, ValueError):
-            _memo.update(stamp=stamp, data={})  # a damaged cache measures nothing: the estimate is used
+        _memo.update(stamp=stamp, data=io.read_cache(path))  # a damaged cache measures nothing: the estimate is used
     return json.loads(json.dumps(_memo["data"]))  # a copy the caller may change
 
 

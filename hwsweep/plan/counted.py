@@ -47,26 +47,19 @@ def key(kind: str, task_cfg, model_cfg, micro_batch: int) -> str | None:
     return json.dumps(fields, sort_keys=True, default=repr)
 
 
-def _read() -> dict:
-    try:
-        data = io.read_json(cache_path())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def flops(kind: str, task_cfg, model_cfg, micro_batch: int, count) -> int:
     """The cached count of this key, else count() (stored for the next process)."""
     entry = key(kind, task_cfg, model_cfg, micro_batch)
     if entry is None:
         return count()
-    found = _read().get(entry)
+    found = io.read_cache(cache_path()).get(entry)
     if isinstance(found, int) and not isinstance(found, bool) and found >= 0:
         return found
     value = count()
     try:
         cache_path().parent.mkdir(parents=True, exist_ok=True)
-        io.write_json(cache_path(), _read() | {entry: value})  # re-read: another process may have added its own
+        # re-read: another process may have added its own since
+        io.write_json(cache_path(), io.read_cache(cache_path()) | {entry: value})
     except OSError:
         pass  # a cache only saves time
     return value
