@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import BIN, SMALL
 
@@ -530,6 +531,13 @@ def _wandb_steps(records: list[dict], key: str) -> list[int]:
     return [r["history"].get("step", {}).get("num", 0) for r in records if r["type"] == "history" and key in r["history"]["item"]]
 
 
+def _ended(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def _wandb_summary(records: list[dict]) -> dict:
     return {k: v for r in records if r["type"] == "summary" for k, v in r["summary"].get("update", {}).items()}
 
@@ -580,7 +588,10 @@ def test_a_fresh_start_moves_earlier_w_b_attempts_out_of_the_sync(tmp_path):
         tracker = tracking.Tracker(target, config, system=False)
         for step in steps:
             tracker.log(step, {"loss": 1 / step})
-        assert tracker.close()["backends"]["wandb"] == ALL_TAKEN
+        tracker.drain()
+        services = psutil.Process(tracker._process.pid).children(recursive=True)  # W&B's service writes the file
+        assert services and tracker.close()["backends"]["wandb"] == ALL_TAKEN
+        assert all(map(_ended, services))  # by the close's answer, not later, or the file may never be whole
         time.sleep(1.1)  # W&B names an attempt's folder by the second it started
     attempts = _wandb(tmp_path, "fresh0")  # what `wandb sync` takes
     assert [_wandb_steps(a, "loss") for a in attempts] == [[5, 10]]

@@ -338,7 +338,15 @@ class Wandb:
         pass  # the record stays in the run's folder beside W&B's own; its numbers are the curves
 
     def close(self, failed: bool = False) -> None:
+        import wandb
+
         self.run.finish(exit_code=1 if failed else 0)
+        # finish() only asks W&B's service to close the run file; the service writes it out as it shuts down,
+        # which atexit would wait for, and the tracker's process ends with os._exit: wait for it here.
+        try:
+            wandb.teardown()
+        except SystemExit as e:  # the service's own failure, which W&B raises as the caller's exit
+            raise RuntimeError(f"W&B's service ended with exit code {e.code}") from None
 
 
 BACKENDS = {b.name: b for b in (TensorBoard, Mlflow, Wandb)}
