@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -577,9 +578,14 @@ def test_a_hard_killed_and_resumed_run_holds_every_step_once_in_every_tracker(tm
 
 
 @pytest.mark.slow
-def test_a_fresh_start_moves_earlier_w_b_attempts_out_of_the_sync(tmp_path):
+def test_a_fresh_start_moves_earlier_w_b_attempts_out_of_the_sync(tmp_path, monkeypatch):
     """A run started again from scratch (its checkpoints lost) replaces its tracked run, as TensorBoard and MLflow
-    do: the earlier W&B offline attempts move to wandb/replaced/, out of `wandb sync .../wandb/offline-run-*`."""
+    do: the earlier W&B offline attempts move to wandb/replaced/, out of `wandb sync .../wandb/offline-run-*`.
+    Each attempt's file is whole when its close answers, and its process leaves no temporary folder behind."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     block = {"backends": ["wandb"], "wandb": {"project": "hwsweep-test", "mode": "offline"}}
     config = TrackingConfig.from_dict(block, "tracking")
     target = tracking.Target(run_id="fresh0", experiment="s", name="v/cpu1/seed0", group="s/v", job_type="cpu1",
@@ -593,6 +599,11 @@ def test_a_fresh_start_moves_earlier_w_b_attempts_out_of_the_sync(tmp_path):
         assert services and tracker.close()["backends"]["wandb"] == ALL_TAKEN
         assert all(map(_ended, services))  # by the close's answer, not later, or the file may never be whole
         time.sleep(1.1)  # W&B names an attempt's folder by the second it started
+        tracker._process.wait(timeout=30)
+        deadline = time.monotonic() + 30  # its folder goes once its end is seen, on the tracker's own thread
+        while list(temporary.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not list(temporary.iterdir())
     attempts = _wandb(tmp_path, "fresh0")  # what `wandb sync` takes
     assert [_wandb_steps(a, "loss") for a in attempts] == [[5, 10]]
     (replaced,) = (tmp_path / "wandb" / tracking.REPLACED_FOLDER).glob("offline-run-*-fresh0")

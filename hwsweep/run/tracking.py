@@ -34,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -747,6 +748,7 @@ def serve() -> None:
     _follow(target.folder / PID_FILE, config.close_limit)
     worker.run(lambda timeout: items.get(timeout=timeout))
     sys.stderr.flush()
+    shutil.rmtree(start["tmp"], ignore_errors=True)  # the run's process may end before it sees this one end
     os._exit(0)  # every client closed or given up: a given-up client's thread does not keep the process
 
 
@@ -790,20 +792,27 @@ class Tracker:
     # -- the tracker's process ------------------------------------------------------------------------------
     def _start_process(self, system: bool, cpus) -> None:
         root = str(Path(__file__).resolve().parents[2])  # hwsweep's folder on the child's path, as on ours
-        env = os.environ | {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
         # Without the working folder on its path: a user's mlflow.py or wandb.py there is not the client.
         code = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; " \
                "from hwsweep.run.tracking import serve; serve()"  # fmt: skip
+        self._tmp = None
         try:
+            # Its own temporary folder, removed once it ends: it ends with os._exit, so the clients' temporary
+            # folders (W&B makes two at import) would otherwise stay behind in /tmp after every job.
+            self._tmp = tempfile.mkdtemp(prefix="hwsweep-tracker-")
+            env = os.environ | {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+                                "TMPDIR": self._tmp}  # fmt: skip
             self._process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, env=env, text=True)  # fmt: skip
         except OSError as e:
+            if self._tmp:
+                shutil.rmtree(self._tmp, ignore_errors=True)
             self._process, self._gone = None, True
             self._end(f"the tracker's process did not start ({e})")
             return
         target = {k: str(v) if isinstance(v, Path) else v for k, v in self.target.__dict__.items()}
         start = {"target": target, "config": self.config.to_dict(), "system": system, "pid": os.getpid(),
-                 "cpus": sorted(cpus) if cpus else None}  # fmt: skip
+                 "cpus": sorted(cpus) if cpus else None, "tmp": self._tmp}  # fmt: skip
         self._write([start])
         threading.Thread(target=self._read, name="hwsweep-tracking-answers", daemon=True).start()
 
@@ -835,6 +844,7 @@ class Tracker:
             self._stopped = self._stopped or answer["stopped"]
             self._answer(answer["done"], answer["backends"], answer["busy"])
         code = self._process.wait()
+        shutil.rmtree(self._tmp, ignore_errors=True)  # it removes its own, unless it ended on its own
         self._gone = True
         if not self._stopped:
             self._end(f"the tracker's process ended with exit code {code}")
