@@ -1,3 +1,4 @@
+import atexit
 import contextlib
 import copy
 import fcntl
@@ -15,7 +16,9 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 # Plans must not depend on peaks a memory probe cached on this machine (hwsweep detect on a GPU):
 # every test, and every snakemake it starts, sees an empty cache of its own.
-os.environ["HWSWEEP_MEMORY_CACHE"] = str(Path(tempfile.mkdtemp(prefix="hwsweep-test-")) / "memory.json")
+_CACHES = tempfile.mkdtemp(prefix="hwsweep-test-")
+atexit.register(shutil.rmtree, _CACHES, True)  # one per pytest process: none left in /tmp after the suite
+os.environ["HWSWEEP_MEMORY_CACHE"] = str(Path(_CACHES) / "memory.json")
 # The suite runs 3 workers on 2 cores: an OpenMP thread that waits spins by default (libgomp), burning the CPU
 # the other workers need (a 2-thread rank: 9 CPU-s instead of 2, tests/test_ddp.py). Waiting asleep changes no
 # number: the same threads run the same kernels. Set before torch (and its libgomp) loads, in every process.

@@ -269,9 +269,12 @@ def test_a_config_the_planner_accepts_runs(data):
     with tempfile.TemporaryDirectory() as folder:
         spec = type(spec).from_dict(spec.to_dict() | {"run_dir": str(Path(folder, "run"))})
         Path(folder, "spec.json").write_text(canonical_json(spec))
+        Path(folder, "tmp").mkdir()
         proc = subprocess.run([str(BIN / "python"), "-m", "hwsweep.run.launch", "spec.json", "--threads", "2"], cwd=folder,
-                              capture_output=True, text=True, timeout=300, env=os.environ | NO_GPU)  # fmt: skip
+                              capture_output=True, text=True, timeout=300,
+                              env=os.environ | NO_GPU | {"TMPDIR": str(Path(folder, "tmp"))})  # fmt: skip
         assert proc.returncode == 0, f"{json.dumps(cfg)}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
+        assert [p.name for p in Path(folder, "tmp").iterdir() if not p.name.startswith("torchinductor_")] == []  # but torch's cache
         validation.check(RunRecord, spec.path("train.json"), spec)  # a complete, plausible record
 
 

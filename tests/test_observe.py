@@ -233,8 +233,12 @@ def launch(tmp_path, cfg, hardware):
     matrix = resolve(cfg)
     spec = matrix.spec("s", "default", hardware, 0).to_dict() | {"run_dir": str(tmp_path / "run")}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    return subprocess.run([sys.executable, "-m", "hwsweep.run.launch", str(tmp_path / "spec.json"), "--threads", "2"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "hwsweep.run.launch", str(tmp_path / "spec.json"), "--threads", "2"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"TMPDIR": str(tmp_path / "tmp")})  # fmt: skip
+    assert [p.name for p in (tmp_path / "tmp").iterdir() if not p.name.startswith("torchinductor_")] == []  # but torch's cache
+    return proc
 
 
 @pytest.mark.slow

@@ -228,12 +228,20 @@ def main(argv=None) -> int:
     trainer = spec.trainer
     cmd = command_line(spec, args.spec, args.threads, dict(os.environ))
     print(f"hwsweep.run.launch [node {node}]: {shlex.join(cmd)}", flush=True)
-    if trainer.kind == "command" and node == "0":
-        return runner.train(spec, args.spec, cmd, args.threads)  # the first node watches and records the run
-    # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
     agent = trainer.launcher(spec.plan.world_size) == "torchrun"
-    ranks = spec.plan.devices_per_node if agent else 1
-    return supervise(cmd, os.environ | {"OMP_NUM_THREADS": "1"}, ranks, node, agent)
+    logs = None
+    if agent and "PET_LOG_DIR" not in os.environ:  # torchrun's --log-dir, by default a new folder in /tmp per run
+        logs = tempfile.mkdtemp(prefix="hwsweep-torchrun-")  # that torchrun never removes
+        os.environ["PET_LOG_DIR"] = logs
+    try:
+        if trainer.kind == "command" and node == "0":
+            return runner.train(spec, args.spec, cmd, args.threads)  # the first node watches and records the run
+        # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
+        ranks = spec.plan.devices_per_node if agent else 1
+        return supervise(cmd, os.environ | {"OMP_NUM_THREADS": "1"}, ranks, node, agent)
+    finally:
+        if logs:
+            shutil.rmtree(logs, ignore_errors=True)
 
 
 if __name__ == "__main__":
