@@ -1,6 +1,7 @@
 """The end of a rank's process (hwsweep.run.shutdown): the process group's worker threads are joined when the run
 leaves it, and a process whose threads outlived the group still exits with its status, never SIGABRT."""
 
+import gc
 import os
 import subprocess
 import sys
@@ -62,9 +63,13 @@ def test_a_rank_whose_collective_is_released_late_still_exits_cleanly(tmp_path):
 def test_exit_after_is_sys_exit_where_no_worker_thread_runs():
     if shutdown.worker_threads():
         pytest.skip("a group another test left in this process still runs")
-    with pytest.raises(SystemExit) as e:
-        shutdown.exit_after(lambda: 3)
-    assert e.value.code == 3
+    gc.unfreeze()
+    try:
+        with pytest.raises(SystemExit) as e:
+            shutdown.exit_after(lambda: 3)
+        assert e.value.code == 3 and gc.get_freeze_count() > 0  # left out of the teardown's collections
+    finally:
+        gc.unfreeze()  # this is pytest's process, which goes on
     with pytest.raises(ValueError, match="as raised"):
         shutdown.exit_after(lambda: (_ for _ in ()).throw(ValueError("as raised")))
 

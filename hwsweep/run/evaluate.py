@@ -19,7 +19,7 @@ from hwsweep.contracts import io
 from hwsweep.contracts.records import EvalRecord, RunRecord
 from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec
 from hwsweep.models import families, flops
-from hwsweep.run import runner, tracking
+from hwsweep.run import runner, shutdown, tracking
 
 
 def builtin(spec: RunSpec) -> int:
@@ -86,4 +86,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    shutdown.exit_after(main)
