@@ -8,12 +8,18 @@ Prints pytest's own summary line of each run, its wall time and CPU time, and th
 (pytest's --durations, which the project's addopts ask for) as a markdown table for docs/benchmarks.md. Runs
 after the first reuse the clone and its virtualenv: the same command, three times in a row, is the check that
 the parallel suite is as deterministic as the serial one was.
+
+Beside each run, before and after it, the reference measured in the same run: the CPU seconds of one
+`import torch` in the clone's virtualenv (the median of 5), the suite's commonest work (most of its ~1,500
+processes start that way). The host's speed moves (by a quarter within an hour, docs/benchmarks.md): a run's
+seconds divided by the reference compare across hosts and hours, its seconds alone do not.
 """
 
 import argparse
 import json
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +48,11 @@ def timed(command: str, cwd: Path) -> tuple[float, int, str, float]:
     start, cpu = time.monotonic(), children_cpu()
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True)
     return time.monotonic() - start, proc.returncode, proc.stdout + proc.stderr, children_cpu() - cpu
+
+
+def reference(clone: Path, times: int = 5) -> float:
+    """CPU seconds of `import torch` in the clone's virtualenv: the median of `times`."""
+    return statistics.median(timed(".venv/bin/python -c 'import torch'", clone)[3] for _ in range(times))
 
 
 def summary(out: str) -> str:
@@ -80,11 +91,15 @@ def main() -> None:
         result = {"commit": commit.strip(), "command": command, "install_seconds": round(seconds, 1), "runs": []}
         print(f"commit {result['commit']}: install {seconds:.0f} s ({install.strip(' &')})")
         for i in range(args.runs):
+            before = reference(clone)
             seconds, code, out, cpu = timed(pytest_part.strip(), clone)
+            torch_s = (before + reference(clone)) / 2
             result["runs"].append({"seconds": round(seconds, 1), "cpu_seconds": round(cpu), "exit": code,
-                                   "summary": summary(out)})  # fmt: skip
+                                   "summary": summary(out), "import_torch_cpu_seconds": round(torch_s, 3),
+                                   "seconds_per_import_torch": round(seconds / torch_s)})  # fmt: skip
             keep(args.logs, f"full-{i + 1}.log", out)
-            print(f"full suite, run {i + 1}: {seconds:.0f} s, CPU {cpu / 60:.1f} min, exit {code}: {summary(out)}")
+            print(f"full suite, run {i + 1}: {seconds:.0f} s, CPU {cpu / 60:.1f} min, exit {code}: {summary(out)}; "
+                  f"import torch {torch_s:.2f} CPU-s here then, so {seconds / torch_s:.0f} of them")  # fmt: skip
             if i == 0:
                 result["slowest"] = slowest(out)
         seconds, code, out, cpu = timed(f'{pytest_part.strip()} -m "not slow"', clone)
