@@ -157,6 +157,12 @@ SMALL = {
 }
 
 
+def left_behind(temporary: Path) -> list[str]:
+    """What a process given `temporary` as its TMPDIR left there once it ended, torch's compile cache
+    (torchinductor_USER, kept between runs on purpose) aside."""
+    return sorted(p.name for p in temporary.iterdir() if not p.name.startswith("torchinductor_"))
+
+
 def run_processes(workdir: Path) -> list[tuple[int, str]]:
     """(pid, command line) of every process working in `workdir` or below it (snakemake, its jobs, torchrun,
     the workers: a command runs in its run directory), as /proc shows them; zombies are dead and left out."""
