@@ -226,9 +226,10 @@ def preempt(folder: Path, env: dict, result: Signals, hardware: str = "c1", time
 
 def pending_then_time_limit(folder: Path, env: dict, result: Signals, held: str) -> None:
     """status while l40s's job pends (l40s-1's GPUs held) and c1t's runs; then the GPUs go (l40s runs, and
-    fails). c1t's job, once its trainer runs, gets a limit 140-200 s away: SLURM's --signal=TERM@110 comes in
-    30-90 s. The job must be back in the queue (requeued after its checkpoint) before the limit; it then gets 10
-    minutes, and is cancelled once its next attempt trains (its run is far longer than the test)."""
+    fails). c1t's job, once its trainer runs, gets the nearest whole-minute limit at least 120 s away: SLURM's
+    --signal=TERM@110 comes in 10-70 s (each second of it, c1t's trainer takes a core). The job must be back in
+    the queue (requeued after its checkpoint) before the limit; it then gets 10 minutes, and is cancelled once its
+    next attempt trains (its run is far longer than the test)."""
     wait_for("l40s pending, c1t running", lambda: train_job(folder, "tiny", "l40s", env, ("PENDING",))
              and train_job(folder, "long", "c1t", env), timeout=300)  # fmt: skip
     result.status("pending", env)
@@ -237,7 +238,7 @@ def pending_then_time_limit(folder: Path, env: dict, result: Signals, held: str)
     job = wait_for("c1t's train job", lambda: train_job(folder, "long", "c1t", env), timeout=300)
     wait_for("c1t's first steps", lambda: log.is_file() and "train:" in log.read_text(), timeout=300)
     run_time = seconds(scontrol_job(job["id"], env)["RunTime"])
-    minutes = -(-(run_time + 140) // 60)  # SLURM's limits are whole minutes
+    minutes = -(-(run_time + 120) // 60)  # SLURM's limits are whole minutes
     subprocess.run(["scontrol", "update", f"JobId={job['id']}", f"TimeLimit={minutes}"], env=env, check=True)
     limit_at = time.monotonic() + minutes * 60 - run_time
     waiting = wait_for("c1t's requeue", lambda: train_job(folder, "long", "c1t", env, WAITING), timeout=300)
