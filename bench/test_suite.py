@@ -13,10 +13,15 @@ Beside each run, before and after it, the reference measured in the same run: th
 `import torch` in the clone's virtualenv (the median of 5), the suite's commonest work (most of its ~1,500
 processes start that way). The host's speed moves (by a quarter within an hour, docs/benchmarks.md): a run's
 seconds divided by the reference compare across hosts and hours, its seconds alone do not.
+
+Each run, full or inner, starts with an empty torch compile cache of its own (TORCHINDUCTOR_CACHE_DIR), as on a
+fresh machine (CI, a new clone's first run): inductor's cache in /tmp otherwise outlives runs, and a warm one
+spares the compiling tests their C++ builds (test_fastpath's compile test: 19 CPU-s warm, 41 cold).
 """
 
 import argparse
 import json
+import os
 import re
 import resource
 import statistics
@@ -43,11 +48,17 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed(command: str, cwd: Path) -> tuple[float, int, str, float]:
+def timed(command: str, cwd: Path, env: dict | None = None) -> tuple[float, int, str, float]:
     """Wall seconds, exit code, output and CPU seconds of `command`."""
     start, cpu = time.monotonic(), children_cpu()
-    proc = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, env=env)
     return time.monotonic() - start, proc.returncode, proc.stdout + proc.stderr, children_cpu() - cpu
+
+
+def cold(tmp: str, name: str) -> dict:
+    """This environment with an empty torch compile cache of its own, under `tmp` (the compiling tests pay their
+    C++ builds as on a fresh machine)."""
+    return os.environ | {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix=f"inductor-{name}-", dir=tmp)}
 
 
 def reference(clone: Path, times: int = 5) -> float:
@@ -92,7 +103,7 @@ def main() -> None:
         print(f"commit {result['commit']}: install {seconds:.0f} s ({install.strip(' &')})")
         for i in range(args.runs):
             before = reference(clone)
-            seconds, code, out, cpu = timed(pytest_part.strip(), clone)
+            seconds, code, out, cpu = timed(pytest_part.strip(), clone, cold(tmp, f"full-{i + 1}"))
             torch_s = (before + reference(clone)) / 2
             result["runs"].append({"seconds": round(seconds, 1), "cpu_seconds": round(cpu), "exit": code,
                                    "summary": summary(out), "import_torch_cpu_seconds": round(torch_s, 3),
@@ -102,7 +113,7 @@ def main() -> None:
                   f"import torch {torch_s:.2f} CPU-s here then, so {seconds / torch_s:.0f} of them")  # fmt: skip
             if i == 0:
                 result["slowest"] = slowest(out)
-        seconds, code, out, cpu = timed(f'{pytest_part.strip()} -m "not slow"', clone)
+        seconds, code, out, cpu = timed(f'{pytest_part.strip()} -m "not slow"', clone, cold(tmp, "inner"))
         result["inner_loop"] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu), "exit": code,
                                 "summary": summary(out)}  # fmt: skip
         keep(args.logs, "inner.log", out)
