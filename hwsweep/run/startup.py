@@ -6,7 +6,9 @@ optimizer step. The parts, in the order the runtime API is called:
     imports        process start -> runtime.init() called: the interpreter, `import torch`, hwsweep and the
                    script's own imports (the age of the process when init() is entered)
     process_group  init() entered -> init() returns: threads and CPU pinning, device selection,
-                   init_process_group, precision, reproducibility level, seeding, checkpoint manager
+                   init_process_group, precision, reproducibility level, seeding, checkpoint manager;
+                   mostly torch's deferred import of TorchDynamo, which the reproducibility level's
+                   torch.use_deterministic_algorithms triggers (a torch optimizer would at its first use)
     data           init() returned -> the first run.loader() returned: the script reads or builds its
                    tables (0 when it never calls run.loader() before the loop)
     model          then -> the step loop begins: build, FLOP count, wrap (DDP), optimizer, resume
