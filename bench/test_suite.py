@@ -4,7 +4,8 @@ commit with a new virtualenv; the install timed apart from pytest; then the inne
 
     .venv/bin/python bench/test_suite.py [--runs 3] [--json out.json]
 
-Prints pytest's own summary line of each run, its wall time and CPU time, and the slowest 30 tests of the first full run
+Prints pytest's own summary line of each run, its wall time, the CPU time of its process tree and of the whole
+machine (SLURM's jobs and the daemons are not in the tree), and the slowest 30 tests of the first full run
 (pytest's --durations, which the project's addopts ask for) as a markdown table for docs/benchmarks.md. Runs
 after the first reuse the clone and its virtualenv: the same command, three times in a row, is the check that
 the parallel suite is as deterministic as the serial one was.
@@ -48,11 +49,25 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed(command: str, cwd: Path, env: dict | None = None) -> tuple[float, int, str, float]:
-    """Wall seconds, exit code, output and CPU seconds of `command`."""
-    start, cpu = time.monotonic(), children_cpu()
+def machine_cpu() -> float | None:
+    """Busy CPU seconds of the whole machine since boot (/proc/stat: user, nice, system, irq, softirq), which
+    counts what children_cpu cannot: SLURM's jobs, the daemons, processes nobody reaped; None off Linux."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(command: str, cwd: Path, env: dict | None = None) -> tuple[float, int, str, float, float | None]:
+    """Wall seconds, exit code, output and CPU seconds of `command` (its process tree), and the machine's busy
+    CPU seconds meanwhile (None where unknown)."""
+    start, cpu, busy = time.monotonic(), children_cpu(), machine_cpu()
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, env=env)
-    return time.monotonic() - start, proc.returncode, proc.stdout + proc.stderr, children_cpu() - cpu
+    after = machine_cpu()
+    machine = None if busy is None or after is None else after - busy
+    return time.monotonic() - start, proc.returncode, proc.stdout + proc.stderr, children_cpu() - cpu, machine
 
 
 def cold(tmp: str, name: str) -> dict:
@@ -96,24 +111,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-        seconds, code, out, _ = timed(install.strip(" &"), clone)
+        seconds, code, out, *_ = timed(install.strip(" &"), clone)
         if code:
             sys.exit(f"the README's install failed:\n{out[-3000:]}")
         result = {"commit": commit.strip(), "command": command, "install_seconds": round(seconds, 1), "runs": []}
         print(f"commit {result['commit']}: install {seconds:.0f} s ({install.strip(' &')})")
         for i in range(args.runs):
             before = reference(clone)
-            seconds, code, out, cpu = timed(pytest_part.strip(), clone, cold(tmp, f"full-{i + 1}"))
+            seconds, code, out, cpu, machine = timed(pytest_part.strip(), clone, cold(tmp, f"full-{i + 1}"))
             torch_s = (before + reference(clone)) / 2
             result["runs"].append({"seconds": round(seconds, 1), "cpu_seconds": round(cpu), "exit": code,
+                                   "machine_cpu_seconds": None if machine is None else round(machine),
                                    "summary": summary(out), "import_torch_cpu_seconds": round(torch_s, 3),
                                    "seconds_per_import_torch": round(seconds / torch_s)})  # fmt: skip
             keep(args.logs, f"full-{i + 1}.log", out)
-            print(f"full suite, run {i + 1}: {seconds:.0f} s, CPU {cpu / 60:.1f} min, exit {code}: {summary(out)}; "
-                  f"import torch {torch_s:.2f} CPU-s here then, so {seconds / torch_s:.0f} of them")  # fmt: skip
+            busy = "" if machine is None else f", the machine's {machine / 60:.1f} min ({machine / seconds:.2f} cores busy)"
+            print(f"full suite, run {i + 1}: {seconds:.0f} s, CPU {cpu / 60:.1f} min in its process tree{busy}, exit {code}: "
+                  f"{summary(out)}; import torch {torch_s:.2f} CPU-s here then, so {seconds / torch_s:.0f} of them")  # fmt: skip
             if i == 0:
                 result["slowest"] = slowest(out)
-        seconds, code, out, cpu = timed(f'{pytest_part.strip()} -m "not slow"', clone, cold(tmp, "inner"))
+        seconds, code, out, cpu, _ = timed(f'{pytest_part.strip()} -m "not slow"', clone, cold(tmp, "inner"))
         result["inner_loop"] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu), "exit": code,
                                 "summary": summary(out)}  # fmt: skip
         keep(args.logs, "inner.log", out)
