@@ -213,6 +213,50 @@ def snakemake(workdir: Path, cfg: dict | None, *args: str, timeout: int = 900) -
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def example(folder: Path, name: str, **recipe) -> tuple[Path, dict]:
+    """A copy of the repository's workflow with example `name` under `folder`, run from the copy's root as the docs
+    give it (docs/index.md, its config/config.yaml included): that root and the example's config, `recipe` merged
+    into its recipe, at seeds 0 and 1."""
+    root = folder / "repo"
+    root.mkdir()
+    for part in ("Snakefile", "workflow", "config", "profiles"):
+        (shutil.copytree if (REPO / part).is_dir() else shutil.copy)(REPO / part, root / part)
+    shutil.copytree(REPO / "examples" / name, root / "examples" / name)
+    cfg = yaml.safe_load((REPO / "examples" / name / "config.yaml").read_text())
+    cfg["recipe"] |= recipe
+    cfg["seeds"] = [0, 1]
+    return root, cfg
+
+
+def example_snakemake(root: Path, cfg: dict | None, name: str, *args: str) -> subprocess.CompletedProcess:
+    """The docs' command for an example, `snakemake --configfile examples/NAME/config.yaml
+    --replace-workflow-config`, from the copy's root (`cfg` None: the config already there; `args` none: `--cores
+    2 all`)."""
+    if cfg is not None:
+        (root / "examples" / name / "config.yaml").write_text(yaml.safe_dump(cfg))
+    config = ["--configfile", f"examples/{name}/config.yaml", "--replace-workflow-config"]
+    cmd = [str(BIN / "snakemake"), *config, *(args or ("--cores", "2", "all"))]
+    env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=900, env=env)
+
+
+@pytest.fixture(scope="session")
+def plain_ddp_swept(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """The plain-DDP example swept as the docs give it (suite mlp: 60 steps, hidden 32, evaluated at steps 30 and
+    60, tracked by TensorBoard and MLflow), with a second suite, `broken`, whose runs pass the script a flag it
+    refuses (argparse exits 2: all 4 fail), under `--keep-going all`; then the report: (the copy's root, the
+    sweep's and the report's snakemake). One sweep for test_examples' plain-DDP test (suite mlp) and test_report's
+    (the report after a failed suite)."""
+    root, cfg = example(tmp_path_factory.mktemp("plain_ddp"), "plain_ddp", schedule={"steps": 60, "warmup_steps": 5})
+    cfg["recipe"]["args"]["eval_every"] = 30
+    cfg["suites"]["mlp"]["sweep"] = {"args.hidden": [32]}
+    cfg["suites"]["broken"] = {"description": "the script refuses a flag", "overrides": {"args": {"bogus": 1}}}
+    cfg["tracking"] = ["tensorboard", "mlflow"]  # the unmodified script, tracked from what the runner parses
+    sweep = example_snakemake(root, cfg, "plain_ddp", "--cores", "2", "--keep-going", "all")
+    report = example_snakemake(root, None, "plain_ddp", "--report", str(root / "report.html"))
+    return root, sweep, report
+
+
 def two_suite_config() -> dict:
     """SMALL at one seed and 10 steps with a second suite (a deeper model): a whole sweep in four short runs."""
     cfg = copy.deepcopy(SMALL)

@@ -5,38 +5,13 @@ config shortened (fewer steps and seeds)."""
 
 import json
 import os
-import shutil
-import subprocess
+import re
 
 import pandas as pd
 import pytest
-import yaml
-from conftest import BIN, REPO
+from conftest import example, example_snakemake
 
 pytestmark = pytest.mark.slow
-
-
-def example(tmp_path, name: str, **recipe):
-    """A copy of the repository's workflow with the example; the root it runs from and the example's config."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    for part in ("Snakefile", "workflow", "config", "profiles"):
-        (shutil.copytree if (REPO / part).is_dir() else shutil.copy)(REPO / part, root / part)
-    shutil.copytree(REPO / "examples" / name, root / "examples" / name)
-    cfg = yaml.safe_load((REPO / "examples" / name / "config.yaml").read_text())
-    cfg["recipe"] |= recipe
-    cfg["seeds"] = [0, 1]
-    return root, cfg
-
-
-def snakemake(root, cfg, name: str, *args: str):
-    """The docs' command for an example, from the copy's root (`cfg` None: only `args`, e.g. --report)."""
-    if cfg is not None:
-        (root / "examples" / name / "config.yaml").write_text(yaml.safe_dump(cfg))
-    config = ["--configfile", f"examples/{name}/config.yaml", "--replace-workflow-config"]
-    cmd = [str(BIN / "snakemake"), *config, *(args or ("--cores", "2", "all"))]
-    env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    return subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=900, env=env)
 
 
 def tracked(folder, suite: str, metrics: list[str], every_step: bool = True) -> None:
@@ -76,12 +51,15 @@ def tracked(folder, suite: str, metrics: list[str], every_step: bool = True) -> 
     assert set(texts.PluginTagToContent("text")) == {"comparison", "equivalence", "speedup"}
 
 
-def check_sweep(folder, example_name: str, suite: str, metrics: list[str], per_step: set[str]):
-    runs = pd.read_csv(folder / "results/runs.csv")
+def check_sweep(folder, example_name: str, suite: str, metrics: list[str], per_step: set[str], report=None,
+                tables="results"):
+    """The sweep's tables (runs and comparison from `tables`: all suites' or one suite's folder), figures and
+    report (`report`: snakemake's --report already run, else run here)."""
+    runs = pd.read_csv(folder / tables / "runs.csv")
     assert len(runs) == 4 and set(runs.hardware) == {"cpu1", "cpu2"} and (runs.trainer == "command").all()
     for name in metrics:
         assert runs[name].notna().all(), name
-    comparison = pd.read_csv(folder / "results/comparison.csv").set_index("hardware")
+    comparison = pd.read_csv(folder / tables / "comparison.csv").set_index("hardware")
     assert comparison.loc["cpu1", "val_acc_verdict"] == "baseline"
     assert comparison.loc["cpu2", "val_acc_verdict"] in ("equivalent", "inconclusive", "different")
     assert comparison.loc["cpu2", "speedup"] > 0 and comparison.loc["cpu2", "n_seeds"] == 2
@@ -89,22 +67,23 @@ def check_sweep(folder, example_name: str, suite: str, metrics: list[str], per_s
     assert set(curves.metric) == per_step
     for name in ["curves.png", "equivalence.png", "speedup.png"] + [f"metric_{m}.png" for m in metrics]:
         assert (folder / f"results/{suite}/plots" / name).stat().st_size > 0
-    report = folder / "report.html"
-    proc = snakemake(folder, None, example_name, "--report", str(report))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "metric_val_acc.png" in report.read_text()
+    if report is None:
+        report = example_snakemake(folder, None, example_name, "--report", str(folder / "report.html"))
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "metric_val_acc.png" in (folder / "report.html").read_text()
     return runs
 
 
-def test_plain_ddp_script_sweeps_unmodified(tmp_path):
+def test_plain_ddp_script_sweeps_unmodified(plain_ddp_swept):
+    """conftest's plain_ddp_swept: its suite mlp (its suite broken, failing beside it, is test_report's)."""
     name = "plain_ddp"
-    folder, cfg = example(tmp_path, name, schedule={"steps": 60, "warmup_steps": 5})
-    cfg["recipe"]["args"]["eval_every"] = 30
-    cfg["suites"]["mlp"]["sweep"] = {"args.hidden": [32]}
-    cfg["tracking"] = ["tensorboard", "mlflow"]  # the unmodified script, tracked from what the runner parses
-    proc = snakemake(folder, cfg, name)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    runs = check_sweep(folder, name, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
+    folder, sweep, report = plain_ddp_swept
+    failed = {re.search(r"output: results/(\w+)/", block)[1]  # the suite of each failed job
+              for block in re.findall(r"^Error in rule \w+:\n((?:    .*\n)+)", sweep.stderr, flags=re.M)}
+    assert failed == {"broken"}, sweep.stderr[-4000:]  # no job of suite mlp failed
+    # A sweep with a failed suite makes no all-suites tables: suite mlp's own
+    runs = check_sweep(folder, name, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"}, report,
+                       tables="results/mlp")
     tracked(folder, "mlp", ["loss", "val_acc"])
     assert (runs.val_acc > 0.5).all()  # it learned: chance is 0.25
     record = json.loads((folder / "results/mlp/hidden-32/cpu2/seed1/train.json").read_text())
@@ -119,7 +98,7 @@ def test_plain_ddp_script_sweeps_unmodified(tmp_path):
 def test_lightning_script_gets_the_plan_through_its_trainer_flags(tmp_path):
     name = "lightning"
     folder, cfg = example(tmp_path, name, schedule={"steps": 40, "warmup_steps": 4})
-    proc = snakemake(folder, cfg, name)
+    proc = example_snakemake(folder, cfg, name)
     assert proc.returncode == 0, proc.stderr[-4000:]
     check_sweep(folder, name, "lightning", ["train_loss", "val_loss", "val_acc"], {"train_loss"})
     log = (folder / "logs/lightning/default/cpu2/seed1/train.log").read_text()
@@ -133,7 +112,7 @@ def test_runtime_api_script_sweeps_with_its_own_record(tmp_path):
     folder, cfg = example(tmp_path, name, schedule={"steps": 60, "warmup_steps": 5})
     cfg["recipe"]["args"]["eval_every"] = 30
     cfg["tracking"] = ["tensorboard", "mlflow"]  # the script's runtime feeds the trackers; the runner forwards nothing
-    proc = snakemake(folder, cfg, name)
+    proc = example_snakemake(folder, cfg, name)
     assert proc.returncode == 0, proc.stderr[-4000:]
     runs = check_sweep(folder, name, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
     tracked(folder, "mlp", ["loss", "val_acc", "lr"], every_step=False)  # lr: only the runtime logs it

@@ -1,7 +1,7 @@
-"""The report as a reader gets it: built after a --keep-going sweep in which one suite fails, and
-opened in headless Chromium (Debian's package, installed by the test setup when missing and root)."""
+"""The report as a reader gets it: built after a --keep-going sweep in which one suite fails (the plain-DDP
+example's, conftest's plain_ddp_swept), and opened in headless Chromium (Debian's package, installed by the test
+setup when missing and root)."""
 
-import copy
 import json
 import os
 import re
@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 from browser import Browser, chromium
-from conftest import REPO, snakemake
+from conftest import example_snakemake
 
 from hwsweep.analysis import words
 
@@ -21,34 +20,11 @@ from hwsweep.analysis import words
 SETTLE = 0.4  # seconds at most for React to render a menu after a click
 
 
-def failing_sweep_config() -> dict:
-    """The plain-DDP example, small: suite `mlp` runs, suite `broken` passes the script a flag it
-    refuses (argparse exits 2), so every run of that suite fails."""
-    cfg = yaml.safe_load((REPO / "examples/plain_ddp/config.yaml").read_text())
-    cfg["trainer"]["workdir"] = str(REPO / "examples/plain_ddp")
-    cfg["recipe"]["schedule"] = {"steps": 30, "warmup_steps": 3}
-    cfg["recipe"]["args"] = {"hidden": 32, "eval_every": 15}
-    cfg["suites"] = {"mlp": {"description": "an ordinary DDP script on 1 and 2 processes"},
-                     "broken": {"description": "the script refuses a flag",
-                                "overrides": {"args": {"bogus": 1}}}}  # fmt: skip
-    cfg["seeds"] = [0, 1]
-    return cfg
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("report")
-    cfg = failing_sweep_config()
-    run = snakemake(folder, copy.deepcopy(cfg), "--cores", "2", "--keep-going", "all")
-    assert run.returncode != 0, "the broken suite must fail the sweep"
-    assert (folder / "results/mlp/comparison.csv").exists(), run.stderr[-3000:]
-    proc = snakemake(folder, None, "--report", str(folder / "report.html"))
-    return folder, proc
-
-
 @pytest.mark.slow
-def test_report_builds_after_a_failed_suite_and_says_why(built):
-    folder, proc = built
+def test_report_builds_after_a_failed_suite_and_says_why(plain_ddp_swept):
+    folder, sweep, proc = plain_ddp_swept  # the plain-DDP example: suite mlp runs, every run of suite broken fails
+    assert sweep.returncode != 0, "the broken suite must fail the sweep"
+    assert (folder / "results/mlp/comparison.csv").exists(), sweep.stderr[-3000:]
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = (folder / "report.html").read_text()
     assert "results/mlp/tables/comparison.html" in html and "results/broken/" not in html
@@ -56,7 +32,7 @@ def test_report_builds_after_a_failed_suite_and_says_why(built):
     assert "**Suite broken** — the script refuses a flag\n\n**No results** — of 4 runs 4 failed." in landing
     assert "train.py: error: unrecognized arguments: --bogus=1 (logs/broken/default/cpu1/seed0/train.log)" in landing
     # Leaving the failed suite out is the report's business only: the next `all` retries its runs.
-    again = snakemake(folder, None, "-n", "--cores", "2", "all")
+    again = example_snakemake(folder, None, "plain_ddp", "-n", "--cores", "2", "all")
     assert re.search(r"rule train:.*?suite=broken", again.stdout, flags=re.S), again.stdout[-2000:]
 
 
@@ -85,8 +61,8 @@ def _shown(b: Browser) -> dict:
 
 
 @pytest.mark.slow
-def test_report_in_a_browser(built, tmp_path):
-    folder, proc = built
+def test_report_in_a_browser(plain_ddp_swept, tmp_path):
+    folder, _, proc = plain_ddp_swept
     assert proc.returncode == 0, proc.stderr[-3000:]
     binary = chromium()
     shots = Path(os.environ.get("HWSWEEP_SCREENSHOTS", tmp_path / "screenshots"))  # to look at them
