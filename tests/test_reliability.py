@@ -1,4 +1,4 @@
-"""Failures a shared cluster produces: SIGKILL mid-run, NaN losses, a failing cell in a sweep."""
+"""Failures a shared cluster produces: SIGKILL and SIGTERM mid-run, NaN losses, a failing cell in a sweep."""
 
 import contextlib
 import json
@@ -85,6 +85,39 @@ def test_sigkill_then_snakemake_rerun_is_bitwise_equal_to_an_uninterrupted_run(t
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
     ea, eb = (json.loads((d / run / "eval.json").read_text()) for d in (cut, whole))
     assert ea["metrics"] == eb["metrics"]
+
+
+def test_sigterm_to_torchrun_checkpoints_and_its_rerun_resumes_bitwise(tmp_path, small_config, uninterrupted):
+    """The same run started by hand under torchrun (2 processes), SIGTERM to torchrun once a checkpoint is written:
+    it checkpoints, exits 75 (preempted) without a record, and the same command again resumes from that checkpoint
+    to the bits of `uninterrupted` (the same spec, through snakemake, never interrupted)."""
+    from hwsweep.run.train import EXIT_PREEMPTED
+
+    spec = resolve(_strict_cfg(small_config)).spec("tiny", "default", "cpu2", 0).to_dict()
+    io.write_json(tmp_path / "cut.json", spec | {"run_dir": str(tmp_path / "cut")})
+    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", "hwsweep.run.train",
+           str(tmp_path / "cut.json")]  # fmt: skip
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ckpts = tmp_path / "cut" / "checkpoints"
+    deadline = time.monotonic() + 120
+    while not list(ckpts.glob("step*.pt")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert f"exiting {EXIT_PREEMPTED}" in out, out[-3000:]
+    assert not (tmp_path / "cut" / "train.json").exists()
+    cut_at = max(int(p.stem[4:]) for p in ckpts.glob("step*.pt"))
+    assert 0 < cut_at < spec["plan"]["steps"]
+
+    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=300)  # the rerun resumes on its own
+    cut = json.loads((tmp_path / "cut" / "train.json").read_text())
+    whole = json.loads((uninterrupted / RUN / "train.json").read_text())
+    assert cut["restarts"] == 1 and cut["resumed_from_step"] == cut_at and whole["restarts"] == 0
+    assert cut["curves"]["loss"]["values"] == whole["curves"]["loss"]["values"]
+    a = torch.load(tmp_path / "cut" / "final.pt", weights_only=False)
+    b = torch.load(uninterrupted / RUN / "final.pt", weights_only=False)
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
 
 
 def test_nan_loss_fails_at_once_with_the_step_and_no_record(tmp_path, small_config):
