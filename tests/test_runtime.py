@@ -122,7 +122,7 @@ def test_periodic_evaluation_adds_curves_and_leaves_training_alone(tmp_path, sma
         spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict()
         spec["run_dir"] = str(tmp_path / f"e{every}")
         io.write_json(tmp_path / f"e{every}.json", spec)
-        cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", "-m", "hwsweep.run.train",
+        cmd = [str(BIN / "python"), "-u", "-m", "hwsweep.run.train",
                str(tmp_path / f"e{every}.json")]  # fmt: skip
         proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
