@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import BIN, run_processes, snakemake, snakemake_command
+from conftest import BIN, run_processes, snakemake, snakemake_command, stopped_after_a_checkpoint
 
 from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
@@ -89,25 +89,17 @@ def test_sigkill_then_snakemake_rerun_is_bitwise_equal_to_an_uninterrupted_run(t
 
 def test_sigterm_to_torchrun_checkpoints_and_its_rerun_resumes_bitwise(tmp_path, small_config, uninterrupted):
     """The same run started by hand under torchrun (2 processes), SIGTERM to torchrun once a checkpoint is written:
-    it checkpoints, exits 75 (preempted) without a record, and the same command again resumes from that checkpoint
-    to the bits of `uninterrupted` (the same spec, through snakemake, never interrupted)."""
-    from hwsweep.run.train import EXIT_PREEMPTED
-
+    its workers checkpoint and exit 75 (preempted, their output says) without a record, and the same command again
+    resumes from that checkpoint to the bits of `uninterrupted` (the same spec, through snakemake, never
+    interrupted)."""
     spec = resolve(_strict_cfg(small_config)).spec("tiny", "default", "cpu2", 0).to_dict()
     io.write_json(tmp_path / "cut.json", spec | {"run_dir": str(tmp_path / "cut")})
     cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", "hwsweep.run.train",
            str(tmp_path / "cut.json")]  # fmt: skip
     env = os.environ | {"OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ckpts = tmp_path / "cut" / "checkpoints"
-    deadline = time.monotonic() + 120
-    while not list(ckpts.glob("step*.pt")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    assert f"exiting {EXIT_PREEMPTED}" in out, out[-3000:]
+    _, cut_at = stopped_after_a_checkpoint(proc, tmp_path / "cut" / "checkpoints")  # 'exiting 75' in its output
     assert not (tmp_path / "cut" / "train.json").exists()
-    cut_at = max(int(p.stem[4:]) for p in ckpts.glob("step*.pt"))
     assert 0 < cut_at < spec["plan"]["steps"]
 
     subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=300)  # the rerun resumes on its own

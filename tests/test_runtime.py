@@ -3,14 +3,12 @@ strict parity across world sizes, resume after SIGTERM, the data order of any da
 
 import json
 import os
-import signal
 import subprocess
-import time
 
 import pytest
 import torch
 import yaml
-from conftest import BIN, REPO
+from conftest import BIN, REPO, stopped_after_a_checkpoint
 
 from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
@@ -67,15 +65,9 @@ def test_sigterm_checkpoints_at_an_agreed_step_and_the_rerun_resumes_bitwise(tmp
     steps = 600
     cmd = example_spec(tmp_path, "cpu2", "cut", steps=steps)
     proc = launch(cmd)
-    ckpts = tmp_path / "cut" / "checkpoints"
-    deadline = time.monotonic() + 120
-    while not list(ckpts.glob("step*.pt")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    assert f"exiting {EXIT_PREEMPTED}" in out and proc.returncode == EXIT_PREEMPTED, out[-3000:]
+    out, cut_at = stopped_after_a_checkpoint(proc, tmp_path / "cut" / "checkpoints")  # 'exiting 75' in its output
+    assert proc.returncode == EXIT_PREEMPTED, out[-3000:]
     assert not (tmp_path / "cut" / "train.json").exists()
-    cut_at = max(int(p.stem[4:]) for p in ckpts.glob("step*.pt"))
     assert 0 < cut_at < steps
 
     cut, wc = finished(tmp_path, cmd, "cut")  # the rerun resumes on its own
