@@ -215,6 +215,15 @@ def snakemake(workdir: Path, cfg: dict | None, *args: str, timeout: int = 900) -
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def launcher(processes: int) -> list[str]:
+    """The start of the command that runs a training script (`-m module` or a file, then its arguments) on
+    `processes` CPU processes of this machine: one as hwsweep.run.launch starts it (python, no torchrun agent: an
+    interpreter that imports torch for nothing), more under torchrun."""
+    if processes == 1:
+        return [str(BIN / "python"), "-u"]
+    return [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(processes)]
+
+
 def example(folder: Path, name: str, **recipe) -> tuple[Path, dict]:
     """A copy of the repository's workflow with example `name` under `folder`, run from the copy's root as the docs
     give it (docs/index.md, its config/config.yaml included): that root and the example's config, `recipe` merged

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 import torch
-from conftest import BIN
+from conftest import launcher
 
 from hwsweep.contracts import io
 from hwsweep.contracts.spec import FINAL_CHECKPOINT, TRAIN_RECORD
@@ -34,11 +34,7 @@ def train(tmp_path, matrix, hardware: str, threads: int = 2, global_batch: int |
     path = tmp_path / f"{hardware}.json"
     io.write_json(path, spec)
     n = spec["plan"]["devices_per_node"]
-    # one process: the launcher's own command line (no torchrun agent, as hwsweep.run.launch runs it)
-    launcher = [str(BIN / "python"), "-u"]
-    if n > 1:
-        launcher = [str(BIN / "torchrun"), "--standalone", "--nnodes", "1", "--nproc_per_node", str(n)]
-    cmd = [*launcher, "-m", "hwsweep.run.train", str(path), "--threads", str(threads)]
+    cmd = [*launcher(n), "-m", "hwsweep.run.train", str(path), "--threads", str(threads)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     record = json.loads((tmp_path / hardware / TRAIN_RECORD).read_text())

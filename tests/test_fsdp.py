@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 import yaml
-from conftest import BIN, REPO, SMALL
+from conftest import BIN, REPO, SMALL, launcher
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -427,9 +427,7 @@ def test_a_model_built_on_meta_gets_the_unsharded_initial_weights_bitwise_under_
         spec = matrix.spec("tiny", variant, hardware, 0).to_dict() | {"run_dir": str(tmp_path / variant)}
         io.write_json(tmp_path / f"{variant}.json", spec)
         out = tmp_path / f"{variant}.pt"
-        # one process as the launcher starts it (no torchrun agent), more under torchrun
-        launcher = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(n)] if n > 1 else [str(BIN / "python")]
-        _run([*launcher, str(REPO / "tests" / "runtime_initial_weights.py"), str(tmp_path / f"{variant}.json"), str(out), built])
+        _run([*launcher(n), str(REPO / "tests" / "runtime_initial_weights.py"), str(tmp_path / f"{variant}.json"), str(out), built])
         found[variant] = torch.load(out, weights_only=False)
     ddp = found["strategy-ddp"]
     assert ddp["family"]["tok.weight"].std() > 0.5 and ddp["own"]["scale"].abs().max() > 0.5  # drawn, not empty

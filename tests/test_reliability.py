@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import BIN, run_processes, snakemake, snakemake_command, stopped_after_a_checkpoint
+from conftest import BIN, launcher, run_processes, snakemake, snakemake_command, stopped_after_a_checkpoint
 
 from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
@@ -117,7 +117,7 @@ def test_nan_loss_fails_at_once_with_the_step_and_no_record(tmp_path, small_conf
     spec["run_dir"] = str(tmp_path / "run")
     spec["plan"]["lr"] = 1e30  # any finite start, then the weights blow up
     io.write_json(tmp_path / "spec.json", spec)
-    proc = subprocess.run([str(BIN / "python"), "-u", "-m", "hwsweep.run.train",
+    proc = subprocess.run([*launcher(1), "-m", "hwsweep.run.train",
                            str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
@@ -134,7 +134,7 @@ def test_the_built_in_trainer_guards_a_blown_up_loss(tmp_path, small_config, act
     spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict()
     spec["run_dir"] = str(tmp_path / "run")
     io.write_json(tmp_path / "spec.json", spec)
-    proc = subprocess.run([str(BIN / "python"), "-u", "-m", "hwsweep.run.train",
+    proc = subprocess.run([*launcher(1), "-m", "hwsweep.run.train",
                            str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=300)  # fmt: skip
     record = tmp_path / "run" / "train.json"
     if action == "fail":

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import torch
 import yaml
-from conftest import BIN, REPO, stopped_after_a_checkpoint
+from conftest import BIN, REPO, launcher, stopped_after_a_checkpoint
 
 from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
@@ -90,9 +90,7 @@ def test_any_dataset_gives_the_same_global_batches_and_draws_at_world_sizes_1_an
             spec = matrix.spec("tiny", "default", hw, 0).to_dict() | {"run_dir": str(tmp_path / name)}
             io.write_json(tmp_path / f"{name}.json", spec)
             helper = str(REPO / "tests" / "runtime_batches.py")
-            # one process as the launcher starts it (no torchrun agent), two under torchrun
-            launcher = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(n)] if n > 1 else [str(BIN / "python")]
-            cmd = [*launcher, helper, str(tmp_path / f"{name}.json"), str(tmp_path / name)]
+            cmd = [*launcher(n), helper, str(tmp_path / f"{name}.json"), str(tmp_path / name)]
             proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
             seen[name] = {}
@@ -115,7 +113,7 @@ def test_periodic_evaluation_adds_curves_and_leaves_training_alone(tmp_path, sma
         spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict()
         spec["run_dir"] = str(tmp_path / f"e{every}")
         io.write_json(tmp_path / f"e{every}.json", spec)
-        cmd = [str(BIN / "python"), "-u", "-m", "hwsweep.run.train",
+        cmd = [*launcher(1), "-m", "hwsweep.run.train",
                str(tmp_path / f"e{every}.json")]  # fmt: skip
         proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import BIN, SMALL, left_behind
+from conftest import BIN, SMALL, launcher, left_behind
 
 from hwsweep.contracts import io
 from hwsweep.contracts.spec import TRACKING_FILE, canonical_json
@@ -420,9 +420,7 @@ def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps:
     path = tmp_path / f"{name}.json"
     io.write_json(path, spec)
     io.write_json(run_dir / TRACKING_FILE, matrix.tracking.to_dict())  # what the workflow writes
-    cmd = [sys.executable, "-m", "hwsweep.run.train", str(path)]
-    if hardware == "cpu2":
-        cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", *cmd[1:]]
+    cmd = [*launcher(2 if hardware == "cpu2" else 1), "-m", "hwsweep.run.train", str(path)]
     env = os.environ | {"OMP_NUM_THREADS": "1"} | (env or {})
     if kill_after_checkpoint:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
