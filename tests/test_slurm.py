@@ -226,17 +226,19 @@ def preempt(folder: Path, env: dict, result: Signals, hardware: str = "c1", time
 
 def pending_then_time_limit(folder: Path, env: dict, result: Signals, held: str) -> None:
     """status while l40s's job pends (l40s-1's GPUs held) and c1t's runs; then the GPUs go (l40s runs, and
-    fails). c1t's job, once its trainer runs, gets the nearest whole-minute limit at least 120 s away: SLURM's
-    --signal=TERM@110 comes in 10-70 s (each second of it, c1t's trainer takes a core). The job must be back in
-    the queue (requeued after its checkpoint) before the limit; it then gets 10 minutes, and is cancelled once its
-    next attempt trains (its run is far longer than the test)."""
+    fails). c1t's job, once its trainer's bar has been redrawn, gets the nearest whole-minute limit at least 120 s
+    away: SLURM's --signal=TERM@110 comes in 10-70 s (each second of it, c1t's trainer takes a core). The job
+    must be back in the queue (requeued after its checkpoint) before the limit; it then gets 10 minutes, and is
+    cancelled once its next attempt trains (its run is far longer than the test)."""
     wait_for("l40s pending, c1t running", lambda: train_job(folder, "tiny", "l40s", env, ("PENDING",))
              and train_job(folder, "long", "c1t", env), timeout=300)  # fmt: skip
     result.status("pending", env)
     subprocess.run(["scancel", held], env=env, check=True)
     log = folder / "logs/long/default/c1t/seed0/train.log"
     job = wait_for("c1t's train job", lambda: train_job(folder, "long", "c1t", env), timeout=300)
-    wait_for("c1t's first steps", lambda: log.is_file() and "train:" in log.read_text(), timeout=300)
+    # The bar redraws at most every 10 s off a terminal; the signal may come 10 s after the cut, so the cut waits for
+    # the first redraw: the log's "two bar lines" check then cannot race the signal.
+    wait_for("c1t's bar redrawn", lambda: log.is_file() and log.read_text().count("\ntrain:") >= 2, timeout=300)
     run_time = seconds(scontrol_job(job["id"], env)["RunTime"])
     minutes = -(-(run_time + 120) // 60)  # SLURM's limits are whole minutes
     subprocess.run(["scontrol", "update", f"JobId={job['id']}", f"TimeLimit={minutes}"], env=env, check=True)
