@@ -271,12 +271,14 @@ def plain_ddp_swept(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess
 def stopped_after_a_checkpoint(proc: subprocess.Popen, checkpoints: Path) -> tuple[str, int]:
     """SIGTERM to a run (`proc`, its output piped as text) once a checkpoint file is in `checkpoints`: the run's
     output, which must say it exited preempted (75), and the step of its newest checkpoint."""
+    from hwsweep.run.preempt import EXIT_PREEMPTED
+
     deadline = time.monotonic() + 120
     while not list(checkpoints.glob("step*.pt")) and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
-    assert "exiting 75" in out, out[-3000:]
+    assert f"exiting {EXIT_PREEMPTED}" in out, out[-3000:]
     return out, max(int(p.stem[4:]) for p in checkpoints.glob("step*.pt"))
 
 

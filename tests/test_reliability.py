@@ -94,8 +94,7 @@ def test_sigterm_to_torchrun_checkpoints_and_its_rerun_resumes_bitwise(tmp_path,
     interrupted)."""
     spec = resolve(_strict_cfg(small_config)).spec("tiny", "default", "cpu2", 0).to_dict()
     io.write_json(tmp_path / "cut.json", spec | {"run_dir": str(tmp_path / "cut")})
-    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", "hwsweep.run.train",
-           str(tmp_path / "cut.json")]  # fmt: skip
+    cmd = [*launcher(2), "-m", "hwsweep.run.train", str(tmp_path / "cut.json")]
     env = os.environ | {"OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _, cut_at = stopped_after_a_checkpoint(proc, tmp_path / "cut" / "checkpoints")  # 'exiting 75' in its output

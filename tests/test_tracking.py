@@ -7,7 +7,6 @@ import dataclasses
 import json
 import os
 import queue
-import signal
 import socket
 import subprocess
 import sys
@@ -18,13 +17,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import BIN, SMALL, launcher, left_behind
+from conftest import BIN, SMALL, launcher, left_behind, stopped_after_a_checkpoint
 
 from hwsweep.contracts import io
 from hwsweep.contracts.spec import TRACKING_FILE, canonical_json
 from hwsweep.contracts.tracking import TrackingConfig, delivery_problem, run_id
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run import tracking
+from hwsweep.run.preempt import EXIT_PREEMPTED
 
 os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"  # the readers below open the local file store the runs wrote
 SECRET = "not-a-real-key-0123456789abcdef0123456789abcdef"
@@ -420,16 +420,12 @@ def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps:
     path = tmp_path / f"{name}.json"
     io.write_json(path, spec)
     io.write_json(run_dir / TRACKING_FILE, matrix.tracking.to_dict())  # what the workflow writes
-    cmd = [*launcher(2 if hardware == "cpu2" else 1), "-m", "hwsweep.run.train", str(path)]
+    cmd = [*launcher(spec["plan"]["devices_per_node"]), "-m", "hwsweep.run.train", str(path)]
     env = os.environ | {"OMP_NUM_THREADS": "1"} | (env or {})
     if kill_after_checkpoint:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 120
-        while not list((run_dir / "checkpoints").glob("step*.pt")) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 75, out[-3000:]
+        out, _ = stopped_after_a_checkpoint(proc, run_dir / "checkpoints")
+        assert proc.returncode == EXIT_PREEMPTED, out[-3000:]
     if hard_kill_after is not None:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline, last = time.monotonic() + 180, 0
