@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
-from conftest import BIN, REPO
+from conftest import BIN, REPO, launcher
 from torch.utils.data import TensorDataset
 
 from hwsweep.contracts import io
@@ -102,8 +102,7 @@ def train(tmp_path, cfg, name: str, hardware: str = "cpu1") -> dict:
     spec = resolve(cfg).spec("tiny", "default", hardware, 0).to_dict() | {"run_dir": str(tmp_path / name)}
     io.write_json(tmp_path / f"{name}.json", spec)
     n = spec["plan"]["devices_per_node"]
-    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(n), "-m", "hwsweep.run.train",
-           str(tmp_path / f"{name}.json")]  # fmt: skip
+    cmd = [*launcher(n), "-m", "hwsweep.run.train", str(tmp_path / f"{name}.json")]
     proc = subprocess.run(cmd, env=os.environ | {"OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads((tmp_path / name / "train.json").read_text())

@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 import yaml
-from conftest import BIN, REPO, SMALL, launcher
+from conftest import REPO, SMALL, launcher
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -241,8 +241,7 @@ def _spec(tmp_path, small_config, strategy: str, name: str, devices: int = 2, st
     cfg = _config(small_config, strategy, devices, steps, memory)
     spec = resolve(cfg).spec("tiny", "default", "gpus", 0).to_dict() | {"run_dir": str(tmp_path / name)}
     io.write_json(tmp_path / f"{name}-{devices}.json", spec)
-    return [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(devices), "-m", "hwsweep.run.train",
-            str(tmp_path / f"{name}-{devices}.json")]  # fmt: skip
+    return [*launcher(devices), "-m", "hwsweep.run.train", str(tmp_path / f"{name}-{devices}.json")]
 
 
 ENV = os.environ | {"OMP_NUM_THREADS": "1"}
@@ -379,8 +378,7 @@ def test_hrm_trains_and_evaluates_during_training_under_fsdp_like_ddp(tmp_path):
     for variant in ("strategy-ddp", "strategy-fsdp"):
         spec = matrix.spec("s", variant, "cpu2", 0).to_dict() | {"run_dir": str(tmp_path / variant)}
         io.write_json(tmp_path / f"{variant}.json", spec)
-        _run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", "hwsweep.run.train",
-              str(tmp_path / f"{variant}.json")])  # fmt: skip
+        _run([*launcher(2), "-m", "hwsweep.run.train", str(tmp_path / f"{variant}.json")])
         curves[variant] = _results(tmp_path, variant)[0]["curves"]
     ddp, fsdp = curves["strategy-ddp"], curves["strategy-fsdp"]
     assert fsdp["eval_token_accuracy"]["steps"] == [5, 10]
@@ -563,8 +561,7 @@ def test_a_model_too_big_for_a_ddp_rank_trains_under_fsdp_at_4_and_no_rank_ever_
     io.write_json(tmp_path / "spec.json", spec.to_dict() | {"run_dir": str(tmp_path / "run")})
     # glibc hands freed large blocks back at once, from one arena (as bench/fsdp.py sets it): the peak is of live memory
     env = ENV | {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "1"}
-    proc = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "4",
-                           str(REPO / "tests" / "runtime_memory.py"), str(tmp_path / "spec.json"), str(tmp_path / "grown")],
+    proc = subprocess.run([*launcher(4), str(REPO / "tests" / "runtime_memory.py"), str(tmp_path / "spec.json"), str(tmp_path / "grown")],
                           env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     grown = [json.loads((tmp_path / f"grown.rank{r}.json").read_text()) for r in range(4)]
@@ -590,8 +587,7 @@ def test_fsdp_compiles_each_block_and_hsdp_trains_2_by_2_like_fsdp(tmp_path, sma
         cfg["hardware"]["gpus"] |= {"nodes": nodes, "devices_per_node": devices}
         spec = resolve(cfg).spec("tiny", "default", "gpus", 0).to_dict() | {"run_dir": str(tmp_path / name)}
         io.write_json(tmp_path / f"{name}.json", spec)
-        _run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(nodes * devices), "-m", "hwsweep.run.train",
-              str(tmp_path / f"{name}.json")])  # fmt: skip
+        _run([*launcher(nodes * devices), "-m", "hwsweep.run.train", str(tmp_path / f"{name}.json")])
     (eager, p_eager), (compiled, p_compiled), (hsdp, p_hsdp) = (_results(tmp_path, n) for n in runs)
     assert compiled["provenance"]["compile"] is True and eager["provenance"]["compile"] is False
     assert sorted(p_compiled) == sorted(p_eager) == sorted(p_hsdp)

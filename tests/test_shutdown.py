@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import BIN
+from conftest import launcher
 from torch.nn.parallel import DistributedDataParallel
 
 from hwsweep.run import shutdown
@@ -52,8 +52,7 @@ def test_a_rank_whose_collective_is_released_late_still_exits_cleanly(tmp_path):
     """tests/late_release.py: rank 1's gloo worker thread releases a tensor made in Python (taking the GIL) only
     after rank 1 left the group, while its interpreter would be tearing down: before `leave` joined the threads
     (the group held by DDP, or by torch.distributed.nn imported after the group) rank 1 aborted with SIGABRT."""
-    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", str(HERE / "late_release.py"),
-           str(tmp_path / "note")]  # fmt: skip
+    cmd = [*launcher(2), str(HERE / "late_release.py"), str(tmp_path / "note")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=os.environ | {"OMP_NUM_THREADS": "1"})
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "terminate called" not in out, out[-3000:]

@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import BIN
+from conftest import launcher
 
 from hwsweep.analysis import stats
 from hwsweep.analysis import target as tt
@@ -164,8 +164,7 @@ def stop_spec(tmp_path, small_config, name: str) -> tuple[list[str], object]:
     spec = resolve(cfg).spec("tiny", "default", "cpu2", 0)
     spec = RunSpec.from_dict(spec.to_dict() | {"run_dir": str(tmp_path / name)})
     io.write_json(tmp_path / f"{name}.json", spec.to_dict())
-    return [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", "hwsweep.run.train",
-            str(tmp_path / f"{name}.json")], spec  # fmt: skip
+    return [*launcher(2), "-m", "hwsweep.run.train", str(tmp_path / f"{name}.json")], spec
 
 
 @pytest.mark.slow
