@@ -114,6 +114,38 @@ def test_a_train_process_imports_no_analysis_libraries():
     assert "pandas" in seen.stdout
 
 
+def test_the_collector_is_held_through_the_imports_of_the_trainer_s_own_process_only(tmp_path, small_config):
+    """hwsweep.run.train as its own process (__main__): the cyclic collector off until runtime.init (torch's and
+    TorchDynamo's imports, 0.3-0.7 CPU-s of collections a process), on again from there; the trainer and the
+    evaluator imported as modules by another program leave its collector alone."""
+    imported = ("import gc, hwsweep.run.train, hwsweep.run.evaluate; "
+                "print(gc.isenabled(), gc.get_freeze_count())")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", imported], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["True", "0"]
+    small_config["recipe"]["schedule"] = {"steps": 3, "warmup_steps": 1}
+    spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
+    io.write_json(tmp_path / "spec.json", spec)
+    # The run as `python -m hwsweep.run.train` runs it, the collector's state seen where runtime.init is entered
+    # and where the process ends.
+    code = f"""
+import atexit, gc, runpy, sys
+from hwsweep.run import runtime
+real, seen = runtime.init, []
+def init(*args, **kwargs):
+    seen.append(gc.isenabled())
+    return real(*args, **kwargs)
+runtime.init = init
+atexit.register(lambda: print("collector", seen, gc.isenabled(), flush=True))
+sys.argv = ["hwsweep.run.train", {str(tmp_path / "spec.json")!r}]
+runpy.run_module("hwsweep.run.train", run_name="__main__")
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "collector [False] True" in run.stdout, run.stdout[-2000:]
+    assert json.loads((tmp_path / "run" / TRAIN_RECORD).read_text())["status"] == "complete"
+
+
 def test_contention_rule():
     assert host.contended(None) == "" and host.contended({"other_runs": 0, "load_1m": 2.0, "cpus_allowed": 2}) == ""
     assert "1 other hwsweep run" in host.contended({"other_runs": 1, "load_1m": 0.1, "cpus_allowed": 2})

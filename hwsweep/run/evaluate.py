@@ -13,13 +13,17 @@ import argparse
 import sys
 import time
 
-import torch
+from hwsweep.run import startup
 
-from hwsweep.contracts import io
-from hwsweep.contracts.records import EvalRecord, RunRecord
-from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec
-from hwsweep.models import families, flops
-from hwsweep.run import runner, shutdown, tracking
+COLLECTION_HELD = startup.hold_collection(__name__)  # until main starts: torch's imports come next
+
+import torch  # noqa: E402
+
+from hwsweep.contracts import io  # noqa: E402
+from hwsweep.contracts.records import EvalRecord, RunRecord  # noqa: E402
+from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec  # noqa: E402
+from hwsweep.models import families, flops  # noqa: E402
+from hwsweep.run import runner, shutdown, tracking  # noqa: E402
 
 
 def builtin(spec: RunSpec) -> int:
@@ -65,6 +69,7 @@ def costs(spec: RunSpec, trained: RunRecord, steps: int, metrics: dict) -> dict:
 
 
 def main(argv=None) -> int:
+    startup.resume_collection(COLLECTION_HELD)
     parser = argparse.ArgumentParser(prog="hwsweep.run.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("spec", help="path to spec.json")
     parser.add_argument("--threads", type=int, default=1)

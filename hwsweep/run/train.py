@@ -9,13 +9,17 @@ checkpoints, the final checkpoint, metrics.jsonl and train.json (the RunRecord).
 import argparse
 import math
 
-import torch
-from torch.utils.data import TensorDataset
+from hwsweep.run import startup
 
-from hwsweep.models import families
-from hwsweep.models.blocks import SignSGD, sparse_embeddings
-from hwsweep.run import runtime, shutdown
-from hwsweep.run.runtime import EXIT_PREEMPTED  # noqa: F401 - the exit code of a preempted run, re-exported
+COLLECTION_HELD = startup.hold_collection(__name__)  # until runtime.init has imported TorchDynamo
+
+import torch  # noqa: E402
+from torch.utils.data import TensorDataset  # noqa: E402
+
+from hwsweep.models import families  # noqa: E402
+from hwsweep.models.blocks import SignSGD, sparse_embeddings  # noqa: E402
+from hwsweep.run import runtime, shutdown  # noqa: E402
+from hwsweep.run.runtime import EXIT_PREEMPTED  # noqa: E402, F401 - the exit code of a preempted run, re-exported
 
 
 def lr_factor(step: int, schedule) -> float:
@@ -36,6 +40,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     run = runtime.init(args.spec, node_threads=args.threads)
+    startup.resume_collection(COLLECTION_HELD)
     recipe, plan = run.recipe, run.plan
     fam = families.torch_side(recipe.model.name)
 
