@@ -561,8 +561,8 @@ def test_a_model_too_big_for_a_ddp_rank_trains_under_fsdp_at_4_and_no_rank_ever_
     io.write_json(tmp_path / "spec.json", spec.to_dict() | {"run_dir": str(tmp_path / "run")})
     # glibc hands freed large blocks back at once, from one arena (as bench/fsdp.py sets it): the peak is of live memory
     env = ENV | {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "1"}
-    proc = subprocess.run([*launcher(4), str(REPO / "tests" / "runtime_memory.py"), str(tmp_path / "spec.json"), str(tmp_path / "grown")],
-                          env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    cmd = [*launcher(4), str(REPO / "tests" / "runtime_memory.py"), str(tmp_path / "spec.json"), str(tmp_path / "grown")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     grown = [json.loads((tmp_path / f"grown.rank{r}.json").read_text()) for r in range(4)]
     mb = lambda key: [round(g[key] / 2**20, 1) for g in grown]  # noqa: E731

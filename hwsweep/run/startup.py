@@ -1,4 +1,5 @@
-"""The startup of one training process, in parts that add up to it (torch-free).
+"""The startup of one training process, in parts that add up to it, and the garbage collector held through its
+imports (torch-free).
 
 A process's startup runs from its start (the kernel's clock, /proc) to the end of its first
 optimizer step. The parts, in the order the runtime API is called:
