@@ -11,7 +11,7 @@ from conftest import BIN
 
 from hwsweep.contracts import host, io
 from hwsweep.contracts.records import PARTS
-from hwsweep.contracts.spec import TRAIN_RECORD
+from hwsweep.contracts.spec import EVAL_RECORD, TRAIN_RECORD
 from hwsweep.plan.config import resolve
 from hwsweep.run.startup import StartupClock, total
 
@@ -115,9 +115,10 @@ def test_a_train_process_imports_no_analysis_libraries():
 
 
 def test_the_collector_is_held_through_the_imports_of_the_trainer_s_own_process_only(tmp_path, small_config):
-    """hwsweep.run.train as its own process (__main__): the cyclic collector off until runtime.init (torch's and
-    TorchDynamo's imports, 0.3-0.7 CPU-s of collections a process), on again from there; the trainer and the
-    evaluator imported as modules by another program leave its collector alone."""
+    """hwsweep.run.train and hwsweep.run.evaluate as their own processes (__main__): the cyclic collector off
+    through torch's and TorchDynamo's imports (0.3-0.7 CPU-s of collections a process), on again from
+    runtime.init's return (the trainer) or main's start (the evaluator); imported as modules by another program
+    they leave its collector alone."""
     imported = ("import gc, hwsweep.run.train, hwsweep.run.evaluate; "
                 "print(gc.isenabled(), gc.get_freeze_count())")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", imported], capture_output=True, text=True, timeout=120, check=True)
@@ -144,6 +145,27 @@ runpy.run_module("hwsweep.run.train", run_name="__main__")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     assert "collector [False] True" in run.stdout, run.stdout[-2000:]
     assert json.loads((tmp_path / "run" / TRAIN_RECORD).read_text())["status"] == "complete"
+    # The evaluation of that run as `python -m hwsweep.run.evaluate` runs it: held at its imports, on again where
+    # its main reads the spec.
+    code = f"""
+import atexit, gc, runpy, sys
+from hwsweep.contracts.spec import RunSpec
+from hwsweep.run import startup
+hold, load, held, seen = startup.hold_collection, RunSpec.load, [], []
+startup.hold_collection = lambda name: held.append(hold(name)) or held[-1]
+def read(*args, **kwargs):
+    seen.append(gc.isenabled())
+    return load(*args, **kwargs)
+RunSpec.load = read
+atexit.register(lambda: print("collector", held, seen, gc.isenabled(), flush=True))
+sys.argv = ["hwsweep.run.evaluate", {str(tmp_path / "spec.json")!r}]
+runpy.run_module("hwsweep.run.evaluate", run_name="__main__")
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "collector [True] [True] True" in run.stdout, run.stdout[-2000:]
+    assert (tmp_path / "run" / EVAL_RECORD).is_file()
 
 
 def test_contention_rule():
