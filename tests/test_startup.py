@@ -126,46 +126,44 @@ def test_the_collector_is_held_through_the_imports_of_the_trainer_s_own_process_
     small_config["recipe"]["schedule"] = {"steps": 3, "warmup_steps": 1}
     spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
     io.write_json(tmp_path / "spec.json", spec)
-    # The run as `python -m hwsweep.run.train` runs it, the collector's state seen where runtime.init is entered
-    # and where the process ends.
-    code = f"""
-import atexit, gc, runpy, sys
+    # The run as `python -m hwsweep.run.train` runs it: the collector's state where runtime.init is entered.
+    watch = """
 from hwsweep.run import runtime
-real, seen = runtime.init, []
+real = runtime.init
 def init(*args, **kwargs):
     seen.append(gc.isenabled())
     return real(*args, **kwargs)
 runtime.init = init
-atexit.register(lambda: print("collector", seen, gc.isenabled(), flush=True))
-sys.argv = ["hwsweep.run.train", {str(tmp_path / "spec.json")!r}]
-runpy.run_module("hwsweep.run.train", run_name="__main__")
 """
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    assert "collector [False] True" in run.stdout, run.stdout[-2000:]
+    assert "collector [False] True" in _collector_seen("hwsweep.run.train", tmp_path / "spec.json", watch)
     assert json.loads((tmp_path / "run" / TRAIN_RECORD).read_text())["status"] == "complete"
-    # The evaluation of that run as `python -m hwsweep.run.evaluate` runs it: held at its imports, on again where
-    # its main reads the spec.
-    code = f"""
-import atexit, gc, runpy, sys
+    # Its evaluation as `python -m hwsweep.run.evaluate` runs it: held at its imports, on where main reads the spec.
+    watch = """
 from hwsweep.contracts.spec import RunSpec
 from hwsweep.run import startup
-hold, load, held, seen = startup.hold_collection, RunSpec.load, [], []
-startup.hold_collection = lambda name: held.append(hold(name)) or held[-1]
+hold, load = startup.hold_collection, RunSpec.load
+startup.hold_collection = lambda name: seen.append(hold(name)) or seen[-1]
 def read(*args, **kwargs):
     seen.append(gc.isenabled())
     return load(*args, **kwargs)
 RunSpec.load = read
-atexit.register(lambda: print("collector", held, seen, gc.isenabled(), flush=True))
-sys.argv = ["hwsweep.run.evaluate", {str(tmp_path / "spec.json")!r}]
-runpy.run_module("hwsweep.run.evaluate", run_name="__main__")
+"""
+    assert "collector [True, True] True" in _collector_seen("hwsweep.run.evaluate", tmp_path / "spec.json", watch)
+    assert (tmp_path / "run" / EVAL_RECORD).is_file()
+
+
+def _collector_seen(module: str, spec, watch: str) -> str:
+    """`python -m module spec` in a process of its own, `watch` (code that appends what it sees to `seen`) run
+    first; its output, whose last line is `collector <seen> <the collector on at the process's end>`."""
+    code = "import atexit, gc, runpy, sys\nseen = []\n" + watch + f"""
+atexit.register(lambda: print("collector", seen, gc.isenabled(), flush=True))
+sys.argv = [{module!r}, {str(spec)!r}]
+runpy.run_module({module!r}, run_name="__main__")
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    assert "collector [True] [True] True" in run.stdout, run.stdout[-2000:]
-    assert (tmp_path / "run" / EVAL_RECORD).is_file()
+    return run.stdout
 
 
 def test_contention_rule():
