@@ -2,13 +2,14 @@
 `pytest -m "not slow"` <= 3 minutes): the README's test command, as written there, in a fresh clone of this
 commit with a new virtualenv; the install timed apart from pytest; then the inner loop in the same clone.
 
-    .venv/bin/python bench/test_suite.py [--runs 3] [--json out.json]
+    .venv/bin/python bench/test_suite.py [--runs 3] [--json out.json] [--census census.jsonl]
 
 Prints pytest's own summary line of each run, its wall time, the CPU time of its process tree and of the whole
 machine (SLURM's jobs and the daemons are not in the tree), and the slowest 30 tests of the first full run
 (pytest's --durations, which the project's addopts ask for) as a markdown table for docs/benchmarks.md. Runs
 after the first reuse the clone and its virtualenv: the same command, three times in a row, is the check that
-the parallel suite is as deterministic as the serial one was.
+the parallel suite is as deterministic as the serial one was. With --census, the first full run is watched by
+bench/census.py: its CPU by kind of process and by test, SLURM's jobs and killed processes included.
 
 Beside each run, before and after it, the reference measured in the same run: the CPU seconds of one
 `import torch` in the clone's virtualenv (the median of 5), the suite's commonest work (most of its ~1,500
@@ -32,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import census
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -49,23 +52,12 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def machine_cpu() -> float | None:
-    """Busy CPU seconds of the whole machine since boot (/proc/stat: user, nice, system, irq, softirq), which
-    counts what children_cpu cannot: SLURM's jobs, the daemons, processes nobody reaped; None off Linux."""
-    try:
-        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    except OSError:
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
 def timed(command: str, cwd: Path, env: dict | None = None) -> tuple[float, int, str, float, float | None]:
     """Wall seconds, exit code, output and CPU seconds of `command` (its process tree), and the machine's busy
     CPU seconds meanwhile (None where unknown)."""
-    start, cpu, busy = time.monotonic(), children_cpu(), machine_cpu()
+    start, cpu, busy = time.monotonic(), children_cpu(), census.busy_cpu()
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, env=env)
-    after = machine_cpu()
+    after = census.busy_cpu()
     machine = None if busy is None or after is None else after - busy
     return time.monotonic() - start, proc.returncode, proc.stdout + proc.stderr, children_cpu() - cpu, machine
 
@@ -104,6 +96,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1, help="full-suite runs in a row (the flakiness check: 3)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--logs", type=Path, help="write each run's whole output here (full-N.log, inner.log)")
+    parser.add_argument("--census", type=Path, help="watch the first full run's processes (bench/census.py); here")
     args = parser.parse_args()
     command = readme_test_command()
     install, _, pytest_part = command.rpartition("&&")
@@ -118,7 +111,12 @@ def main() -> None:
         print(f"commit {result['commit']}: install {seconds:.0f} s ({install.strip(' &')})")
         for i in range(args.runs):
             before = reference(clone)
+            watch = census.Census().start() if args.census and i == 0 else None
             seconds, code, out, cpu, machine = timed(pytest_part.strip(), clone, cold(tmp, f"full-{i + 1}"))
+            if watch:
+                watch.stop()
+                census.write(list(watch.processes.values()), args.census)
+                result["census"] = census.tables(list(watch.processes.values()), watch.busy)
             torch_s = (before + reference(clone)) / 2
             result["runs"].append({"seconds": round(seconds, 1), "cpu_seconds": round(cpu), "exit": code,
                                    "machine_cpu_seconds": None if machine is None else round(machine),
@@ -138,6 +136,8 @@ def main() -> None:
     print("\n| seconds | phase | test |\n|---:|---|---|")
     for s, phase, test in result.get("slowest", []):
         print(f"| {s:.1f} | {phase} | `{test}` |")
+    if "census" in result:
+        print(f"\nThe first run's processes (bench/census.py --read {args.census}):\n\n{result['census']}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 
