@@ -43,7 +43,7 @@ KINDS = [
     ("bench: {}", r"bench/(\w+\.py)"),
     ("example script: {}", r"examples/(\w+)/"),
     ("test helper: {}", r"tests/(\S+\.py)"),
-    ("pytest", r"\bpytest\b"),
+    ("pytest", r"-m pytest\b|bin/pytest\b"),  # not a path under /tmp/pytest-of-<user>/
 ]
 
 

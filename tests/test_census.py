@@ -59,6 +59,8 @@ def test_each_kind_of_the_suite_s_processes_is_named():
         ("example script: lightning", "python examples/lightning/train.py --devices 2"),
         ("pytest-xdist worker", "python -u -c import sys;exec(eval(sys.stdin.readline()))"),
         ("other: cc1plus", "/usr/lib/gcc/x86_64-linux-gnu/12/cc1plus -quiet"),
+        ("pytest", "/r/.venv/bin/python -m pytest -m not slow"),
+        ("other: python", "/r/.venv/bin/python /tmp/pytest-of-root/pytest-7/popen-gw1/test_x0/spend.py"),
     }
     for expected, line in cases:
         comm = line.split()[0].rsplit("/", 1)[-1]
