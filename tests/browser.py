@@ -188,6 +188,16 @@ class Browser:
             raise BrowserError(f"{expression[:80]}: {result['exceptionDetails'].get('text')}")
         return result["result"].get("value")
 
+    def frame_until(self, expression: str, child: int = 0, timeout: float = 10.0):
+        """Poll a JavaScript expression in the page's `child`-th iframe until it is truthy; its value (BrowserError
+        at the timeout: the frame never got there)."""
+        deadline = time.monotonic() + timeout
+        while not (value := self.frame_evaluate(expression, child)):
+            if time.monotonic() > deadline:
+                raise BrowserError(f"not within {timeout} s in iframe {child}: {expression[:120]}")
+            time.sleep(0.1)
+        return value
+
     def screenshot(self, path) -> None:
         data = self.page("Page.captureScreenshot", format="png")["data"]
         with open(path, "wb") as f:

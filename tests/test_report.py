@@ -5,7 +5,6 @@ setup when missing and root)."""
 import json
 import os
 import re
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -134,9 +133,9 @@ def test_report_in_a_browser(plain_ddp_swept, tmp_path):
                         assert shown["img"] == entry["data_uri"] and shown["width"] > 100, (path, shown["img"][:60])
                     else:
                         assert shown["frame"] == entry["data_uri"], path
-                        deadline = time.monotonic() + 10
-                        while b.frame_evaluate("document.readyState") != "complete" and time.monotonic() < deadline:
-                            time.sleep(0.1)
+                        # The iframe's own document, loaded: until its navigation commits it still holds the one
+                        # before (about:blank, complete and empty, or the previous item's page).
+                        b.frame_until(f"document.URL === {json.dumps(entry['data_uri'])} && document.readyState === 'complete'")
                         cells = b.frame_evaluate("document.querySelectorAll('td').length")
                         assert cells > 0, path
                         if "comparison" in path or "equivalence" in path:
