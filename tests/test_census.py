@@ -32,7 +32,7 @@ def test_a_killed_orphan_is_counted_with_its_cpu_kind_and_test():
     out = subprocess.run([sys.executable, "-c", ORPHAN, "tests/fake_helper.py"], capture_output=True, text=True,
                          env=env, timeout=60, check=True)  # fmt: skip
     pid = int(out.stdout.split()[0])
-    time.sleep(0.3)
+    time.sleep(1.0)  # the census reads it, asleep, about 20 times
     os.kill(pid, signal.SIGKILL)  # never reaped by anything this test waits for
     watch.stop()
     (orphan,) = [p for p in watch.processes.values() if p["pid"] == pid]
