@@ -94,12 +94,13 @@ class Census:
         me, halted = str(os.getpid()), False
         while not halted:
             halted = self._halt.is_set()  # one reading more after stop(): what still runs then
+            now = float(Path("/proc/uptime").read_text().split()[0])
             for pid in os.listdir("/proc"):
                 if pid.isdigit() and pid != me:
-                    self._read(pid)
+                    self._read(pid, now)
             self._halt.wait(0 if halted else self.period)
 
-    def _read(self, pid: str) -> None:
+    def _read(self, pid: str, now: float) -> None:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:  # gone since listed
@@ -111,8 +112,11 @@ class Census:
         cpu = (int(fields[11]) + int(fields[12])) / self._tick
         seen = self.processes.get((pid, started))
         if seen is None:
-            seen = self.processes[(pid, started)] = {"pid": int(pid), "ppid": int(fields[1]), "comm": comm,
-                                                     "argv": _argv(pid), "test": _test(pid), "cpu": cpu}  # fmt: skip
+            seen = self.processes[(pid, started)] = {"pid": int(pid), "ppid": int(fields[1]), "cpu": cpu}
+        # A process seen between its fork and its exec still shows its parent's arguments and environment: read
+        # them again at each reading of its first second (exec follows fork within milliseconds).
+        if "argv" not in seen or now - started < 1.0:
+            seen |= {"comm": comm, "argv": _argv(pid), "test": _test(pid)}
         seen["cpu"] = max(seen["cpu"], cpu)
 
 

@@ -29,7 +29,8 @@ os._exit(0)
 def test_a_killed_orphan_is_counted_with_its_cpu_kind_and_test():
     watch = census.Census(period=0.05).start()
     env = os.environ | {"PYTEST_CURRENT_TEST": "tests/test_x.py::test_y (call)"}
-    out = subprocess.run([sys.executable, "-c", ORPHAN, "tests/fake_helper.py"], capture_output=True, text=True,
+    mine = f"run-{os.getpid()}-{time.monotonic_ns()}"  # this test's parent among whatever else the machine starts
+    out = subprocess.run([sys.executable, "-c", ORPHAN, "tests/fake_helper.py", mine], capture_output=True, text=True,
                          env=env, timeout=60, check=True)  # fmt: skip
     pid = int(out.stdout.split()[0])
     time.sleep(1.0)  # the census reads it, asleep, about 20 times
@@ -37,7 +38,8 @@ def test_a_killed_orphan_is_counted_with_its_cpu_kind_and_test():
     watch.stop()
     (orphan,) = [p for p in watch.processes.values() if p["pid"] == pid]
     assert orphan["cpu"] >= 0.5 and orphan["test"] == "tests/test_x.py::test_y", orphan
-    (parent,) = [p for p in watch.processes.values() if p["argv"][-1:] == ["tests/fake_helper.py"]]
+    assert "process_time" in orphan["argv"][-1]  # its own command, not its parent's from before its exec
+    (parent,) = [p for p in watch.processes.values() if p["argv"][-1:] == [mine]]
     assert census.kind(parent["argv"], parent["comm"]) == "test helper: fake_helper.py"
     assert watch.busy >= orphan["cpu"] - 0.05  # the machine's busy CPU meanwhile holds what was seen
     # Nothing that started before the census began (init, whatever started this test's process).
