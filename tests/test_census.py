@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from conftest import REPO
 
@@ -14,16 +15,28 @@ spec = importlib.util.spec_from_file_location("census", REPO / "bench" / "census
 census = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(census)
 
-# Leaves a grandchild nobody waits for (re-parented to init, as a SLURM job is the daemons' child), which burns
-# 0.6 CPU-s, prints its pid and sleeps until it is killed.
+# Leaves a child nobody waits for (re-parented to init, as a SLURM job is the daemons' child): forked, it keeps its
+# parent's arguments and environment for 0.3 s before its exec, then burns 0.6 CPU-s and sleeps until it is killed.
 ORPHAN = """
-import os, subprocess, sys
-burn = "import os, time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.6: pass\\nprint(os.getpid(), flush=True)\\ntime.sleep(60)"
-child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                         start_new_session=True)
-print(child.stdout.readline().strip(), flush=True)
+import os, sys, time
+burn = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.6: pass\\ntime.sleep(60)"
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    quiet = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(quiet, fd)
+    time.sleep(0.3)  # the census reads it here, with its parent's command
+    os.execv(sys.executable, [sys.executable, "-c", burn])
+print(pid, flush=True)
+time.sleep(0.3)  # long enough for the census to read this one too
 os._exit(0)
 """
+
+
+def _cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_a_killed_orphan_is_counted_with_its_cpu_kind_and_test():
@@ -33,6 +46,9 @@ def test_a_killed_orphan_is_counted_with_its_cpu_kind_and_test():
     out = subprocess.run([sys.executable, "-c", ORPHAN, "tests/fake_helper.py", mine], capture_output=True, text=True,
                          env=env, timeout=60, check=True)  # fmt: skip
     pid = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 60
+    while _cpu(pid) < 0.6 and time.monotonic() < deadline:  # burning
+        time.sleep(0.1)
     time.sleep(1.0)  # the census reads it, asleep, about 20 times
     os.kill(pid, signal.SIGKILL)  # never reaped by anything this test waits for
     watch.stop()
