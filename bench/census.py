@@ -79,9 +79,8 @@ class Census:
 
     def start(self) -> "Census":
         self._busy = busy_cpu()
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
         # In /proc's clock (ticks of 10 ms, rounded down): started by what is measured, not before it.
-        self._born_after = uptime - 0.02
+        self._born_after = _uptime() - 0.02
         self._thread.start()
         return self
 
@@ -94,7 +93,7 @@ class Census:
         me, halted = str(os.getpid()), False
         while not halted:
             halted = self._halt.is_set()  # one reading more after stop(): what still runs then
-            now = float(Path("/proc/uptime").read_text().split()[0])
+            now = _uptime()
             for pid in os.listdir("/proc"):
                 if pid.isdigit() and pid != me:
                     self._read(pid, now)
@@ -118,6 +117,11 @@ class Census:
         if "argv" not in seen or now - started < 1.0:
             seen |= {"comm": comm, "argv": _argv(pid), "test": _test(pid)}
         seen["cpu"] = max(seen["cpu"], cpu)
+
+
+def _uptime() -> float:
+    """Seconds since boot: the clock of a process's start time in /proc."""
+    return float(Path("/proc/uptime").read_text().split()[0])
 
 
 def _argv(pid: str) -> list[str]:

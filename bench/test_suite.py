@@ -115,8 +115,9 @@ def main() -> None:
             seconds, code, out, cpu, machine = timed(pytest_part.strip(), clone, cold(tmp, f"full-{i + 1}"))
             if watch:
                 watch.stop()
-                census.write(list(watch.processes.values()), args.census)
-                result["census"] = census.tables(list(watch.processes.values()), watch.busy)
+                processes = list(watch.processes.values())
+                census.write(processes, args.census)
+                result["census"] = census.tables(processes, watch.busy)
             torch_s = (before + reference(clone)) / 2
             result["runs"].append({"seconds": round(seconds, 1), "cpu_seconds": round(cpu), "exit": code,
                                    "machine_cpu_seconds": None if machine is None else round(machine),
