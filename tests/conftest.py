@@ -16,11 +16,14 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-# Plans must not depend on peaks a memory probe cached on this machine (hwsweep detect on a GPU):
-# every test, and every snakemake it starts, sees an empty cache of its own.
-_CACHES = tempfile.mkdtemp(prefix="hwsweep-test-")
-atexit.register(shutil.rmtree, _CACHES, True)  # one per pytest process: none left in /tmp after the suite
-os.environ["HWSWEEP_MEMORY_CACHE"] = str(Path(_CACHES) / "memory.json")
+# Plans must not depend on peaks a memory probe cached on this machine (hwsweep detect on a GPU): the run, and
+# every snakemake it starts, sees a cache folder of its own, empty at the start. One folder for the whole run: the
+# process that starts pytest-xdist's workers (or runs alone) makes it, the workers inherit it, so a FLOP count one
+# of them made (hwsweep.plan.counted: torch and TorchDynamo imported, 3-4 CPU-s) serves the others' plans too.
+if "HWSWEEP_TEST_CACHES" not in os.environ:
+    os.environ["HWSWEEP_TEST_CACHES"] = tempfile.mkdtemp(prefix="hwsweep-test-")
+    atexit.register(shutil.rmtree, os.environ["HWSWEEP_TEST_CACHES"], True)  # after the workers: none left in /tmp
+os.environ["HWSWEEP_MEMORY_CACHE"] = str(Path(os.environ["HWSWEEP_TEST_CACHES"]) / "memory.json")
 # The suite runs 3 workers on 2 cores: an OpenMP thread that waits spins by default (libgomp), burning the CPU
 # the other workers need (a 2-thread rank: 9 CPU-s instead of 2, tests/test_ddp.py). Waiting asleep changes no
 # number: the same threads run the same kernels. Set before torch (and its libgomp) loads, in every process.
