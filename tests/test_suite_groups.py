@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +44,7 @@ import os, time, pytest
 def ran(kind, i):
     time.sleep(0.2)  # long enough that an idle worker would take the next test
     with open(os.environ["GROUPS_OUT"], "a") as f:
-        f.write(f"{kind} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+        f.write(f"{kind} {os.environ['PYTEST_XDIST_WORKER']} {os.environ['HWSWEEP_MEMORY_CACHE']}\\n")
 
 @pytest.mark.parametrize("i", range(4))
 def test_shares_the_fixture(built, i):
@@ -64,25 +65,42 @@ def test_shared_across_workers(SHARED, i):
 """
 
 
-def test_tests_sharing_a_session_fixture_or_a_group_mark_run_in_one_worker_and_no_others(tmp_path):
-    (tmp_path / "tests").mkdir()
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> list[list[str]]:
+    """The tiny suite run under `-n 3 --dist loadgroup` as a `pytest` typed in a shell starts it (no cache folder
+    of an outer run in its environment): each of its tests' (kind, worker, memory cache file)."""
+    top = tmp_path_factory.mktemp("tiny")
+    (top / "tests").mkdir()
     shared = sorted(SHARED_ACROSS_WORKERS)[0]
-    (tmp_path / "tests/conftest.py").write_text(textwrap.dedent(CONFTEST).replace("SHARED", shared))
-    (tmp_path / "tests/test_groups.py").write_text(textwrap.dedent(TESTS).replace("SHARED", shared))
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    out = tmp_path / "ran.txt"
+    (top / "tests/conftest.py").write_text(textwrap.dedent(CONFTEST).replace("SHARED", shared))
+    (top / "tests/test_groups.py").write_text(textwrap.dedent(TESTS).replace("SHARED", shared))
+    (top / "pytest.ini").write_text("[pytest]\n")
+    out = top / "ran.txt"
+    env = {k: v for k, v in os.environ.items() if k != "HWSWEEP_TEST_CACHES"} | {"GROUPS_OUT": str(out)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup",
-                           "tests"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env=os.environ | {"GROUPS_OUT": str(out)})  # fmt: skip
+                           "tests"], cwd=top, capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return [line.split() for line in out.read_text().splitlines()]
+
+
+def test_tests_sharing_a_session_fixture_or_a_group_mark_run_in_one_worker_and_no_others(tiny_run):
     workers = defaultdict(set)
-    for line in out.read_text().splitlines():
-        kind, worker = line.split()
+    for kind, worker, _ in tiny_run:
         workers[kind].add(worker)
     assert len(workers["fixture"]) == 1, workers  # one worker built the session fixture
     assert len(workers["mark"]) == 1, workers
     assert len(workers["shared"]) > 1, workers  # a fixture every worker gets groups nothing
-    assert sum(1 for line in out.read_text().splitlines()) == 20
+    assert len(tiny_run) == 20
+
+
+def test_the_workers_of_a_run_share_one_cache_folder_that_the_run_removes(tiny_run):
+    """conftest's HWSWEEP_TEST_CACHES: the process that starts the workers makes the folder of the memory and FLOP
+    caches, empty, the workers inherit it (a count one worker made serves the others), and it is gone after."""
+    assert len({worker for _, worker, _ in tiny_run}) > 1
+    folders = {Path(cache).parent for _, _, cache in tiny_run}
+    assert len(folders) == 1, folders
+    (folder,) = folders
+    assert folder != Path(os.environ["HWSWEEP_TEST_CACHES"]) and not folder.exists()
 
 
 def test_end_to_end_modules_start_first_alone_tests_last_and_a_module_stays_together():
