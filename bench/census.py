@@ -56,6 +56,9 @@ def kind(argv: list[str], comm: str) -> str:
     return f"other: {comm}"
 
 
+TICK = os.sysconf("SC_CLK_TCK")  # /proc's clock ticks per second
+
+
 def busy_cpu() -> float | None:
     """Busy CPU seconds of the whole machine since boot (/proc/stat: user, nice, system, irq, softirq), which counts
     what a process tree's accounting cannot: SLURM's jobs, the daemons, processes nobody reaped; None off Linux."""
@@ -64,7 +67,7 @@ def busy_cpu() -> float | None:
     except OSError:
         return None
     user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / TICK
 
 
 class Census:
@@ -73,7 +76,6 @@ class Census:
 
     def __init__(self, period: float = 0.25):
         self.period, self.processes, self.busy = period, {}, 0.0
-        self._tick = os.sysconf("SC_CLK_TCK")
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="census", daemon=True)
 
@@ -100,23 +102,29 @@ class Census:
             self._halt.wait(0 if halted else self.period)
 
     def _read(self, pid: str, now: float) -> None:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:  # gone since listed
+        found = stat(pid)
+        if found is None or found["started"] < self._born_after:  # gone since listed, or older than the census
             return
-        comm, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-        started = int(fields[19]) / self._tick
-        if started < self._born_after:
-            return
-        cpu = (int(fields[11]) + int(fields[12])) / self._tick
-        seen = self.processes.get((pid, started))
+        seen = self.processes.get((pid, found["started"]))
         if seen is None:
-            seen = self.processes[(pid, started)] = {"pid": int(pid), "ppid": int(fields[1]), "cpu": cpu}
+            seen = self.processes[(pid, found["started"])] = {"pid": int(pid), "ppid": found["ppid"], "cpu": 0.0}
         # A process seen between its fork and its exec still shows its parent's arguments and environment: read
         # them again at each reading of its first second (exec follows fork within milliseconds).
-        if "argv" not in seen or now - started < 1.0:
-            seen |= {"comm": comm, "argv": _argv(pid), "test": _test(pid)}
-        seen["cpu"] = max(seen["cpu"], cpu)
+        if "argv" not in seen or now - found["started"] < 1.0:
+            seen |= {"comm": found["comm"], "argv": _argv(pid), "test": _test(pid)}
+        seen["cpu"] = max(seen["cpu"], found["cpu"])
+
+
+def stat(pid: str | int) -> dict | None:
+    """/proc/PID/stat: the process's command name, parent, start (seconds since boot) and CPU (user + system
+    seconds); None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return {"comm": text[text.index("(") + 1 : text.rindex(")")], "ppid": int(fields[1]),
+            "started": int(fields[19]) / TICK, "cpu": (int(fields[11]) + int(fields[12])) / TICK}  # fmt: skip
 
 
 def _uptime() -> float:

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from conftest import REPO
 
@@ -34,11 +33,6 @@ os._exit(0)
 """
 
 
-def _cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def test_a_killed_orphan_is_counted_with_its_cpu_kind_and_test():
     watch = census.Census(period=0.05).start()
     env = os.environ | {"PYTEST_CURRENT_TEST": "tests/test_x.py::test_y (call)"}
@@ -47,7 +41,7 @@ def test_a_killed_orphan_is_counted_with_its_cpu_kind_and_test():
                          env=env, timeout=60, check=True)  # fmt: skip
     pid = int(out.stdout.split()[0])
     deadline = time.monotonic() + 60
-    while _cpu(pid) < 0.6 and time.monotonic() < deadline:  # burning
+    while census.stat(pid)["cpu"] < 0.6 and time.monotonic() < deadline:  # burning
         time.sleep(0.1)
     time.sleep(1.0)  # the census reads it, asleep, about 20 times
     os.kill(pid, signal.SIGKILL)  # never reaped by anything this test waits for
