@@ -28,7 +28,7 @@ if pid == 0:
     time.sleep(0.3)  # the census reads it here, with its parent's command
     os.execv(sys.executable, [sys.executable, "-c", burn])
 print(pid, flush=True)
-time.sleep(0.3)  # long enough for the census to read this one too
+time.sleep(1.2)  # alive through the first second, in which the census reads its arguments again after its exec
 os._exit(0)
 """
 
