@@ -28,7 +28,7 @@ from pathlib import Path
 # (kind, pattern searched in the process's arguments): the first that matches names it; a group in the pattern
 # goes into the name. The suite's processes by what starts them, the commonest first.
 KINDS = [
-    ("torchrun agent", r"\btorchrun\b|torch\.distributed\.run"),  # before its workers' module, in its arguments
+    ("torchrun agent", r"\btorchrun\b|torch\.distributed\.run"),  # hwsweep.run.torchrun too; before its workers' module
     ("trainer rank", r"hwsweep\.run\.train\b|hwsweep/run/train\.py"),
     ("evaluation", r"hwsweep\.run\.evaluate\b|hwsweep/run/evaluate\.py"),
     ("tracker process", r"tracking import serve"),

@@ -60,6 +60,7 @@ def test_each_kind_of_the_suite_s_processes_is_named():
     venv = "/r/.venv/bin/python3"
     cases = {
         ("torchrun agent", f"{venv} /r/.venv/bin/torchrun --standalone --nproc_per_node 2 -m hwsweep.run.train s.json"),
+        ("torchrun agent", f"{venv} -m hwsweep.run.torchrun --standalone --nproc_per_node 2 -m hwsweep.run.tether"),
         ("trainer rank", f"{venv} -u -m hwsweep.run.train results/a/spec.json --threads 1"),
         ("evaluation", f"{venv} -m hwsweep.run.evaluate results/a/spec.json"),
         ("tracker process", "python -c import sys; from hwsweep.run.tracking import serve; serve()"),

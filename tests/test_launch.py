@@ -110,7 +110,7 @@ def test_the_built_in_trainer_runs_under_torchrun_from_two_processes_or_as_its_l
     if devices == 1 and launch != "torchrun":
         assert cmd == program
     else:
-        assert "torchrun" in cmd[0] + " ".join(cmd[1:3]) and cmd[-len(program) - 2 :] == ["-m", "hwsweep.run.tether",
+        assert cmd[:3] == [sys.executable, "-m", "hwsweep.run.torchrun"] and cmd[-len(program) - 2 :] == ["-m", "hwsweep.run.tether",
                                                                                               *program]  # fmt: skip
         assert cmd[cmd.index("--nproc_per_node") + 1] == str(devices)
 

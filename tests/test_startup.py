@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import BIN
+from conftest import launcher
 
 from hwsweep.contracts import host, io
 from hwsweep.contracts.records import PARTS
@@ -26,8 +26,7 @@ def _train(tmp_path, small_config, prefix: list[str] = ()) -> dict:
     spec["run_dir"] = str(tmp_path / "run")
     path = tmp_path / "spec.json"
     io.write_json(path, spec)
-    cmd = [*prefix, str(BIN / "torchrun"), "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
-           "-m", "hwsweep.run.train", str(path), "--threads", "2"]  # fmt: skip
+    cmd = [*prefix, *launcher(2), "-m", "hwsweep.run.train", str(path), "--threads", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=os.environ | {"OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads((tmp_path / "run" / TRAIN_RECORD).read_text())
@@ -135,7 +134,7 @@ def init(*args, **kwargs):
     return real(*args, **kwargs)
 runtime.init = init
 """
-    assert "collector [False] True" in _collector_seen("hwsweep.run.train", tmp_path / "spec.json", watch)
+    assert "collector [False] True" in _collector_seen("hwsweep.run.train", tmp_path / "spec.json", watch=watch)
     assert json.loads((tmp_path / "run" / TRAIN_RECORD).read_text())["status"] == "complete"
     # Its evaluation as `python -m hwsweep.run.evaluate` runs it: held at its imports, on where main reads the spec.
     watch = """
@@ -148,16 +147,35 @@ def read(*args, **kwargs):
     return load(*args, **kwargs)
 RunSpec.load = read
 """
-    assert "collector [True, True] True" in _collector_seen("hwsweep.run.evaluate", tmp_path / "spec.json", watch)
+    assert "collector [True, True] True" in _collector_seen("hwsweep.run.evaluate", tmp_path / "spec.json", watch=watch)
     assert (tmp_path / "run" / EVAL_RECORD).is_file()
 
 
-def _collector_seen(module: str, spec, watch: str) -> str:
-    """`python -m module spec` in a process of its own, `watch` (code that appends what it sees to `seen`) run
+def test_torchruns_agent_imports_torch_with_the_collector_held_and_frozen():
+    """The launcher's torchrun (hwsweep.run.torchrun, torch's agent itself): the collector off when the agent's
+    import of torch starts, then on, with what the imports made frozen (0.6-0.8 CPU-s an agent); the agent runs
+    its worker (here `true`) and exits 0."""
+    watch = """
+from hwsweep.run import startup
+class Torch:  # the collector's state as the import of torch starts
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            seen.append(gc.isenabled())
+sys.meta_path.insert(0, Torch())
+resume = startup.resume_collection
+startup.resume_collection = lambda held: resume(held) or seen.append(gc.get_freeze_count() > 100_000)
+"""
+    out = _collector_seen("hwsweep.run.torchrun", "--standalone", "--nproc_per_node", "1", "--no-python", "true",
+                          watch=watch)  # fmt: skip
+    assert "collector [False, True] True" in out
+
+
+def _collector_seen(module: str, *args, watch: str) -> str:
+    """`python -m module args...` in a process of its own, `watch` (code that appends what it sees to `seen`) run
     first; its output, whose last line is `collector <seen> <the collector on at the process's end>`."""
     code = "import atexit, gc, runpy, sys\nseen = []\n" + watch + f"""
 atexit.register(lambda: print("collector", seen, gc.isenabled(), flush=True))
-sys.argv = [{module!r}, {str(spec)!r}]
+sys.argv = {[module, *map(str, args)]!r}
 runpy.run_module({module!r}, run_name="__main__")
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
@@ -170,4 +188,5 @@ def test_contention_rule():
     assert host.contended(None) == "" and host.contended({"other_runs": 0, "load_1m": 2.0, "cpus_allowed": 2}) == ""
     assert "1 other hwsweep run" in host.contended({"other_runs": 1, "load_1m": 0.1, "cpus_allowed": 2})
     assert "load 3.5 on 2" in host.contended({"other_runs": 0, "load_1m": 3.5, "cpus_allowed": 2})
+
 

@@ -67,10 +67,9 @@ def master_address() -> str:
 def torchrun_command(spec: RunSpec, env: dict) -> list[str]:
     """torchrun with the plan's shape and rendezvous, up to the program it starts."""
     plan = spec.plan
-    torchrun = Path(sys.executable).parent / "torchrun"
-    # Else the same module through this interpreter (a venv that sees torch without its scripts), never a
-    # torchrun found on PATH, whose Python may be another one, with another hwsweep.
-    cmd = [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    # torch's agent through this interpreter (never a torchrun found on PATH, whose Python may be another one,
+    # with another hwsweep), its imports with the collector held (hwsweep.run.torchrun).
+    cmd = [sys.executable, "-m", "hwsweep.run.torchrun"]
     cmd += AGENT_SIGNALS if agent_takes_signal_list() else []
     if plan.nodes == 1:
         cmd += ["--standalone", "--nnodes", "1", "--rdzv-conf", f"join_timeout={RENDEZVOUS_TIMEOUT}"]
