@@ -190,3 +190,15 @@ def test_contention_rule():
     assert "load 3.5 on 2" in host.contended({"other_runs": 0, "load_1m": 3.5, "cpus_allowed": 2})
 
 
+
+def test_the_hwsweep_command_runs_without_the_collector_and_a_caller_keeps_its_own():
+    """`hwsweep …` as a command (its arguments from the command line): the collector off and what the command made
+    frozen at its end (its exit's collection walks nothing: 0.4-0.6 CPU-s of a `hwsweep plan`); cli.main(argv)
+    called by a program leaves that program's collector alone."""
+    code = ("import gc, sys\nfrom hwsweep import cli\n"
+            "print('called', cli.main(['workflow']), gc.isenabled(), gc.get_freeze_count())\n"
+            "sys.argv = ['hwsweep', 'workflow']\n"
+            "print('command', cli.main(), gc.isenabled(), gc.get_freeze_count() > 1000)\n")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    seen = [line for line in out.stdout.splitlines() if line.startswith(("called", "command"))]
+    assert seen == ["called 0 True 0", "command 0 False True"], out.stdout
