@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import launcher
+from conftest import REPO, launcher
 
 from hwsweep.contracts import host, io
 from hwsweep.contracts.records import PARTS
@@ -202,3 +202,32 @@ def test_the_hwsweep_command_runs_without_the_collector_and_a_caller_keeps_its_o
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     seen = [line for line in out.stdout.splitlines() if line.startswith(("called", "command"))]
     assert seen == ["called 0 True 0", "command 0 False True"], out.stdout
+
+
+@pytest.mark.parametrize("script", sorted(p.stem for p in (REPO / "workflow" / "scripts").glob("*.py")
+                                          if p.stem != "write_text"))  # fmt: skip
+def test_each_workflow_script_imports_with_the_collector_held(tmp_path, script):
+    """A workflow script's job is a process of its own: its imports (pandas, matplotlib, hwsweep's analysis) run
+    with the collector off, then it is on again with them frozen (0.15-0.4 CPU-s a job). write_text imports
+    nothing worth it."""
+    code = f"""
+import builtins, gc, runpy, sys, types
+seen = []
+class Imports:  # the collector's state as each of these imports starts
+    def find_spec(self, name, path=None, target=None):
+        if name in ("pandas", "hwsweep.analysis", "hwsweep.plan", "hwsweep.report"):
+            seen.append(gc.isenabled())
+sys.meta_path.insert(0, Imports())
+from hwsweep.run import startup
+resume = startup.resume_collection
+startup.resume_collection = lambda held: seen.append(f"resumed {{held}}") or resume(held)
+builtins.snakemake = types.SimpleNamespace(log=[{str(tmp_path / "log")!r}])  # what snakemake's preamble gives
+try:
+    runpy.run_path({str(REPO / "workflow" / "scripts" / f"{script}.py")!r}, run_name="__main__")
+except Exception:  # past its imports, the script reads what this stand-in lacks
+    pass
+print(seen, gc.isenabled())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    seen = out.stdout.strip().splitlines()[-1]
+    assert seen.startswith("[False") and seen.endswith(", 'resumed True'] True") and "True," not in seen, seen

@@ -4,6 +4,10 @@ the verdict tables also go to the trackers the config names (tracking:)."""
 import sys
 from pathlib import Path
 
+from hwsweep.run import startup
+
+held = startup.hold_collection(__name__)  # this job's imports without the collector's walks
+
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
 from hwsweep.analysis.aggregate import aggregate, prices_of  # noqa: E402
@@ -11,6 +15,7 @@ from hwsweep.contracts import io  # noqa: E402
 from hwsweep.plan.config import resolve  # noqa: E402
 from hwsweep.run.tracking import publish_tables  # noqa: E402
 
+startup.resume_collection(held)
 io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
 
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821

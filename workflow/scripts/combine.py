@@ -2,6 +2,10 @@
 
 import sys
 
+from hwsweep.run import startup
+
+held = startup.hold_collection(__name__)  # this job's imports without the collector's walks
+
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
 import pandas as pd  # noqa: E402
@@ -9,6 +13,7 @@ import pandas as pd  # noqa: E402
 from hwsweep.contracts import io  # noqa: E402
 from hwsweep.report import tables  # noqa: E402
 
+startup.resume_collection(held)
 io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
 
 frames = {name: pd.concat(map(pd.read_csv, snakemake.input[name]), ignore_index=True)

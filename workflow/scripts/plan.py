@@ -3,14 +3,19 @@ an HTML page of it for the report; the estimate of every run (hwsweep plan --est
 
 import io as text_io
 
-import pandas as pd
+from hwsweep.run import startup
 
-from hwsweep.contracts import io
-from hwsweep.plan.config import resolve
-from hwsweep.plan.estimate import run_specs, write_estimate
-from hwsweep.plan.table import format_table, plan_rows
-from hwsweep.report import tables
+held = startup.hold_collection(__name__)  # this job's imports without the collector's walks
 
+import pandas as pd  # noqa: E402
+
+from hwsweep.contracts import io  # noqa: E402
+from hwsweep.plan.config import resolve  # noqa: E402
+from hwsweep.plan.estimate import run_specs, write_estimate  # noqa: E402
+from hwsweep.plan.table import format_table, plan_rows  # noqa: E402
+from hwsweep.report import tables  # noqa: E402
+
+startup.resume_collection(held)
 io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
 
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821 - snakemake injects it

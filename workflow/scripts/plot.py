@@ -2,6 +2,10 @@
 
 import sys
 
+from hwsweep.run import startup
+
+held = startup.hold_collection(__name__)  # this job's imports without the collector's walks
+
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
 import pandas as pd  # noqa: E402
@@ -11,6 +15,7 @@ from hwsweep.contracts import io  # noqa: E402
 from hwsweep.report import plots  # noqa: E402
 from hwsweep.report.targets import ALL_STOPPED  # noqa: E402
 
+startup.resume_collection(held)
 io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
 
 out, params = snakemake.output, snakemake.params  # noqa: F821

@@ -2,10 +2,15 @@
 
 import sys
 
-from hwsweep.analysis.status import Scheduler, write_status
-from hwsweep.contracts import io
-from hwsweep.plan.config import resolve
+from hwsweep.run import startup
 
+held = startup.hold_collection(__name__)  # this job's imports without the collector's walks
+
+from hwsweep.analysis.status import Scheduler, write_status  # noqa: E402
+from hwsweep.contracts import io  # noqa: E402
+from hwsweep.plan.config import resolve  # noqa: E402
+
+startup.resume_collection(held)
 io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
 
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821 - snakemake injects it

@@ -2,6 +2,10 @@
 
 import sys
 
+from hwsweep.run import startup
+
+held = startup.hold_collection(__name__)  # this job's imports without the collector's walks
+
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 - snakemake injects it
 
 from hwsweep.analysis import target  # noqa: E402
@@ -10,6 +14,7 @@ from hwsweep.contracts import catalog, io  # noqa: E402
 from hwsweep.plan.config import resolve  # noqa: E402
 from hwsweep.report import targets as report  # noqa: E402
 
+startup.resume_collection(held)
 io.one_line_refusals()  # a full or read-only disk: one line naming the folder, not a traceback
 
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821
