@@ -165,7 +165,7 @@ def main(argv=None) -> int:
     # As the `hwsweep` command (its arguments from the command line, not a caller's), without the cyclic
     # collector: a command lasts seconds and is mostly imports (snakemake's CLI, pandas, torch for a FLOP count),
     # whose objects live to its end and which the collector would walk again and again as they come and once more
-    # at the exit (0.4 of a `hwsweep plan`'s 1.1-1.8 CPU-s); the ending process gives its memory back anyway.
+    # at the exit (0.5 of a `hwsweep plan`'s 2.2 CPU-s); the ending process gives its memory back anyway.
     command = argv is None
     if command:
         gc.disable()

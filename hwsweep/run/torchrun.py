@@ -5,7 +5,7 @@ through its imports.
 
 The agent is an interpreter that imports torch and then lives as long as its workers. Importing torch makes
 millions of objects that stay to the end; the collector walks them again and again as they come, and once more
-as the agent exits: 0.6-0.8 CPU-s of a 2.2 CPU-s agent (docs/benchmarks.md, "The thirteenth round"). Held here
+as the agent exits: 0.5-0.6 CPU-s of a 2.2-2.9 CPU-s agent (docs/benchmarks.md, "The thirteenth round"). Held here
 as the trainer holds it (hwsweep.run.startup), and what the imports made frozen, so later passes leave it out.
 """
 
