@@ -153,7 +153,7 @@ RunSpec.load = read
 
 def test_torchruns_agent_imports_torch_with_the_collector_held_and_frozen():
     """The launcher's torchrun (hwsweep.run.torchrun, torch's agent itself): the collector off when the agent's
-    import of torch starts, then on, with what the imports made frozen (0.6-0.8 CPU-s an agent); the agent runs
+    import of torch starts, then on, with what the imports made frozen (0.5-0.6 CPU-s an agent); the agent runs
     its worker (here `true`) and exits 0."""
     watch = """
 from hwsweep.run import startup
@@ -188,7 +188,6 @@ def test_contention_rule():
     assert host.contended(None) == "" and host.contended({"other_runs": 0, "load_1m": 2.0, "cpus_allowed": 2}) == ""
     assert "1 other hwsweep run" in host.contended({"other_runs": 1, "load_1m": 0.1, "cpus_allowed": 2})
     assert "load 3.5 on 2" in host.contended({"other_runs": 0, "load_1m": 3.5, "cpus_allowed": 2})
-
 
 
 def test_the_hwsweep_command_runs_without_the_collector_and_a_caller_keeps_its_own():
