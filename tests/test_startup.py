@@ -155,19 +155,25 @@ def test_torchruns_agent_imports_torch_with_the_collector_held_and_frozen():
     """The launcher's torchrun (hwsweep.run.torchrun, torch's agent itself): the collector off when the agent's
     import of torch starts, then on, with what the imports made frozen (0.5-0.6 CPU-s an agent); the agent runs
     its worker (here `true`) and exits 0."""
-    watch = """
+    watch = _imports_seen("torch") + """
 from hwsweep.run import startup
-class Torch:  # the collector's state as the import of torch starts
-    def find_spec(self, name, path=None, target=None):
-        if name == "torch":
-            seen.append(gc.isenabled())
-sys.meta_path.insert(0, Torch())
 resume = startup.resume_collection
 startup.resume_collection = lambda held: resume(held) or seen.append(gc.get_freeze_count() > 100_000)
 """
     out = _collector_seen("hwsweep.run.torchrun", "--standalone", "--nproc_per_node", "1", "--no-python", "true",
                           watch=watch)  # fmt: skip
     assert "collector [False, True] True" in out
+
+
+def _imports_seen(*names: str) -> str:
+    """Code that appends the collector's state to `seen` as the import of each of `names` starts."""
+    return f"""
+class Imports:
+    def find_spec(self, name, path=None, target=None):
+        if name in {names!r}:
+            seen.append(gc.isenabled())
+sys.meta_path.insert(0, Imports())
+"""
 
 
 def _collector_seen(module: str, *args, watch: str) -> str:
@@ -209,14 +215,8 @@ def test_each_workflow_script_imports_with_the_collector_held(tmp_path, script):
     """A workflow script's job is a process of its own: its imports (pandas, matplotlib, hwsweep's analysis) run
     with the collector off, then it is on again with them frozen (0.15-0.4 CPU-s a job). write_text imports
     nothing worth it."""
-    code = f"""
-import builtins, gc, runpy, sys, types
-seen = []
-class Imports:  # the collector's state as each of these imports starts
-    def find_spec(self, name, path=None, target=None):
-        if name in ("pandas", "hwsweep.analysis", "hwsweep.plan", "hwsweep.report"):
-            seen.append(gc.isenabled())
-sys.meta_path.insert(0, Imports())
+    code = "import builtins, gc, runpy, sys, types\nseen = []\n" + _imports_seen(
+        "pandas", "hwsweep.analysis", "hwsweep.plan", "hwsweep.report") + f"""
 from hwsweep.run import startup
 resume = startup.resume_collection
 startup.resume_collection = lambda held: seen.append(f"resumed {{held}}") or resume(held)
