@@ -532,12 +532,23 @@ def test_resources_on_a_drained_node_and_a_node_whose_gpus_are_all_allocated(slu
     assert any(line.startswith("  l40sx2: {accelerator: cuda, nodes: 1, devices_per_node: 2, gpu_type: L40S-48GB, "
                                "partition: gpu-l40s, gres: 'gpu:l40s:2'") for line in lines)  # fmt: skip
 
-    # A client whose controller does not answer: one line, in under 5 s (sinfo alone would retry ~10 s).
+    # A client whose controller does not answer: one line, and its wait on the controller under 5 s (sinfo alone
+    # would retry ~10 s). The wait is the command's seconds less those of the same command where no SLURM client
+    # is on PATH, timed beside it under the same load: the interpreter's start and the config's reading are not the
+    # controller's (the whole command once took 5.19 s against the client's 4 s timeout, 3 workers on 2 cores).
     dead = tmp_path / "slurm.conf"
     dead.write_text(cluster.conf_path().read_text().replace(f"SlurmctldPort={cluster.CTLD_PORT}", "SlurmctldPort=1"))
     start = time.monotonic()
     proc = hwsweep_resources(slurm | {"SLURM_CONF": str(dead)})
-    assert time.monotonic() - start < 5 and proc.returncode == 1
+    seconds = time.monotonic() - start
+    alone = tmp_path / "bin"
+    alone.mkdir()
+    (alone / "hwsweep").symlink_to(BIN / "hwsweep")
+    start = time.monotonic()
+    asks_nobody = hwsweep_resources(slurm | {"PATH": str(alone)})
+    own = time.monotonic() - start
+    assert asks_nobody.returncode == 1 and "no SLURM client: sinfo is not on PATH" in asks_nobody.stderr
+    assert seconds - own < 5 and proc.returncode == 1, (seconds, own)
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("hwsweep resources: no answer from the SLURM controller")
 
 
