@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+from hwsweep.run.tether import WORKER_NAME
+
 # (kind, pattern searched in the process's arguments): the first that matches names it; a group in the pattern
 # goes into the name. The suite's processes by what starts them, the commonest first.
 KINDS = [
@@ -49,6 +51,8 @@ KINDS = [
 
 def kind(argv: list[str], comm: str) -> str:
     """What a process is, from its arguments (KINDS); otherwise its command name."""
+    if comm.startswith(WORKER_NAME):  # forked from torchrun's agent: the agent's arguments, a name of its own
+        return "trainer rank"
     line = " ".join(argv)
     for name, pattern in KINDS:
         if found := re.search(pattern, line):

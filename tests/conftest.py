@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hwsweep.run import tether
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 # Plans must not depend on peaks a memory probe cached on this machine (hwsweep detect on a GPU): the run, and
@@ -184,6 +186,22 @@ def run_processes(workdir: Path) -> list[tuple[int, str]]:
         if state != "Z" and (cwd == str(workdir) or cwd.startswith(f"{workdir}/")):
             out.append((int(entry.name), cmdline))
     return out
+
+
+def workers(workdir: Path, program: str) -> list[int]:
+    """pids of the processes in `workdir` that run `program`: started (its command line) or forked from torchrun's
+    agent (whose command line they keep; hwsweep.run.torchrun names them). Never the agent, nor a tether before
+    it execs the program."""
+    pids = []
+    for pid, cmdline in run_processes(workdir):
+        try:
+            forked = Path(f"/proc/{pid}/comm").read_text().startswith(tether.WORKER_NAME)
+        except OSError:
+            continue
+        started = "hwsweep.run.tether" not in cmdline and "hwsweep.run.torchrun" not in cmdline
+        if program in cmdline and (forked or started):
+            pids.append(pid)
+    return pids
 
 
 @pytest.fixture

@@ -78,6 +78,8 @@ def test_each_kind_of_the_suite_s_processes_is_named():
     for expected, line in cases:
         comm = line.split()[0].rsplit("/", 1)[-1]
         assert census.kind(line.split(" "), comm) == expected, line
+    forked = f"{venv} -m hwsweep.run.torchrun --standalone --start-method fork -m hwsweep.run.train s.json"
+    assert census.kind(forked.split(" "), "hwsweep-rank1") == "trainer rank"  # a worker forked from the agent
 
 
 def test_the_tables_add_up_by_kind_and_by_test():

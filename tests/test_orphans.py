@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, REPO, SMALL, run_processes, write_config
+from conftest import BIN, REPO, SMALL, run_processes, workers, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -46,9 +46,8 @@ def _start(tmp_path, command=False):
     deadline = time.monotonic() + 240
     worker, progress = ("script.py", "step 3:") if command else ("hwsweep.run.train", "train:")
     while time.monotonic() < deadline:  # training runs: both workers are up and the log shows steps
-        workers = [p for p, c in run_processes(tmp_path) if worker in c and "hwsweep.run.tether" not in c]
         log = tmp_path / "logs/tiny/default/cpu2/seed0/train.log"
-        if len(workers) == 2 and log.exists() and progress in log.read_text():
+        if len(workers(tmp_path, worker)) == 2 and log.exists() and progress in log.read_text():
             return proc
         time.sleep(0.2)
     proc.kill()

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import BIN, launcher, run_processes, snakemake, snakemake_command, stopped_after_a_checkpoint
+from conftest import BIN, launcher, snakemake, snakemake_command, stopped_after_a_checkpoint, workers
 
 from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
@@ -65,10 +65,9 @@ def test_sigkill_then_snakemake_rerun_is_bitwise_equal_to_an_uninterrupted_run(t
             time.sleep(0.05)
         # This sweep's trainer alone (not `pkill -f`): a sweep of another test beside it (pytest-xdist) runs the
         # same command line in its own folder.
-        for pid, command in run_processes(cut):
-            if f"hwsweep.run.train {run}/spec.json" in command:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        for pid in workers(cut, f"hwsweep.run.train {run}/spec.json"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=120)
         assert proc.returncode != 0, f"the killed job must fail its snakemake run ({checkpoints_before_kill})"
         assert not (cut / run / "train.json").exists() and list(ckpts.glob("step*.pt"))

@@ -3,6 +3,7 @@ leaves it, and a process whose threads outlived the group still exits with its s
 
 import gc
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -106,3 +107,38 @@ def test_a_process_whose_worker_threads_outlived_the_group_exits_with_its_status
     assert proc.returncode == 1 and proc.stdout == "2 worker threads", proc.stdout + proc.stderr
     assert proc.stderr.strip() == "hwsweep: the record was refused" and (tmp_path / "handled").read_text() == "ran\n"
     assert not (tmp_path / "torn").exists()
+
+
+@pytest.mark.slow
+def test_a_forked_worker_whose_worker_threads_outlived_the_group_ends_with_its_status(tmp_path):
+    """A worker forked from torchrun's agent (hwsweep.run.torchrun) ends without the interpreter's teardown anyway;
+    its status must reach the agent the way torch's function workers hand it over, or the agent waits forever."""
+    (tmp_path / "held_forked.py").write_text(textwrap.dedent("""
+        import time
+        import torch.distributed as dist
+        from hwsweep.run import shutdown
+
+        def main():
+            global held
+            dist.init_process_group("gloo")
+            held = dist.group.WORLD
+            while shutdown.worker_threads() < 2:  # named as they start
+                time.sleep(0.01)
+            dist.destroy_process_group()
+            print(f"{shutdown.worker_threads()} worker threads", flush=True)
+            return 0
+
+        if __name__ == "__main__":
+            shutdown.exit_after(main)
+    """))
+    cmd = [sys.executable, "-m", "hwsweep.run.torchrun", "--standalone", "--nnodes", "1", "--nproc_per_node", "1",
+           "--start-method", "fork", "-m", "held_forked"]  # fmt: skip
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the agent still waits for its worker 120 s on")
+    assert proc.returncode == 0 and "2 worker threads" in out, out + err[-3000:]

@@ -92,14 +92,18 @@ def torchrun_command(spec: RunSpec, env: dict) -> list[str]:
 def command_line(spec: RunSpec, spec_path: str, threads: int, env: dict) -> list[str]:
     """The whole command this launcher runs on its node: torchrun and its workers, or the command alone (the
     trainer's launch: the built-in one's is auto, so a one-process run spares torchrun's agent, a second
-    interpreter that imports torch)."""
+    interpreter that imports torch). The built-in trainer's CPU workers are forked from the agent, which imports
+    torch for them all (hwsweep.run.torchrun); on GPUs each starts anew until a fork there is measured."""
     if spec.trainer.kind == "builtin":
-        script = [sys.executable, "-u", "-m", "hwsweep.run.train", spec_path, "--threads", str(threads)]
+        trainer = ["-m", "hwsweep.run.train", spec_path, "--threads", str(threads)]
+        script = [sys.executable, "-u", *trainer]
     else:
         script = command.command_argv(spec, spec.trainer.invocation)
-    if spec.trainer.launcher(spec.plan.world_size) == "torchrun":
-        return torchrun_command(spec, env) + tethered(script)
-    return script
+    if spec.trainer.launcher(spec.plan.world_size) != "torchrun":
+        return script
+    if spec.trainer.kind == "builtin" and spec.plan.accelerator == "cpu":  # its workers forked from the agent
+        return torchrun_command(spec, env) + ["--start-method", "fork", *trainer]
+    return torchrun_command(spec, env) + tethered(script)
 
 
 def visible_gpus(env: dict) -> tuple[int, str] | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import multiprocessing
 import os
 import sys
 import threading
@@ -65,7 +66,7 @@ def exit_after(main: Callable[[], int | None]) -> NoReturn:
             raise
         sys.excepthook(*sys.exc_info())
         code = 1
-    if not worker_threads():
+    if not worker_threads() or multiprocessing.parent_process() is not None:  # forked: it ends with no teardown
         # The teardown's garbage collections walk every object torch (and TorchDynamo, which the optimizers
         # import) made, to free memory the ending process gives back anyway: 0.4-0.8 CPU-s a process. Frozen,
         # they are left out; the exit handlers and the modules' teardown run as ever.

@@ -5,11 +5,14 @@ A process's startup runs from its start (the kernel's clock, /proc) to the end o
 optimizer step. The parts, in the order the runtime API is called:
 
     imports        process start -> runtime.init() called: the interpreter, `import torch`, hwsweep and the
-                   script's own imports (the age of the process when init() is entered)
+                   script's own imports (the age of the process when init() is entered); a worker forked
+                   from torchrun's agent (hwsweep.run.torchrun) starts where the agent started: the agent's
+                   imports (TorchDynamo's too), the rendezvous and the fork
     process_group  init() entered -> init() returns: threads and CPU pinning, device selection,
                    init_process_group, precision, reproducibility level, seeding, checkpoint manager;
                    mostly torch's deferred import of TorchDynamo, which the reproducibility level's
-                   torch.use_deterministic_algorithms triggers (a torch optimizer would at its first use)
+                   torch.use_deterministic_algorithms triggers (a torch optimizer would at its first use;
+                   a forked worker's agent imported it before the fork)
     data           init() returned -> the first run.loader() returned: the script reads or builds its
                    tables (0 when it never calls run.loader() before the loop)
     model          then -> the step loop begins: build, FLOP count, wrap (DDP), optimizer, resume
@@ -31,16 +34,33 @@ from pathlib import Path
 from hwsweep.contracts.records import PARTS
 
 
+def start_ticks(pid: int | str = "self") -> int:
+    """When process `pid` started, in clock ticks since boot (Linux /proc)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
 def process_age() -> float:
-    """Seconds since this process started (Linux /proc, 10 ms ticks); elsewhere since this module was imported."""
+    """Seconds since this process started (Linux /proc, 10 ms ticks), or since the process it was forked from
+    started (began_with); elsewhere since this module was imported."""
     try:
-        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        ticks = _BEGAN if _BEGAN is not None else start_ticks()
         uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError):
         return time.perf_counter() - _IMPORTED
 
 
+def began_with(parent: int) -> None:
+    """This process was forked from `parent` to run on the imports `parent` made: its startup (and its wall time)
+    begins where `parent` began, so the imports it was spared are still counted (hwsweep.run.torchrun)."""
+    global _BEGAN
+    try:
+        _BEGAN = start_ticks(parent)
+    except (OSError, ValueError, IndexError):
+        pass
+
+
+_BEGAN: int | None = None
 _IMPORTED = time.perf_counter()
 
 

@@ -7,7 +7,9 @@ child (torchrun's agent) and each worker, which torchrun starts as
 
     python -m hwsweep.run.tether PROGRAM ARGS...
 
-(this module sets the tether, then execs PROGRAM; the tether survives exec). The signal is SIGKILL:
+(this module sets the tether, then execs PROGRAM; the tether survives exec), or forks them from itself
+(hwsweep.run.torchrun: the built-in trainer's workers, which set the same tether and are named WORKER_NAME, as
+they keep the agent's command line). The signal is SIGKILL:
 a worker whose agent is gone cannot finish a collective with its peers, and a checkpoint exists
 from the last `checkpoint_every` steps. Snakemake killed on its own (its job's shell survives it) is
 noticed by polling: `stop_when_workflow_ends`."""
@@ -24,9 +26,21 @@ import time
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
 # The stop signals hwsweep's launcher has torchrun's agent ignore (it never passes them on: SLURM signals every
 # process of a job step, and locally the launcher signals the workers itself); a worker handles them again.
 AGENT_IGNORES = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2)
+
+# A worker forked from torchrun's agent is named this and its local rank (the kernel's comm: ps -o comm, top, pgrep).
+WORKER_NAME = "hwsweep-rank"
+
+
+def name_process(name: str) -> None:
+    """Give this process `name` (at most 15 bytes) where ps and top show it (Linux prctl PR_SET_NAME)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_NAME, name.encode()[:15])
+    except OSError:
+        pass  # not Linux
 
 
 def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> None:
