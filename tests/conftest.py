@@ -239,10 +239,13 @@ def snakemake(workdir: Path, cfg: dict | None, *args: str, timeout: int = 900) -
 def launcher(processes: int) -> list[str]:
     """The start of the command that runs a training script (`-m module` or a file, then its arguments) on
     `processes` CPU processes of this machine as hwsweep.run.launch starts it: one plainly (python, no torchrun
-    agent: an interpreter that imports torch for nothing), more under torchrun (hwsweep.run.torchrun)."""
+    agent: an interpreter that imports torch for nothing), more under torchrun (hwsweep.run.torchrun), a module's
+    workers forked from the agent as the built-in trainer's are (a file's are started anew: torchrun's
+    --start-method is for the workers of a function, and of a module in hwsweep.run.torchrun)."""
     if processes == 1:
         return [str(BIN / "python"), "-u"]
-    return [str(BIN / "python"), "-m", "hwsweep.run.torchrun", "--standalone", "--nproc_per_node", str(processes)]
+    return [str(BIN / "python"), "-m", "hwsweep.run.torchrun", "--standalone", "--nproc_per_node", str(processes),
+            "--start-method", "fork"]  # fmt: skip
 
 
 def example(folder: Path, name: str, **recipe) -> tuple[Path, dict]:
