@@ -8,11 +8,11 @@ what it starts on GPUs and what it started before), alternating, in one run.
 """
 
 import argparse
-import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from startup import hwsweep_run  # noqa: E402
+from startup import hwsweep_run, setting  # noqa: E402
 
 from hwsweep.run import launch  # noqa: E402
 
@@ -56,12 +56,7 @@ def main() -> None:
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args()
-    import tempfile
-
-    import torch
-
-    print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {len(os.sched_getaffinity(0))} CPU(s) "
-          f"allowed, {args.repeats} repeats (medians), {args.steps} steps")  # fmt: skip
+    print(f"{setting(args.repeats)}, {args.steps} steps")
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.world_sizes:
             seen = {"forked": [], "started": []}

@@ -103,16 +103,21 @@ def hwsweep_run(folder: Path, n: int, steps: int, hardware: dict | None = None, 
     return record["startup_parts"] | {"startup": record["startup_seconds"]}
 
 
+def setting(repeats: int) -> str:
+    """The line that says where a benchmark ran: torch, Python, the CPUs it may use, the repeats."""
+    import torch
+
+    return (f"torch {torch.__version__}, python {sys.version.split()[0]}, {len(os.sched_getaffinity(0))} CPU(s) "
+            f"allowed, {repeats} repeats (medians)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
-    import torch
-
-    print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {len(os.sched_getaffinity(0))} CPU(s) "
-          f"allowed, {args.repeats} repeats (medians)")  # fmt: skip
+    print(setting(args.repeats))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for n in args.world_sizes:
