@@ -22,7 +22,8 @@ sys.path.insert(0, str(REPO))
 
 from hwsweep.contracts import command  # noqa: E402
 from hwsweep.plan.config import resolve  # noqa: E402
-from hwsweep.run.launch import tethered, torchrun_command  # noqa: E402
+from hwsweep.run.launch import torchrun_command  # noqa: E402
+from hwsweep.run.tether import tethered  # noqa: E402
 
 # A stand-in for a user's script that prints 200 log lines: the parse cost is part of the overhead.
 SCRIPT = """

@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from startup import hwsweep_run, setting  # noqa: E402
 
-from hwsweep.run import launch  # noqa: E402
+from hwsweep.run import launch, tether  # noqa: E402
 
 TIMES = []  # (cpu, wall) of each run, appended by `timed`
 
@@ -38,7 +38,7 @@ def agent(workers: str):
         if workers == "forked":
             cmd = [*head, "--start-method", "fork", *program]
         else:
-            cmd = [*head, *launch.tethered([sys.executable, "-u", *program])]
+            cmd = [*head, *tether.tethered([sys.executable, "-u", *program])]
         before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -77,13 +77,13 @@ def test_plan_values_become_flags_in_each_style(tmp_path):
 
 
 def test_torchrun_starts_every_command_tethered_to_its_agent(tmp_path):
-    from hwsweep.run import launch
+    from hwsweep.run import tether
 
     inv = matrix(script(tmp_path, "")).trainer.invocation
     spec = matrix(tmp_path).spec("s", "default", "cpu2", 0)
     argv = command.command_argv(spec, inv)
     assert argv[0] == sys.executable and argv[1] == str(tmp_path / "script.py")  # found from any working folder
-    assert launch.tethered(argv) == ["-m", "hwsweep.run.tether", *argv]
+    assert tether.tethered(argv) == ["-m", "hwsweep.run.tether", *argv]
 
 
 # -- metrics ------------------------------------------------------------------------------

@@ -98,7 +98,7 @@ def _kill_and_check(tmp_path, proc, how):
 def test_a_rendezvous_that_cannot_complete_fails_in_bounded_time(tmp_path, monkeypatch):
     """Node 0 of two waits for a node that never starts: torchrun gives up after RENDEZVOUS_TIMEOUT."""
     from hwsweep.plan.config import resolve
-    from hwsweep.run import launch
+    from hwsweep.run import launch, tether
 
     cfg = copy.deepcopy(SMALL)
     cfg["hardware"] = {"two": {"accelerator": "cpu", "nodes": 2, "devices_per_node": 1}}
@@ -107,7 +107,7 @@ def test_a_rendezvous_that_cannot_complete_fails_in_bounded_time(tmp_path, monke
     monkeypatch.setattr(launch, "RENDEZVOUS_TIMEOUT", 5)
     monkeypatch.setenv("SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1")  # srun's: the node that launched the step
     env = {"SLURM_NODEID": "0", "SLURM_NNODES": "2", "SLURM_JOB_ID": str(os.getpid())}
-    cmd = launch.torchrun_command(spec, env) + launch.tethered(["true"])
+    cmd = launch.torchrun_command(spec, env) + tether.tethered(["true"])
     assert "timeout=5" in cmd
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path,

@@ -103,7 +103,7 @@ def command_line(spec: RunSpec, spec_path: str, threads: int, env: dict) -> list
         return script
     if spec.trainer.kind == "builtin" and spec.plan.accelerator == "cpu":  # its workers forked from the agent
         return torchrun_command(spec, env) + ["--start-method", "fork", *trainer]
-    return torchrun_command(spec, env) + tethered(script)
+    return torchrun_command(spec, env) + tether.tethered(script)
 
 
 def visible_gpus(env: dict) -> tuple[int, str] | None:
@@ -149,11 +149,6 @@ def forward_to(pid: int, signum: int) -> None:
         os.kill(pid, signum)
     except ProcessLookupError:
         pass
-
-
-def tethered(program: list[str]) -> list[str]:
-    """torchrun's target: every worker runs `program` tethered to torchrun's agent (hwsweep.run.tether)."""
-    return ["-m", "hwsweep.run.tether", *program]
 
 
 def supervise(cmd: list[str], env: dict, ranks: int, node: str = "0", agent: bool = True) -> int:

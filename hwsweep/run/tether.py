@@ -35,20 +35,29 @@ AGENT_IGNORES = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2)
 WORKER_NAME = "hwsweep-rank"
 
 
+def tethered(program: list[str]) -> list[str]:
+    """torchrun's target: every worker runs `program` tethered to torchrun's agent (this module)."""
+    return ["-m", __name__, *program]
+
+
+def _prctl(option: int, value) -> bool:
+    """Linux's prctl(option, value) for this process; False where there is none (not Linux)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(option, value)
+    except OSError:
+        return False
+    return True
+
+
 def name_process(name: str) -> None:
     """Give this process `name` (at most 15 bytes) where ps and top show it (Linux prctl PR_SET_NAME)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_NAME, name.encode()[:15])
-    except OSError:
-        pass  # not Linux
+    _prctl(PR_SET_NAME, name.encode()[:15])
 
 
 def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> None:
     """Ask the kernel to send `sig` to this process when its parent dies. `parent`: the pid the parent
     had; if it is already gone (reparented before the tether was set), exit now."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig))
-    except OSError:
+    if not _prctl(PR_SET_PDEATHSIG, int(sig)):
         return  # not Linux: no tether
     if parent is not None and os.getppid() != parent:
         os._exit(128 + int(sig))

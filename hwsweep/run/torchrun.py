@@ -83,8 +83,8 @@ def device_driver_loaded(maps: str = "/proc/self/maps") -> bool:
 def started_anew(args):
     """torchrun's arguments with the module started as a new, tethered interpreter per worker (the command
     hwsweep.run.launch gives a user's module), where `args` asked for it forked."""
-    args.training_script_args = [sys.executable, "-u", "-m", args.training_script, *args.training_script_args]
-    args.training_script = "hwsweep.run.tether"
+    _, args.training_script, *args.training_script_args = tether.tethered(
+        [sys.executable, "-u", "-m", args.training_script, *args.training_script_args])
     return args
 
 
