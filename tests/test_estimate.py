@@ -36,6 +36,7 @@ def test_flops_on_meta_equal_flops_of_a_real_cpu_step(small_config):
     assert flops.train_step_flops(meta_model, batch) == real
 
 
+@pytest.mark.slow
 def test_a_count_is_kept_for_the_next_process_under_a_key_of_everything_it_depends_on(tmp_path, small_config,
                                                                                      monkeypatch, read_only):
     """hwsweep.plan.counted: a second process gets the first one's count without importing torch; another model,

@@ -184,6 +184,7 @@ print("bitwise" if all(torch.equal(a, b) for a, b in zip(*weights, strict=True))
 """
 
 
+@pytest.mark.slow
 def test_one_process_trains_without_ddp_bitwise_as_ddp_did(tmp_path):
     """World size 1 skips DDP (its all-reduce of one rank is a copy): the same gradients, bit for bit. In a
     process of its own (a file store, no port), so no process group outlives the test in pytest's process."""

@@ -797,6 +797,7 @@ def _ddp_modes(rank: int, world: int, store: str, modes: list[str], out: str):
     torch.save(shutdown.worker_threads(), f"{out}.threads.{rank}")
 
 
+@pytest.mark.slow
 def test_every_act_mode_trains_under_ddp(tmp_path):
     """Every parameter takes part in every step (DDP would hang or refuse otherwise), also when
     the ranks' samples halt after different numbers of segments. The three modes in turn in one pair of

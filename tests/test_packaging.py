@@ -102,6 +102,7 @@ def _wheel_files(wheel: Path) -> set[str]:
     return set(zipfile.ZipFile(wheel).namelist())
 
 
+@pytest.mark.slow
 def test_the_wheel_and_the_sdist_carry_the_workflow_and_every_module(installed):
     assert len(WORKFLOW) > 30 and "Snakefile" in WORKFLOW and "profiles/slurm/config.yaml" in WORKFLOW
     wheel = _wheel_files(installed["wheel"])
@@ -117,6 +118,7 @@ def test_the_wheel_and_the_sdist_carry_the_workflow_and_every_module(installed):
     assert not [f for f in WORKFLOW + MODULES if f not in members]
 
 
+@pytest.mark.slow
 def test_the_installed_package_is_the_only_hwsweep_and_its_dependencies_hold(installed):
     elsewhere = installed["top"] / "elsewhere"  # no repository files next to it
     elsewhere.mkdir()

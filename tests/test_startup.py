@@ -101,6 +101,7 @@ def test_startup_clock_parts_add_up_and_an_unmarked_part_is_zero():
     assert total(segments + [{"start_step": 3}]) is None  # a segment not broken down: no parts
 
 
+@pytest.mark.slow
 def test_a_train_process_imports_no_analysis_libraries():
     """pandas, scipy and matplotlib cost a second of startup each; the launch and train path never needs them."""
     code = ("import sys, hwsweep.run.launch, hwsweep.run.tether, hwsweep.run.train; "
@@ -113,6 +114,7 @@ def test_a_train_process_imports_no_analysis_libraries():
     assert "pandas" in seen.stdout
 
 
+@pytest.mark.slow
 def test_the_collector_is_held_through_the_imports_of_the_trainer_s_own_process_only(tmp_path, small_config):
     """hwsweep.run.train and hwsweep.run.evaluate as their own processes (__main__): the cyclic collector off
     through torch's and TorchDynamo's imports (0.3-0.7 CPU-s of collections a process), on again from
