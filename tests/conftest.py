@@ -209,6 +209,12 @@ def small_config():
     return copy.deepcopy(SMALL)
 
 
+def one_thread() -> dict:
+    """This process's environment as it is now, with one OpenMP thread, for a test's own subprocess: taken at the
+    call, so it holds the test's PYTEST_CURRENT_TEST, by which bench/census.py names the test a process ran for."""
+    return os.environ | {"OMP_NUM_THREADS": "1"}
+
+
 def write_config(folder: Path, cfg: dict) -> Path:
     path = folder / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))

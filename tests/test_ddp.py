@@ -1,19 +1,17 @@
 """The trainer under real torchrun (gloo, CPU): parity across world sizes."""
 
 import json
-import os
 import subprocess
 
 import pytest
 import torch
-from conftest import launcher
+from conftest import launcher, one_thread
 
 from hwsweep.contracts import io
 from hwsweep.contracts.spec import FINAL_CHECKPOINT, TRAIN_RECORD
 from hwsweep.plan.config import resolve
 
 pytestmark = pytest.mark.slow
-ENV = os.environ | {"OMP_NUM_THREADS": "1"}  # OMP_WAIT_POLICY=PASSIVE: tests/conftest.py, for every test
 
 
 def _config(small_config, level: str, steps: int, world_sizes=(1, 2, 4)):
@@ -35,7 +33,7 @@ def train(tmp_path, matrix, hardware: str, threads: int = 2, global_batch: int |
     io.write_json(path, spec)
     n = spec["plan"]["devices_per_node"]
     cmd = [*launcher(n), "-m", "hwsweep.run.train", str(path), "--threads", str(threads)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=one_thread())
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     record = json.loads((tmp_path / hardware / TRAIN_RECORD).read_text())
     params = torch.load(tmp_path / hardware / FINAL_CHECKPOINT, weights_only=False)["model"]

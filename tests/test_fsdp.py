@@ -4,7 +4,6 @@ import copy
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import time
 import pytest
 import torch
 import yaml
-from conftest import REPO, SMALL, launcher
+from conftest import REPO, SMALL, launcher, one_thread
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -244,11 +243,8 @@ def _spec(tmp_path, small_config, strategy: str, name: str, devices: int = 2, st
     return [*launcher(devices), "-m", "hwsweep.run.train", str(tmp_path / f"{name}-{devices}.json")]
 
 
-ENV = os.environ | {"OMP_NUM_THREADS": "1"}
-
-
 def _run(cmd) -> None:
-    proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, env=one_thread(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
 
 
@@ -281,7 +277,7 @@ def test_fsdp_trains_is_sigkilled_resumes_bitwise_and_matches_ddp(tmp_path, smal
     cmd = _spec(tmp_path, small_config, "fsdp", "cut")
     # SIGKILL to torchrun and its ranks (each in a session of its own) once a periodic checkpoint is complete:
     # nothing is written at the signal
-    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, env=one_thread(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpts = tmp_path / "cut" / "checkpoints"
     deadline = time.monotonic() + 300
     while not list(ckpts.glob("step*")) and time.monotonic() < deadline:
@@ -311,7 +307,7 @@ def test_fsdp_trains_is_sigkilled_resumes_bitwise_and_matches_ddp(tmp_path, smal
 @pytest.mark.slow
 def test_a_sharded_checkpoint_resumes_at_another_world_size_and_the_record_says_so(tmp_path, small_config, fsdp_whole):
     ckpts = tmp_path / "moved" / "checkpoints"
-    proc = subprocess.Popen(_spec(tmp_path, small_config, "fsdp", "moved", steps=30), env=ENV, text=True,
+    proc = subprocess.Popen(_spec(tmp_path, small_config, "fsdp", "moved", steps=30), env=one_thread(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     deadline = time.monotonic() + 300
     while not list(ckpts.glob("step*")) and time.monotonic() < deadline:
@@ -319,7 +315,7 @@ def test_a_sharded_checkpoint_resumes_at_another_world_size_and_the_record_says_
     _stopped(proc, "")  # stopped at 2 processes ...
     # ... moved to 4 (the same hardware entry with more devices), stopped again there once it has resumed ...
     four = _spec(tmp_path, small_config, "fsdp", "moved", devices=4, steps=30)
-    proc = subprocess.Popen(four, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(four, env=one_thread(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     seen = ""
     for line in proc.stdout:
         seen += line
@@ -348,7 +344,7 @@ def test_the_memory_plan_is_within_15_percent_of_the_measured_peak_at_world_size
     out = tmp_path / "fsdp.json"
     cmd = [sys.executable, str(REPO / "bench" / "fsdp.py"), "--width", "256", "--depth", "6", "--length", "128",
            "--micro-batch", "8", "--steps", "3", "--layouts", "ddp", "fsdp", "fsdp:full", "--json", str(out)]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True, timeout=1500, env=ENV)
+    subprocess.run(cmd, check=True, capture_output=True, timeout=1500, env=one_thread())
     rows = {(r["strategy"], r["activation_checkpointing"], r["world_size"]): r for r in json.loads(out.read_text())}
     layouts = [("ddp", "none"), ("fsdp", "none"), ("fsdp", "full")]
     assert sorted(rows) == sorted((s, c, n) for s, c in layouts for n in (1, 2, 4))
@@ -560,7 +556,7 @@ def test_a_model_too_big_for_a_ddp_rank_trains_under_fsdp_at_4_and_no_rank_ever_
     assert spec.plan.est_memory_gb * GB < weights
     io.write_json(tmp_path / "spec.json", spec.to_dict() | {"run_dir": str(tmp_path / "run")})
     # glibc hands freed large blocks back at once, from one arena (as bench/fsdp.py sets it): the peak is of live memory
-    env = ENV | {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "1"}
+    env = one_thread() | {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "1"}
     cmd = [*launcher(4), str(REPO / "tests" / "runtime_memory.py"), str(tmp_path / "spec.json"), str(tmp_path / "grown")]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -2,13 +2,12 @@
 strict parity across world sizes, resume after SIGTERM, the data order of any dataset."""
 
 import json
-import os
 import subprocess
 
 import pytest
 import torch
 import yaml
-from conftest import BIN, REPO, launcher, stopped_after_a_checkpoint
+from conftest import BIN, REPO, launcher, one_thread, stopped_after_a_checkpoint
 
 from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
@@ -16,7 +15,6 @@ from hwsweep.run.runtime import EXIT_PREEMPTED
 
 pytestmark = pytest.mark.slow
 EXAMPLE = REPO / "examples" / "runtime_api"
-ENV = os.environ | {"OMP_NUM_THREADS": "1"}
 
 
 def example_spec(tmp_path, hardware: str, name: str, steps: int = 60) -> list[str]:
@@ -32,7 +30,7 @@ def example_spec(tmp_path, hardware: str, name: str, steps: int = 60) -> list[st
 
 
 def launch(cmd):
-    return subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(cmd, env=one_thread(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def finished(tmp_path, cmd, name):
@@ -91,7 +89,7 @@ def test_any_dataset_gives_the_same_global_batches_and_draws_at_world_sizes_1_an
             io.write_json(tmp_path / f"{name}.json", spec)
             helper = str(REPO / "tests" / "runtime_batches.py")
             cmd = [*launcher(n), helper, str(tmp_path / f"{name}.json"), str(tmp_path / name)]
-            proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+            proc = subprocess.run(cmd, env=one_thread(), capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
             seen[name] = {}
             for r in range(n):
@@ -115,7 +113,7 @@ def test_periodic_evaluation_adds_curves_and_leaves_training_alone(tmp_path, sma
         io.write_json(tmp_path / f"e{every}.json", spec)
         cmd = [*launcher(1), "-m", "hwsweep.run.train",
                str(tmp_path / f"e{every}.json")]  # fmt: skip
-        proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(cmd, env=one_thread(), capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         records[every] = json.loads((tmp_path / f"e{every}" / "train.json").read_text())
     curves = records[10]["curves"]
@@ -158,9 +156,9 @@ def test_flops_spent_step_by_step_are_recorded_as_their_mean_across_a_kill_and_r
     io.write_json(tmp_path / "spec.json", spec)
     (tmp_path / "spend.py").write_text(SPENDING)
     cmd = [str(BIN / "python"), str(tmp_path / "spend.py"), str(tmp_path / "spec.json")]
-    killed = subprocess.run(cmd, env=ENV | {"DIE_AFTER": "7"}, capture_output=True, text=True, timeout=300)
+    killed = subprocess.run(cmd, env=one_thread() | {"DIE_AFTER": "7"}, capture_output=True, text=True, timeout=300)
     assert killed.returncode == 9 and not (tmp_path / "run" / "train.json").exists(), killed.stderr[-2000:]
-    proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, env=one_thread(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((tmp_path / "run" / "train.json").read_text())
     assert record["resumed_from_step"] == 5
