@@ -13,7 +13,7 @@ from importlib import metadata
 
 import pandas as pd
 import pytest
-from conftest import BIN, launcher, snakemake, write_config
+from conftest import BIN, launcher, one_thread, snakemake, write_config
 
 from hwsweep import cli
 from hwsweep.contracts import catalog, io
@@ -182,7 +182,7 @@ def _train(root, matrix, run) -> dict:
     path = root / run.run_dir / "spec.json"
     io.write_text(path, canonical_json(spec))
     cmd = [*launcher(1), "-m", "hwsweep.run.train", str(path)]
-    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    env = one_thread()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=root)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads((root / run.run_dir / "train.json").read_text())

@@ -2,14 +2,13 @@
 planned vs measured peak memory of every run."""
 
 import json
-import os
 import subprocess
 from types import SimpleNamespace
 
 import pytest
 import torch
 import yaml
-from conftest import BIN, REPO, launcher
+from conftest import BIN, REPO, launcher, one_thread
 from torch.utils.data import TensorDataset
 
 from hwsweep.contracts import io
@@ -103,7 +102,7 @@ def train(tmp_path, cfg, name: str, hardware: str = "cpu1") -> dict:
     io.write_json(tmp_path / f"{name}.json", spec)
     n = spec["plan"]["devices_per_node"]
     cmd = [*launcher(n), "-m", "hwsweep.run.train", str(tmp_path / f"{name}.json")]
-    proc = subprocess.run(cmd, env=os.environ | {"OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, env=one_thread(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads((tmp_path / name / "train.json").read_text())
 
@@ -142,7 +141,7 @@ def test_a_command_trainers_record_has_its_largest_processs_peak(tmp_path):
     spec["run_dir"] = str(tmp_path / "run")
     io.write_json(tmp_path / "spec.json", spec)
     cmd = [str(BIN / "python"), "-m", "hwsweep.run.launch", str(tmp_path / "spec.json"), "--threads", "1"]
-    proc = subprocess.run(cmd, env=os.environ | {"OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, env=one_thread(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     rec = json.loads((tmp_path / "run" / "train.json").read_text())
     assert rec["trainer"] == "command" and rec["planned_memory_gb"] is None  # a user's model: no estimate
@@ -189,6 +188,6 @@ def test_one_process_trains_without_ddp_bitwise_as_ddp_did(tmp_path):
     """World size 1 skips DDP (its all-reduce of one rank is a copy): the same gradients, bit for bit. In a
     process of its own (a file store, no port), so no process group outlives the test in pytest's process."""
     proc = subprocess.run([str(BIN / "python"), "-c", ONE_PROCESS, str(tmp_path / "store")], capture_output=True,
-                          text=True, timeout=120, env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
+                          text=True, timeout=120, env=one_thread())  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split()[-1] == "bitwise"

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import BIN, launcher, snakemake, snakemake_command, stopped_after_a_checkpoint, workers
+from conftest import BIN, launcher, one_thread, snakemake, snakemake_command, stopped_after_a_checkpoint, workers
 
 from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
@@ -94,7 +94,7 @@ def test_sigterm_to_torchrun_checkpoints_and_its_rerun_resumes_bitwise(tmp_path,
     spec = resolve(_strict_cfg(small_config)).spec("tiny", "default", "cpu2", 0).to_dict()
     io.write_json(tmp_path / "cut.json", spec | {"run_dir": str(tmp_path / "cut")})
     cmd = [*launcher(2), "-m", "hwsweep.run.train", str(tmp_path / "cut.json")]
-    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    env = one_thread()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _, cut_at = stopped_after_a_checkpoint(proc, tmp_path / "cut" / "checkpoints")  # 'exiting 75' in its output
     assert not (tmp_path / "cut" / "train.json").exists()
@@ -227,8 +227,8 @@ def test_sigusr2_also_checkpoints_and_exits_with_the_preempted_code(tmp_path, sm
     spec = resolve(cfg).spec("tiny", "default", "cpu2", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
     io.write_json(tmp_path / "spec.json", spec)
     # Run the workers without torchrun's agent, as SLURM's --signal reaches every process of the step.
-    env = os.environ | {"OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(29000 + os.getpid() % 1000),
-                        "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}  # fmt: skip
+    env = one_thread() | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(29000 + os.getpid() % 1000),
+                          "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}  # fmt: skip
     procs = [subprocess.Popen([str(BIN / "python"), "-m", "hwsweep.run.train", str(tmp_path / "spec.json")],
                               env=env | {"RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(2)]  # fmt: skip

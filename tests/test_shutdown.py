@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import launcher
+from conftest import launcher, one_thread
 from torch.nn.parallel import DistributedDataParallel
 
 from hwsweep.run import shutdown
@@ -54,7 +54,7 @@ def test_a_rank_whose_collective_is_released_late_still_exits_cleanly(tmp_path):
     after rank 1 left the group, while its interpreter would be tearing down: before `leave` joined the threads
     (the group held by DDP, or by torch.distributed.nn imported after the group) rank 1 aborted with SIGABRT."""
     cmd = [*launcher(2), str(HERE / "late_release.py"), str(tmp_path / "note")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=one_thread())
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "terminate called" not in out, out[-3000:]
     assert "rank 0: 0 worker threads after leaving" in out and "rank 1: 0 worker threads after leaving" in out
@@ -133,7 +133,7 @@ def test_a_forked_worker_whose_worker_threads_outlived_the_group_ends_with_its_s
     """))
     cmd = [sys.executable, "-m", "hwsweep.run.torchrun", "--standalone", "--nnodes", "1", "--nproc_per_node", "1",
            "--start-method", "fork", "-m", "held_forked"]  # fmt: skip
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]), "OMP_NUM_THREADS": "1"}
+    env = one_thread() | {"PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip
     try:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, launcher
+from conftest import REPO, launcher, one_thread
 
 from hwsweep.contracts import host, io
 from hwsweep.contracts.records import PARTS
@@ -27,7 +27,7 @@ def _train(tmp_path, small_config, prefix: list[str] = ()) -> dict:
     path = tmp_path / "spec.json"
     io.write_json(path, spec)
     cmd = [*prefix, *launcher(2), "-m", "hwsweep.run.train", str(path), "--threads", "2"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=one_thread())
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads((tmp_path / "run" / TRAIN_RECORD).read_text())
 
@@ -187,7 +187,7 @@ sys.argv = {[module, *map(str, args)]!r}
 runpy.run_module({module!r}, run_name="__main__")
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
+                         env=one_thread())  # fmt: skip
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     return run.stdout
 

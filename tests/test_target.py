@@ -3,13 +3,12 @@ hardware with censored runs, and the headline's words."""
 
 import json
 import math
-import os
 import subprocess
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import launcher
+from conftest import launcher, one_thread
 
 from hwsweep.analysis import stats
 from hwsweep.analysis import target as tt
@@ -170,7 +169,7 @@ def stop_spec(tmp_path, small_config, name: str) -> tuple[list[str], object]:
 @pytest.mark.slow
 def test_a_run_stops_at_its_target_and_its_rerun_after_a_kill_stops_there_too(tmp_path, small_config):
     cmd, spec = stop_spec(tmp_path, small_config, "run")
-    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    env = one_thread()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     first = RunRecord.from_dict(json.loads((tmp_path / "run" / "train.json").read_text()))

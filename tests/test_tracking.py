@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import BIN, SMALL, launcher, left_behind, stopped_after_a_checkpoint
+from conftest import BIN, SMALL, launcher, left_behind, one_thread, stopped_after_a_checkpoint
 
 from hwsweep.contracts import io
 from hwsweep.contracts.spec import TRACKING_FILE, canonical_json
@@ -440,7 +440,7 @@ def _run(tmp_path, name: str, block, kill_after_checkpoint: bool = False, steps:
     io.write_json(path, spec)
     io.write_json(run_dir / TRACKING_FILE, matrix.tracking.to_dict())  # what the workflow writes
     cmd = [*launcher(spec["plan"]["devices_per_node"]), "-m", "hwsweep.run.train", str(path)]
-    env = os.environ | {"OMP_NUM_THREADS": "1"} | (env or {})
+    env = one_thread() | (env or {})
     if kill_after_checkpoint:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         out, _ = stopped_after_a_checkpoint(proc, run_dir / "checkpoints")
@@ -508,7 +508,7 @@ def test_killed_and_resumed_run_is_one_tracked_run_in_every_tracker(tmp_path, un
     assert len(offline) == 2 and all(list(d.glob("*.wandb")) for d in offline)  # one per attempt, same id: one run once synced
 
     # The evaluate job adds the held-out metrics to the same tracked run, at the last step.
-    env = os.environ | {"OMP_NUM_THREADS": "1", "WANDB_API_KEY": SECRET}
+    env = one_thread() | {"WANDB_API_KEY": SECRET}
     done = subprocess.run([sys.executable, "-m", "hwsweep.run.evaluate", str(tmp_path / "on.json")], env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0 and "warning" not in done.stderr, done.stderr[-3000:]
@@ -697,7 +697,7 @@ def test_unreachable_tracking_server_is_one_warning_and_the_same_numbers(tmp_pat
     assert [s for s, _ in scalars["system/cpu_percent"]][-1] == 60  # sampled at the end too
 
     done = subprocess.run([sys.executable, "-m", "hwsweep.run.evaluate", str(tmp_path / "down.json")], capture_output=True,
-                          text=True, timeout=300, env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
+                          text=True, timeout=300, env=one_thread())  # fmt: skip
     assert done.returncode == 0 and done.stderr.count("warning") == 1, done.stderr[-3000:]
     evaluated = json.loads((run_dir / "eval.json").read_text())
     assert evaluated["tracking"]["backends"]["mlflow"]["state"] == "failed"
