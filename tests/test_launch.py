@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import one_thread
 
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run.launch import command_line, gpu_shortage
@@ -170,8 +171,8 @@ def _agent(tmp_path, *args):
     (tmp_path / "worker.py").write_text(WORKER)
     cmd = [sys.executable, "-m", "hwsweep.run.torchrun", *launch.AGENT_SIGNALS, "--standalone", "--nnodes", "1",
            "--nproc_per_node", "2", "--start-method", "fork", "-m", "worker", *args]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the agent's output buffered
-    env |= {"PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]), "OMP_NUM_THREADS": "1"}
+    env = {k: v for k, v in one_thread().items() if k != "PYTHONUNBUFFERED"}  # the agent's output buffered
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *sys.path])
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=tether.agent_preexec())  # fmt: skip
     out, err = proc.communicate(timeout=300)
