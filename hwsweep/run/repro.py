@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from hwsweep.contracts import host
+from hwsweep.run import lazy_dynamo
 
 LEVELS = ("comparable", "deterministic", "strict")
 
@@ -29,7 +30,7 @@ def apply_level(level: str) -> None:
     torch.backends.cudnn.benchmark = False  # autotuning picks kernels by timing: never comparable
     deterministic = level != "comparable"
     torch.backends.cudnn.deterministic = deterministic
-    torch.use_deterministic_algorithms(deterministic)
+    lazy_dynamo.use_deterministic_algorithms(deterministic)
 
 
 def seed_everything(seed: int) -> None:

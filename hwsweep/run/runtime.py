@@ -49,7 +49,7 @@ from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import CHECKPOINT_DIR, FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD, RunSpec
 from hwsweep.contracts.target import curve_keys
 from hwsweep.contracts.tracking import TrackingConfig
-from hwsweep.run import data, preempt, recompute, repro, shutdown, startup, tracking, weights
+from hwsweep.run import data, lazy_dynamo, preempt, recompute, repro, shutdown, startup, tracking, weights
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, Sharded, fingerprint, layout_fingerprint
 from hwsweep.run.reduce import gather_in_order, ordered_sum, prepare
@@ -141,6 +141,8 @@ class Run:
                 dist.init_process_group(backend=self._device.backend, init_method=f"tcp://127.0.0.1:{_free_port()}",
                                         rank=0, world_size=1)  # fmt: skip
         devices.lock_precision(self.plan.tf32)
+        if self.plan.world_size == 1:  # several processes build DDP or FSDP, whose constructors read TorchDynamo
+            lazy_dynamo.defer()  # imported where it is needed (compiling), not by every optimizer step
         repro.apply_level(self.recipe.reproducibility)
         repro.seed_everything(self.seed)  # same seed on every rank: identical initial weights
 
@@ -272,7 +274,7 @@ class Run:
         from hwsweep.models import flops  # only runs that count pay for the import
 
         self._flops_batch = None
-        with recompute.suspended(), torch.compiler.set_stance("force_eager"):
+        with recompute.suspended(), lazy_dynamo.eager():
             per_micro_batch = flops.train_step_flops(model, batch)
         self.flops_per_step = per_micro_batch * self.plan.world_size * self.plan.accumulation
         return self.flops_per_step

@@ -10,9 +10,10 @@ optimizer step. The parts, in the order the runtime API is called:
                    imports (TorchDynamo's too), the rendezvous and the fork
     process_group  init() entered -> init() returns: threads and CPU pinning, device selection,
                    init_process_group, precision, reproducibility level, seeding, checkpoint manager;
-                   mostly torch's deferred import of TorchDynamo, which the reproducibility level's
-                   torch.use_deterministic_algorithms triggers (a torch optimizer would at its first use;
-                   a forked worker's agent imported it before the fork)
+                   in a process of several started anew, mostly torch's deferred import of TorchDynamo,
+                   which the reproducibility level's torch.use_deterministic_algorithms triggers (DDP's
+                   constructor would, without it; a forked worker's agent imported it before the fork, and
+                   a run of one process imports it only to compile: hwsweep.run.lazy_dynamo)
     data           init() returned -> the first run.loader() returned: the script reads or builds its
                    tables (0 when it never calls run.loader() before the loop)
     model          then -> the step loop begins: build, FLOP count, wrap (DDP), optimizer, resume

@@ -11,7 +11,7 @@ import math
 
 from hwsweep.run import startup
 
-COLLECTION_HELD = startup.hold_collection(__name__)  # until runtime.init has imported TorchDynamo
+COLLECTION_HELD = startup.hold_collection(__name__)  # until runtime.init returns (torch, TorchDynamo where due)
 
 import torch  # noqa: E402
 from torch.utils.data import TensorDataset  # noqa: E402
