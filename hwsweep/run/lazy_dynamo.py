@@ -12,8 +12,8 @@ it on first use, and a run that never compiles reaches it in three places, none 
   `deterministic` flag that only inductor's compiled code reads.
 
 defer() puts a stand-in for torch._dynamo into sys.modules that answers the first two as TorchDynamo answers them
-in such a process, and gives way to the real package as soon as anything asks it for anything else (torch.compile,
-DDP's and FSDP's constructors, which read its config, any other attribute, an import of one of its submodules):
+in such a process, and gives way to the real package as soon as anything asks it for anything else (torch.compile, DDP's
+constructor, which reads its config, FSDP's hooks, any other attribute, an import of one of its submodules):
 from then on the process has TorchDynamo as if it had imported it itself, and a function made untraced before
 takes torch's own path at its next call. While it stands in, use_deterministic_algorithms sets torch's flag and
 the variable inductor's config reads its own from at its import (TORCHINDUCTOR_DETERMINISTIC). Read from torch
@@ -148,14 +148,16 @@ def _marker_asks_for_disable() -> bool:
 def defer() -> bool:
     """The stand-in installed, where TorchDynamo was not imported yet and torch's marker is the one read here;
     call it after init_process_group (which asks a TorchDynamo in sys.modules to clear its caches), in a process
-    that builds no DDP or FSDP module (their constructors read TorchDynamo's config: such a process imports it
-    all the same, only later). Whether it was installed."""
+    that builds no DDP or FSDP module (DDP's constructor reads TorchDynamo's config, FSDP's hooks ask it to leave
+    them untraced: such a process imports it all the same, only later). Whether it was installed."""
     with _LOCK:
         if DYNAMO in sys.modules or not _marker_asks_for_disable():
             return False
+        spec = importlib.util.find_spec(DYNAMO)  # where the real package is: nothing imported
+        if spec is None or not spec.submodule_search_locations:  # a torch without it: nothing to stand in for
+            return False
         if _SUBMODULES not in sys.meta_path:
             sys.meta_path.insert(0, _SUBMODULES)
-        spec = importlib.util.find_spec(DYNAMO)  # where the real package is: nothing imported
         # torch._dynamo as torch's own lazy attribute finds it; the real package's import sets it again
         sys.modules[DYNAMO] = torch._dynamo = _StandIn(spec)
         return True
