@@ -1,6 +1,7 @@
 """TorchDynamo imported only by a process that compiles (hwsweep.run.lazy_dynamo): a run that never compiles trains
 without it to the bits of a run that imported it, and the real module takes over, once, wherever it is needed."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -113,8 +114,61 @@ def test_each_shortcut_is_taken_only_on_the_torch_it_was_read_from(monkeypatch):
     assert not lazy_dynamo._sets_only_the_two_flags()
     lazy_dynamo.use_deterministic_algorithms(True)  # another torch's function: called as it is
     assert calls == [True]
-    monkeypatch.setattr(torch._compile, "_disable_dynamo", _another_marker)
-    assert not lazy_dynamo._marker_asks_for_disable()
     monkeypatch.delitem(sys.modules, lazy_dynamo.DYNAMO, raising=False)
     monkeypatch.delitem(vars(torch), "_dynamo", raising=False)  # not getattr: torch's would import it
+    with monkeypatch.context() as patched:
+        patched.setattr(importlib.util, "find_spec", lambda name, package=None: None)  # a torch without TorchDynamo
+        assert lazy_dynamo.defer() is False and lazy_dynamo.DYNAMO not in sys.modules  # nothing to stand in for
+    monkeypatch.setattr(torch._compile, "_disable_dynamo", _another_marker)
+    assert not lazy_dynamo._marker_asks_for_disable()
     assert lazy_dynamo.defer() is False and lazy_dynamo.DYNAMO not in sys.modules  # nothing stands in
+    monkeypatch.setattr(torch._compile, "_disable_dynamo", lambda fn=None, recursive=True: fn)  # no wrapper at all
+    assert not lazy_dynamo._marker_asks_for_disable()
+
+
+def test_the_stand_in_s_parts_each_give_way_to_torch_s_own():
+    """Each part alone, nothing installed in this process: what torch asks of an untraced function beyond a call,
+    the stand-in's disable() asked with a reason, a submodule handed over with its own spec, eager() once the real
+    package is in. (The real TorchDynamo is imported here, as any test that counts on the meta device does.)"""
+    import importlib.machinery
+    import types
+
+    def fn(x):
+        return x + 1
+
+    untraced = lazy_dynamo._Untraced(fn, True)
+    with pytest.raises(AttributeError):
+        lazy_dynamo._Untraced.__new__(lazy_dynamo._Untraced).fn  # a copy in the making: no recursion
+    assert untraced._torchdynamo_orig_callable is fn  # torch's untraced fn answers, kept where the marker keeps it
+    assert getattr(fn, "__dynamo_disable") is not untraced and fn.__dynamo_disable(1) == 2
+    stand_in = lazy_dynamo._StandIn(importlib.util.find_spec(lazy_dynamo.DYNAMO))
+    assert stand_in.disable(fn, reason="a hook") is not fn and stand_in.disable(fn, reason="a hook")(1) == 2
+    assert stand_in.graph_break() is None and stand_in.__path__ and stand_in.__file__.endswith("__init__.py")
+
+    module = types.ModuleType("hwsweep_loaded_already")
+    module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None, origin="here")
+    loader = lazy_dynamo._AlreadyLoaded(module)
+    handed = importlib.util.module_from_spec(importlib.machinery.ModuleSpec(module.__name__, loader))
+    loader.exec_module(handed)
+    assert handed is module and module.__spec__.origin == "here" and module.__loader__ is None
+
+    with lazy_dynamo.eager():  # the real package is in: torch's own stance
+        assert torch.compiler.is_compiling() is False
+
+
+def test_the_finder_hands_over_a_submodule_the_real_import_loaded_and_leaves_any_other_to_the_import(monkeypatch):
+    """_Submodules while the stand-in stands in (the real package's import faked: nothing imported here)."""
+    import importlib.machinery
+    import types
+
+    stand_in = lazy_dynamo._StandIn(importlib.util.find_spec(lazy_dynamo.DYNAMO))
+    monkeypatch.setitem(sys.modules, lazy_dynamo.DYNAMO, stand_in)
+    monkeypatch.setattr(lazy_dynamo, "_real_module", lambda: None)
+    loaded = types.ModuleType(f"{lazy_dynamo.DYNAMO}.loaded_by_its_package")
+    loaded.__spec__ = importlib.machinery.ModuleSpec(loaded.__name__, None)
+    monkeypatch.setitem(sys.modules, loaded.__name__, loaded)
+    finder = lazy_dynamo._Submodules()
+    assert finder.find_spec(f"{lazy_dynamo.DYNAMO}.not_loaded", None) is None  # found as ever, by the next finders
+    assert finder.find_spec("json", None) is None  # not TorchDynamo's
+    spec = finder.find_spec(loaded.__name__, None)
+    assert isinstance(spec.loader, lazy_dynamo._AlreadyLoaded) and spec.loader.module is loaded
