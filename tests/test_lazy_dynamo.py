@@ -1,10 +1,12 @@
 """TorchDynamo imported only by a process that compiles (hwsweep.run.lazy_dynamo): a run that never compiles trains
 without it to the bits of a run that imported it, and the real module takes over, once, wherever it is needed."""
 
+import importlib.machinery
 import importlib.util
 import json
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
@@ -130,8 +132,6 @@ def test_the_stand_in_s_parts_each_give_way_to_torch_s_own():
     """Each part alone, nothing installed in this process: what torch asks of an untraced function beyond a call,
     the stand-in's disable() asked with a reason, a submodule handed over with its own spec, eager() once the real
     package is in. (The real TorchDynamo is imported here, as any test that counts on the meta device does.)"""
-    import importlib.machinery
-    import types
 
     def fn(x):
         return x + 1
@@ -158,9 +158,6 @@ def test_the_stand_in_s_parts_each_give_way_to_torch_s_own():
 
 def test_the_finder_hands_over_a_submodule_the_real_import_loaded_and_leaves_any_other_to_the_import(monkeypatch):
     """_Submodules while the stand-in stands in (the real package's import faked: nothing imported here)."""
-    import importlib.machinery
-    import types
-
     stand_in = lazy_dynamo._StandIn(importlib.util.find_spec(lazy_dynamo.DYNAMO))
     monkeypatch.setitem(sys.modules, lazy_dynamo.DYNAMO, stand_in)
     monkeypatch.setattr(lazy_dynamo, "_real_module", lambda: None)

@@ -178,8 +178,9 @@ def _sets_only_the_two_flags() -> bool:
 
 def use_deterministic_algorithms(mode: bool, warn_only: bool = False) -> None:
     """torch.use_deterministic_algorithms(mode); while the stand-in stands in, without importing inductor (and
-    TorchDynamo) for inductor's flag."""
-    if not deferred() or INDUCTOR_CONFIG in sys.modules or not _sets_only_the_two_flags():
+    TorchDynamo) for inductor's flag (inductor's import brings the real TorchDynamo in: while the stand-in stands
+    in, inductor's config is not imported yet)."""
+    if not deferred() or not _sets_only_the_two_flags():
         torch.use_deterministic_algorithms(mode, warn_only=warn_only)
         return
     os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1" if mode else "0"  # what inductor's config reads at its import
