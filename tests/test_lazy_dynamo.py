@@ -17,10 +17,12 @@ from hwsweep.contracts.spec import FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD
 from hwsweep.plan.config import resolve
 from hwsweep.run import lazy_dynamo
 
-# What stands in sys.modules for TorchDynamo as the process ends: the real package is a plain module.
+# What stands in sys.modules for TorchDynamo as the process ends (the real package is a plain module), and whether
+# sympy and DTensor's module were imported (a model built on meta and given memory needs neither: hwsweep.run.weights).
 WATCH = """
 import atexit, sys
-atexit.register(lambda: print("TorchDynamo:", type(sys.modules.get("torch._dynamo")).__name__, flush=True))
+atexit.register(lambda: print("TorchDynamo:", type(sys.modules.get("torch._dynamo")).__name__, "sympy:",
+                              "sympy" in sys.modules, "DTensor:", "torch.distributed.tensor" in sys.modules, flush=True))
 """
 
 
@@ -39,15 +41,15 @@ def _train(folder, spec: dict, first: str) -> tuple[str, dict]:
 
 
 @pytest.mark.slow
-def test_a_one_process_run_imports_no_torchdynamo_and_trains_to_the_bits_of_one_that_did(tmp_path, small_config):
+def test_one_process_imports_no_torchdynamo_or_sympy_and_trains_to_the_bits_of_one_that_did(tmp_path, small_config):
     small_config["recipe"]["schedule"] = {"steps": 8, "warmup_steps": 2}  # deterministic (the default level)
     spec = resolve(small_config).spec("tiny", "default", "cpu1", 0).to_dict()
     (tmp_path / "deferred").mkdir()
     (tmp_path / "imported").mkdir()
     out, deferred = _train(tmp_path / "deferred", spec, first="")
-    assert "TorchDynamo: _StandIn" in out
+    assert "TorchDynamo: _StandIn sympy: False DTensor: False" in out, out[-2000:]
     out, imported = _train(tmp_path / "imported", spec, first="import torch._dynamo")
-    assert "TorchDynamo: module" in out  # the watch sees the real one (it is not vacuous)
+    assert "TorchDynamo: module sympy: True" in out  # the watch sees the real ones (it is not vacuous)
     assert deferred["losses"] == imported["losses"]  # every step's loss, to the last digit printed
     weights, reference = deferred["model"], imported["model"]
     assert weights.keys() == reference.keys() and all(torch.equal(weights[k], reference[k]) for k in weights)

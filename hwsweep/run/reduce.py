@@ -226,7 +226,7 @@ def prepare(model: torch.nn.Module, recipe, plan, device, seed: int, init=None):
     if not meta:
         model = model.to(device.torch_device)
     elif not sharded:  # a whole replica per device: its memory now
-        model.to_empty(device=device.torch_device)
+        weights.materialise(model, device.torch_device)
     if not sharded and (meta or init is not None):  # the same values on every rank before DDP sees them
         weights.initialise(model, seed, init)
     reduction = make_reduction(recipe.reproducibility, model, plan.accumulation, device, recipe.parallel,

@@ -18,7 +18,7 @@ from torch.utils.data import TensorDataset  # noqa: E402
 
 from hwsweep.models import families  # noqa: E402
 from hwsweep.models.blocks import SignSGD, sparse_embeddings  # noqa: E402
-from hwsweep.run import runtime, shutdown  # noqa: E402
+from hwsweep.run import runtime, shutdown, weights  # noqa: E402
 from hwsweep.run.runtime import EXIT_PREEMPTED  # noqa: E402, F401 - the exit code of a preempted run, re-exported
 
 
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
 
     train, held_out = fam.tables(recipe)
     loader = run.loader(TensorDataset(*train))
-    with torch.device("meta"):  # shapes only: run.wrap gives each rank its memory (its shards under FSDP) and values
+    with weights.meta_device():  # shapes only: run.wrap gives each rank its memory (its shards under FSDP) and values
         model = fam.build(recipe)
     batch = loader.peek()
     run.count_flops(model, batch)  # taken by run.wrap once the weights exist, on the eager model

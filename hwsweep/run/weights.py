@@ -17,16 +17,48 @@ training RNG streams are left as they were (the draws happen in a forked RNG sta
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
+
+
+class _NoDrawsOnMeta(TorchFunctionMode):
+    """A normal draw into a meta tensor returns the tensor as it is: it holds no values to draw, and torch's meta
+    version of `normal_` is a Python reference whose first call imports sympy (0.3-0.5 CPU-s of a one-process
+    run). Every other call goes on as ever; the values come later, from `initialise`."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (nn.init.normal_, torch.Tensor.normal_):  # nn.init's passes the tensor by name
+            tensor = args[0] if args else kwargs["tensor"]
+            if tensor.is_meta:
+                return tensor
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def meta_device() -> Iterator[None]:
+    """`torch.device("meta")` for building a model whose values `initialise` gives later: shapes only, the
+    layers' own initial draws skipped."""
+    with torch.device("meta"), _NoDrawsOnMeta():
+        yield
 
 
 def on_meta(model: nn.Module) -> bool:
     """Whether any parameter or buffer of `model` is on the meta device (built without storage)."""
     return any(t.is_meta for t in (*model.parameters(), *model.buffers()))
+
+
+def materialise(model: nn.Module, device: torch.device) -> None:
+    """`model.to_empty(device=device)` for a model of plain tensors (not sharded): memory for each, its strides
+    kept, no values. to_empty's `empty_like` of a meta tensor runs torch's Python reference, whose first call
+    imports sympy (0.3-0.5 CPU-s of a one-process run)."""
+    model._apply(lambda t: torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device))
 
 
 def module_seed(seed: int, name: str) -> int:
@@ -40,9 +72,8 @@ def _own(module: nn.Module) -> dict[str, torch.Tensor]:
 
 def _place(value: torch.Tensor, target: torch.Tensor) -> None:
     """Copy the whole tensor `value` into `target`, or into its local shard when `target` is a DTensor."""
-    from torch.distributed.tensor import DTensor
-
-    if isinstance(target, DTensor):
+    dtensor = sys.modules.get("torch.distributed.tensor")  # none exists before its module is imported (0.2 CPU-s)
+    if dtensor is not None and isinstance(target, dtensor.DTensor):
         from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
         shape, offset = compute_local_shape_and_global_offset(target.shape, target.device_mesh, target.placements)
