@@ -4,6 +4,7 @@ without it to the bits of a run that imported it, and the real module takes over
 import importlib.machinery
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import types
@@ -15,7 +16,7 @@ from conftest import launcher, one_thread
 from hwsweep.contracts import io
 from hwsweep.contracts.spec import FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD
 from hwsweep.plan.config import resolve
-from hwsweep.run import lazy_dynamo
+from hwsweep.run import lazy_dynamo, torchrun, train
 
 # What stands in sys.modules for TorchDynamo as the process ends (the real package is a plain module), and whether
 # sympy and DTensor's module were imported (a model built on meta and given memory needs neither: hwsweep.run.weights).
@@ -53,6 +54,65 @@ def test_one_process_imports_no_torchdynamo_or_sympy_and_trains_to_the_bits_of_o
     assert deferred["losses"] == imported["losses"]  # every step's loss, to the last digit printed
     weights, reference = deferred["model"], imported["model"]
     assert weights.keys() == reference.keys() and all(torch.equal(weights[k], reference[k]) for k in weights)
+
+
+# Put first on PYTHONPATH for a run's processes (the launcher, torchrun's agent and the workers it forks): each
+# import of TorchDynamo is noted, with the process's id, in the file HWSWEEP_TEST_IMPORTS names (a stand-in in
+# sys.modules spares the finders; a look for where the package is, importlib.util.find_spec, is no import); with
+# HWSWEEP_TEST_FIRST set, each process imports it as it starts.
+NOTE_IMPORTS = """
+import os, sys
+
+class Note:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch._dynamo" and sys._getframe(2).f_code.co_name == "_find_and_load_unlocked":
+            with open(os.environ["HWSWEEP_TEST_IMPORTS"], "a") as f:
+                f.write(f"{os.getpid()}\\n")
+
+sys.meta_path.insert(0, Note())
+if os.environ.get("HWSWEEP_TEST_FIRST"):
+    import torch._dynamo
+"""
+
+
+def _launched(folder, spec: dict, first: bool) -> tuple[list[str], dict]:
+    """The run as its train job starts it (python -m hwsweep.run.launch spec.json): the processes that imported
+    TorchDynamo, and the final weights and logged losses."""
+    folder.mkdir()
+    (folder / "site").mkdir()
+    (folder / "site/sitecustomize.py").write_text(NOTE_IMPORTS)
+    io.write_json(folder / "spec.json", spec | {"run_dir": str(folder / "run")})
+    path = os.pathsep.join(filter(None, [str(folder / "site"), os.environ.get("PYTHONPATH")]))
+    env = one_thread() | {"PYTHONPATH": path, "HWSWEEP_TEST_IMPORTS": str(folder / "imports"),
+                          "HWSWEEP_TEST_FIRST": "1" if first else ""}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "hwsweep.run.launch", str(folder / "spec.json")], capture_output=True,
+                          text=True, timeout=300, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    imports = (folder / "imports").read_text().split() if (folder / "imports").exists() else []
+    state = torch.load(folder / "run" / FINAL_CHECKPOINT, map_location="cpu", weights_only=False)
+    return imports, state | {"losses": (folder / "run" / METRICS_FILE).read_text()}
+
+
+@pytest.mark.slow
+def test_no_process_of_a_ddp_run_imports_torchdynamo_and_it_trains_to_the_bits_of_one_whose_processes_did(
+    tmp_path, small_config
+):
+    """Two processes under DDP, forked from torchrun's agent, checkpointing: neither they nor the agent nor the
+    launcher import TorchDynamo (DDP's constructor asks the stand-in for its mode); under FSDP the agent imports
+    it once, for both workers, before it forks them."""
+    small_config["recipe"] |= {"schedule": {"steps": 8, "warmup_steps": 2}, "checkpoint_every": 4}
+    spec = resolve(small_config).spec("tiny", "default", "cpu2", 0).to_dict()
+    imports, deferred = _launched(tmp_path / "deferred", spec, first=False)
+    assert imports == []
+    imports, imported = _launched(tmp_path / "imported", spec, first=True)
+    assert len(imports) == 2  # the launcher's and the agent's: the note sees an import (it is not vacuous)
+    assert deferred["losses"] == imported["losses"]  # every step's loss, to the last digit printed
+    weights, reference = deferred["model"], imported["model"]
+    assert weights.keys() == reference.keys() and all(torch.equal(weights[k], reference[k]) for k in weights)
+    small_config["recipe"]["parallel"] = {"strategy": "fsdp"}
+    imports, _ = _launched(tmp_path / "sharded", resolve(small_config).spec("tiny", "default", "cpu2", 0).to_dict(),
+                           first=False)  # fmt: skip
+    assert len(imports) == 1  # the agent's, before the fork (the workers have it from there)
 
 
 # In a process of its own: the stand-in changes sys.modules for good.
@@ -171,3 +231,43 @@ def test_the_finder_hands_over_a_submodule_the_real_import_loaded_and_leaves_any
     assert finder.find_spec("json", None) is None  # not TorchDynamo's
     spec = finder.find_spec(loaded.__name__, None)
     assert isinstance(spec.loader, lazy_dynamo._AlreadyLoaded) and spec.loader.module is loaded
+
+
+def test_the_stand_in_answers_ddp_s_mode_with_the_config_s_default_and_only_a_literal_one(tmp_path, monkeypatch):
+    """What DDP's constructor asks (torch._dynamo.utils.get_optimize_ddp_mode()), read from the config's source:
+    the real package's answer on this torch; nothing where the default is not a literal mode, the file cannot be
+    read, or DDP's constructor asks for something else (torch's own path: the real package)."""
+    import torch._dynamo.utils
+
+    package = importlib.util.find_spec(lazy_dynamo.DYNAMO).submodule_search_locations[0]
+    assert lazy_dynamo._default_ddp_mode(package) == torch._dynamo.utils.get_optimize_ddp_mode() == "ddp_optimizer"
+    for default, mode in (("True", "ddp_optimizer"), ("False", "no_optimization"), ('"python_reducer"', "python_reducer"),
+                          ('"bogus"', None), ("os.environ.get('X', True)", None)):  # fmt: skip
+        (tmp_path / "config.py").write_text(f"import os\noptimize_ddp: (\n    bool\n    | str\n) = {default}\n")
+        assert lazy_dynamo._default_ddp_mode(str(tmp_path)) == mode, default
+    assert lazy_dynamo._default_ddp_mode(str(tmp_path / "missing")) is None
+    utils = lazy_dynamo._StandIn(importlib.util.find_spec(lazy_dynamo.DYNAMO)).utils
+    assert utils.get_optimize_ddp_mode() == "ddp_optimizer"  # the real package is in: its own answer
+    assert utils.is_compile_supported is torch._dynamo.utils.is_compile_supported  # anything else: the real module's
+    with pytest.raises(AttributeError):
+        lazy_dynamo._Utils.__new__(lazy_dynamo._Utils).package  # a copy in the making: no recursion
+    init = torch.nn.parallel.DistributedDataParallel.__init__
+
+    def another_init(self, *args, **kwargs):  # a DDP that asks TorchDynamo nothing by that name
+        return init(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.parallel.DistributedDataParallel, "__init__", another_init)
+    assert lazy_dynamo._default_ddp_mode(package) is None
+
+
+def test_torchrun_s_agent_imports_for_its_workers_what_the_module_says(tmp_path, small_config):
+    """hwsweep.run.train says: TorchDynamo where the run shards over several processes or compiles, else nothing;
+    a module that says nothing, or cannot say, gets TorchDynamo (its workers' optimizer steps import it)."""
+    said = {}
+    for name, parallel, compile_ in (("ddp", "ddp", False), ("fsdp", "fsdp", False), ("compiled", "ddp", True)):
+        small_config["recipe"] |= {"parallel": {"strategy": parallel}, "compile": compile_}
+        io.write_json(tmp_path / f"{name}.json", resolve(small_config).spec("tiny", "default", "cpu2", 0).to_dict())
+        said[name] = torchrun.fork_imports(train, [str(tmp_path / f"{name}.json"), "--threads", "2"])
+    assert said == {"ddp": [], "fsdp": [lazy_dynamo.DYNAMO], "compiled": [lazy_dynamo.DYNAMO]}
+    assert torchrun.fork_imports(types.ModuleType("says_nothing"), []) == [lazy_dynamo.DYNAMO]
+    assert torchrun.fork_imports(train, [str(tmp_path / "missing.json")]) == [lazy_dynamo.DYNAMO]

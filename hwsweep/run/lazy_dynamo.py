@@ -1,25 +1,27 @@
-"""TorchDynamo imported only by a process that needs it: a run of one process that never compiles does not.
+"""TorchDynamo imported only by a process that needs it: a run that never compiles and does not shard does not.
 
 Importing TorchDynamo costs more CPU than `import torch` itself (1.2-1.7 CPU-s on a 2-core machine). torch imports
-it on first use, and a run that never compiles reaches it in three places, none of which needs it there:
+it on first use, and a run that never compiles reaches it in four places, none of which needs it there:
 
 - every torch optimizer's step imports it to call torch._dynamo.graph_break(), which does nothing outside a traced
   frame;
 - a function torch marks "never trace" (torch._disable_dynamo: an optimizer's add_param_group and state_dict, the
   meta device's reference implementations) imports it at its first call to make its untraced version, which,
   before anything was ever compiled, is the function itself;
+- DDP's constructor asks torch._dynamo.utils.get_optimize_ddp_mode() how compiled code will treat it (its config's
+  optimize_ddp, which nothing can have changed without importing TorchDynamo: the default);
 - torch.use_deterministic_algorithms imports inductor's config, and TorchDynamo with it, to set the
   `deterministic` flag that only inductor's compiled code reads.
 
-defer() puts a stand-in for torch._dynamo into sys.modules that answers the first two as TorchDynamo answers them
-in such a process, and gives way to the real package as soon as anything asks it for anything else (torch.compile, DDP's
-constructor, which reads its config, FSDP's hooks, any other attribute, an import of one of its submodules):
-from then on the process has TorchDynamo as if it had imported it itself, and a function made untraced before
-takes torch's own path at its next call. While it stands in, use_deterministic_algorithms sets torch's flag and
-the variable inductor's config reads its own from at its import (TORCHINDUCTOR_DETERMINISTIC). Read from torch
-2.13: where torch's code is not what these were read from (its marker does not ask for disable(fn, recursive,
-wrapping=False), use_deterministic_algorithms sets more than the two flags), nothing stands in and torch's own
-path runs.
+defer() puts a stand-in for torch._dynamo into sys.modules that answers the first three as TorchDynamo answers them
+in such a process, and gives way to the real package as soon as anything asks it for anything else (torch.compile,
+FSDP's hooks, any other attribute, an import of one of its submodules): from then on the process has TorchDynamo as
+if it had imported it itself, and a function made untraced before takes torch's own path at its next call. While
+it stands in, use_deterministic_algorithms sets torch's flag and the variable inductor's config reads its own from
+at its import (TORCHINDUCTOR_DETERMINISTIC). Read from torch 2.13: where torch's code is not what these were read
+from (its marker does not ask for disable(fn, recursive, wrapping=False), DDP's constructor does not ask for the
+mode, the config's default is not a literal, use_deterministic_algorithms sets more than the two flags), nothing
+stands in for that part and torch's own path runs.
 """
 
 from __future__ import annotations
@@ -30,14 +32,22 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 import threading
 import types
+from pathlib import Path
 
 import torch
 import torch._compile
 
 DYNAMO, INDUCTOR_CONFIG = "torch._dynamo", "torch._inductor.config"
+
+
+def needed(recipe, world_size: int) -> bool:
+    """Whether a run's processes import TorchDynamo whatever stands in for it: the run compiles, or shards over
+    several processes (FSDP's hooks ask TorchDynamo to leave them untraced)."""
+    return bool(recipe.compile) or (recipe.parallel.sharded and world_size > 1)
 
 
 def imported() -> bool:
@@ -74,14 +84,59 @@ class _Untraced:
         return getattr(self._real(), name)
 
 
+# What get_optimize_ddp_mode() makes of the config's optimize_ddp (a bool names a mode; a string is one of these).
+DDP_MODES = {True: "ddp_optimizer", False: "no_optimization"}
+KNOWN_DDP_MODES = {"ddp_optimizer", "python_reducer", "python_reducer_without_compiled_forward", "no_optimization"}
+
+
+def _default_ddp_mode(package: str) -> str | None:
+    """The mode get_optimize_ddp_mode() answers before anything set TorchDynamo's config: the default of
+    optimize_ddp in config.py under `package` (the real package's folder), read without importing it; None where
+    that default is not a literal mode, or DDP's constructor asks TorchDynamo for something else."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if "get_optimize_ddp_mode" not in DistributedDataParallel.__init__.__code__.co_names:
+        return None
+    try:
+        source = Path(package, "config.py").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^optimize_ddp\b[^=]*=\s*(True|False|\"\w+\")\s*$", source, re.M)
+    if found is None:
+        return None
+    value = found.group(1)
+    mode = DDP_MODES.get(value == "True") if value in ("True", "False") else value.strip('"')
+    return mode if mode in KNOWN_DDP_MODES else None
+
+
+class _Utils:
+    """torch._dynamo.utils while the stand-in stands in: get_optimize_ddp_mode() answers the config's default
+    (nothing can have set it yet), or the real one's answer once TorchDynamo is imported; anything else is the real
+    module's."""
+
+    def __init__(self, package: str):
+        self.package = package
+
+    def get_optimize_ddp_mode(self) -> str:
+        mode = None if imported() else _default_ddp_mode(self.package)
+        return mode if mode is not None else _real_module().utils.get_optimize_ddp_mode()
+
+    def __getattr__(self, name):
+        if name == "package":  # not set yet (a copy in the making)
+            raise AttributeError(name)
+        return getattr(_real_module().utils, name)
+
+
 class _StandIn(types.ModuleType):
-    """torch._dynamo in sys.modules until anything but graph_break() and the marker's disable() is asked of it. It
-    has the real package's __spec__, __file__ and __path__: a look at every module's file (inspect.getmodule, in
-    the middle of some other module's import) imports nothing, and an import of a submodule finds _Submodules."""
+    """torch._dynamo in sys.modules until anything but graph_break(), the marker's disable() and DDP's mode is asked
+    of it. It has the real package's __spec__, __file__ and __path__: a look at every module's file
+    (inspect.getmodule, in the middle of some other module's import) imports nothing, and an import of a submodule
+    finds _Submodules."""
 
     def __init__(self, spec):
         super().__init__(DYNAMO, "TorchDynamo, imported when needed (hwsweep.run.lazy_dynamo)")
         self.__spec__, self.__file__, self.__path__ = spec, spec.origin, list(spec.submodule_search_locations)
+        self.utils = _Utils(self.__path__[0])
 
     def graph_break(self, msg: str = "") -> None:
         """TorchDynamo's graph_break does nothing when called, outside a traced frame: nothing is traced yet."""
@@ -148,8 +203,8 @@ def _marker_asks_for_disable() -> bool:
 def defer() -> bool:
     """The stand-in installed, where TorchDynamo was not imported yet and torch's marker is the one read here;
     call it after init_process_group (which asks a TorchDynamo in sys.modules to clear its caches), in a process
-    that builds no DDP or FSDP module (DDP's constructor reads TorchDynamo's config, FSDP's hooks ask it to leave
-    them untraced: such a process imports it all the same, only later). Whether it was installed."""
+    that builds no FSDP module (FSDP's hooks ask it to leave them untraced: such a process imports it all the
+    same, only later). Whether it was installed."""
     with _LOCK:
         if DYNAMO in sys.modules or not _marker_asks_for_disable():
             return False

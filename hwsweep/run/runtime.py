@@ -141,8 +141,8 @@ class Run:
                 dist.init_process_group(backend=self._device.backend, init_method=f"tcp://127.0.0.1:{_free_port()}",
                                         rank=0, world_size=1)  # fmt: skip
         devices.lock_precision(self.plan.tf32)
-        if self.plan.world_size == 1:  # several processes build DDP or FSDP, which import TorchDynamo anyway
-            lazy_dynamo.defer()  # imported where it is needed (compiling), not by every optimizer step
+        if not lazy_dynamo.needed(self.recipe, self.plan.world_size):
+            lazy_dynamo.defer()  # not imported by every optimizer step and DDP's constructor for nothing
         repro.apply_level(self.recipe.reproducibility)
         repro.seed_everything(self.seed)  # same seed on every rank: identical initial weights
 

@@ -7,13 +7,13 @@ optimizer step. The parts, in the order the runtime API is called:
     imports        process start -> runtime.init() called: the interpreter, `import torch`, hwsweep and the
                    script's own imports (the age of the process when init() is entered); a worker forked
                    from torchrun's agent (hwsweep.run.torchrun) starts where the agent started: the agent's
-                   imports (TorchDynamo's too), the rendezvous and the fork
+                   imports (TorchDynamo's too where the run shards or compiles), the rendezvous and the fork
     process_group  init() entered -> init() returns: threads and CPU pinning, device selection,
                    init_process_group, precision, reproducibility level, seeding, checkpoint manager;
-                   in a process of several started anew, mostly torch's deferred import of TorchDynamo,
-                   which the reproducibility level's torch.use_deterministic_algorithms triggers (DDP's
-                   constructor would, without it; a forked worker's agent imported it before the fork, and
-                   a run of one process imports it only to compile: hwsweep.run.lazy_dynamo)
+                   in a process started anew of a run that shards, mostly torch's deferred import of
+                   TorchDynamo, which the reproducibility level's torch.use_deterministic_algorithms
+                   triggers (a forked worker's agent imported it before the fork; a run that neither
+                   shards nor compiles never imports it: hwsweep.run.lazy_dynamo)
     data           init() returned -> the first run.loader() returned: the script reads or builds its
                    tables (0 when it never calls run.loader() before the loop)
     model          then -> the step loop begins: build, FLOP count, wrap (DDP), optimizer, resume

@@ -13,8 +13,8 @@ Forked workers. torchrun starts a script or module as a new interpreter per work
 TorchDynamo at its first optimizer step, again: about 3 CPU-s a worker before its first step (docs/benchmarks.md,
 "The fifteenth round"). torchrun's own agent forks workers when its entry point is a function (`--start-method`
 is the start method of such workers); with `--start-method fork` and `-m MODULE`, this agent imports the module
-(and TorchDynamo) once, then each worker is forked from it and runs the module as `__main__`, as `python -u -m
-MODULE ARGS` would. So the module's top level, run in the agent too, only imports and defines (its work is under
+once (and what its workers will import besides: TorchDynamo, unless the module says otherwise, `fork_imports`),
+then each worker is forked from it and runs the module as `__main__`, as `python -u -m MODULE ARGS` would. So the module's top level, run in the agent too, only imports and defines (its work is under
 `if __name__ == "__main__"`, as in hwsweep.run.train), and touches no device: a CUDA context does not survive a
 fork. Where the imports loaded the CUDA driver all the same, each worker is started anew. A forked worker is what
 `python -m hwsweep.run.tether` makes of a started one: it dies with the agent (SIGKILL) and handles the stop
@@ -70,6 +70,17 @@ def forked_worker(*argv: str) -> None:
         sys.exit(1)
 
 
+def fork_imports(module, argv: list[str]) -> list[str]:
+    """What the workers of `module` (run with `argv`) will import besides it, as the module says
+    (`module.fork_imports(argv)`, hwsweep.run.train's); else TorchDynamo, which a torch optimizer's step imports
+    (1-1.5 CPU-s). Where the module cannot say, the workers will: TorchDynamo, and they start as they would."""
+    said = getattr(module, "fork_imports", None)
+    try:
+        return list(said(list(argv))) if callable(said) else ["torch._dynamo"]
+    except Exception:  # noqa: BLE001 - e.g. a spec that cannot be read: the workers say so in their own words
+        return ["torch._dynamo"]
+
+
 def device_driver_loaded(maps: str = "/proc/self/maps") -> bool:
     """Whether this process has loaded the CUDA driver (libcuda: any CUDA call, torch.cuda.is_available() among
     them, loads it; torch's own lazy initialisation is later still). Where /proc does not say, assume it has."""
@@ -94,9 +105,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.start_method != "fork" or not args.module or args.no_python:
         return run(args)  # torchrun as ever: each worker a new interpreter
     held = startup.hold_collection(__name__)
-    importlib.import_module(args.training_script)  # the module's imports, once, for every worker
-    import torch._dynamo  # noqa: F401 - a torch optimizer's step imports it (1-1.5 CPU-s), once here
-
+    module = importlib.import_module(args.training_script)  # the module's imports, once, for every worker
+    for name in fork_imports(module, args.training_script_args):
+        importlib.import_module(name)
     startup.resume_collection(held)
     if device_driver_loaded():  # a CUDA context does not survive a fork: each worker a new interpreter instead
         print(f"hwsweep.run.torchrun: importing {args.training_script} loaded the CUDA driver, which a forked worker "

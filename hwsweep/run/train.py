@@ -16,10 +16,18 @@ COLLECTION_HELD = startup.hold_collection(__name__)  # until runtime.init return
 import torch  # noqa: E402
 from torch.utils.data import TensorDataset  # noqa: E402
 
+from hwsweep.contracts.spec import RunSpec  # noqa: E402
 from hwsweep.models import families  # noqa: E402
 from hwsweep.models.blocks import SignSGD, sparse_embeddings  # noqa: E402
-from hwsweep.run import runtime, shutdown, weights  # noqa: E402
+from hwsweep.run import lazy_dynamo, runtime, shutdown, weights  # noqa: E402
 from hwsweep.run.runtime import EXIT_PREEMPTED  # noqa: E402, F401 - the exit code of a preempted run, re-exported
+
+
+def fork_imports(argv: list[str]) -> list[str]:
+    """What torchrun's agent imports once for the workers it forks, beyond this module (hwsweep.run.torchrun):
+    TorchDynamo where the run needs it anyway (hwsweep.run.lazy_dynamo.needed); `argv` is this module's."""
+    spec = RunSpec.load(argv[0])
+    return [lazy_dynamo.DYNAMO] if lazy_dynamo.needed(spec.recipe, spec.plan.world_size) else []
 
 
 def lr_factor(step: int, schedule) -> float:
