@@ -259,6 +259,25 @@ def test_the_executor_is_read_from_the_command_line_and_the_profile():
     assert placement.executor_named(["--profile", str(REPO / "profiles/local")]) == "local"
 
 
+@pytest.mark.parametrize("place", [None, "profiles/default", "default", "workflow/profiles/default", "$SNAKEMAKE_PROFILE"])
+def test_without_a_profile_the_executor_is_local_without_snakemake_s_parser_and_any_profile_is_read(tmp_path, place):
+    """`hwsweep plan` in a folder: where no profile can apply, local, snakemake's CLI not imported (0.5 CPU-s); a
+    workflow profile where snakemake looks for one (here, or beside the Snakefile), or $SNAKEMAKE_PROFILE, is read."""
+    (tmp_path / "workflow").mkdir()
+    (tmp_path / "workflow/Snakefile").write_text("rule all:\n    input: []\n")
+    env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
+    if place == "$SNAKEMAKE_PROFILE":
+        env["SNAKEMAKE_PROFILE"] = str(REPO / "profiles/slurm")
+    elif place:
+        shutil.copytree(REPO / "profiles/slurm", tmp_path / place)
+    code = ("import sys; from hwsweep.plan import placement; "
+            "print(placement.executor_named([]), 'snakemake.cli' in sys.modules)")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == (["local", "False"] if place is None else ["slurm", "True"]), (place, proc.stdout)
+
+
 
 def test_a_dry_run_that_cannot_read_its_profile_from_inside_directory_refuses_what_local_could_not_place():
     """Issue 25: snakemake reads a relative --profile before it moves to --directory; the workflow cannot."""

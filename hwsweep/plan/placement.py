@@ -92,9 +92,27 @@ def refuse(hardware: dict[str, Hardware], executor: str | None, environ=None) ->
         raise ConfigError(found[0])
 
 
+# Where snakemake finds settings it was not given (its parse_args): $SNAKEMAKE_PROFILE, and a workflow profile, a
+# folder `default` or `profiles/default` here or profiles/default beside the Snakefile it would run from here.
+SNAKEFILES = ("Snakefile", "snakefile", "workflow/Snakefile", "workflow/snakefile")
+
+
+def no_profile_applies(argv: list[str], environ=None) -> bool:
+    """Whether snakemake run here with `argv` would read no profile and no executor: none given, none in the
+    environment, no workflow profile where snakemake looks for one."""
+    environ = os.environ if environ is None else environ
+    if argv or environ.get("SNAKEMAKE_PROFILE"):
+        return False
+    beside = [Path(name).parent / "profiles/default" for name in SNAKEFILES if Path(name).exists()]
+    return not any(place.exists() for place in (Path("default"), Path("profiles/default"), *beside))
+
+
 def executor_named(argv: list[str]) -> str | None:
     """The executor a snakemake command line (with its profile, or $SNAKEMAKE_PROFILE) names, read with
-    snakemake's own parser; None if it cannot be read."""
+    snakemake's own parser (its import is 0.5 CPU-s: where no profile can apply, local without it); None if it
+    cannot be read."""
+    if no_profile_applies(argv):
+        return LOCAL
     import contextlib
 
     from snakemake.cli import parse_args
