@@ -16,10 +16,11 @@ is the start method of such workers); with `--start-method fork` and `-m MODULE`
 once (and what its workers will import besides: TorchDynamo, unless the module says otherwise, `fork_imports`),
 then each worker is forked from it and runs the module as `__main__`, as `python -u -m MODULE ARGS` would. So the
 module's top level, run in the agent too, only imports and defines (its work is under `if __name__ ==
-"__main__"`, as in hwsweep.run.train), and touches no device: a CUDA context does not survive a fork. Where the imports loaded the CUDA driver all the same, each worker is started anew. A forked worker is what
-`python -m hwsweep.run.tether` makes of a started one: it dies with the agent (SIGKILL) and handles the stop
-signals the agent ignores; it is named hwsweep.run.tether.WORKER_NAME and its local rank (its command line is
-the agent's), and its startup counts from the agent's start (hwsweep.run.startup.began_with).
+"__main__"`, as in hwsweep.run.train), and touches no device: a CUDA context does not survive a fork. Where the
+imports loaded the CUDA driver all the same, each worker is started anew. A forked worker is what `python -m
+hwsweep.run.tether` makes of a started one: it dies with the agent (SIGKILL) and handles the stop signals the
+agent ignores; it is named hwsweep.run.tether.WORKER_NAME and its local rank (its command line is the agent's),
+and its startup counts from the agent's start (hwsweep.run.startup.began_with).
 """
 
 from __future__ import annotations
