@@ -259,7 +259,8 @@ def test_the_executor_is_read_from_the_command_line_and_the_profile():
     assert placement.executor_named(["--profile", str(REPO / "profiles/local")]) == "local"
 
 
-@pytest.mark.parametrize("place", [None, "profiles/default", "default", "workflow/profiles/default", "$SNAKEMAKE_PROFILE"])
+@pytest.mark.parametrize("place", [None, "profiles/default", "default", "workflow/profiles/default",
+                                   "$SNAKEMAKE_PROFILE"])  # fmt: skip
 def test_without_a_profile_the_executor_is_local_without_snakemake_s_parser_and_any_profile_is_read(tmp_path, place):
     """`hwsweep plan` in a folder: where no profile can apply, local, snakemake's CLI not imported (0.5 CPU-s); a
     workflow profile where snakemake looks for one (here, or beside the Snakefile), or $SNAKEMAKE_PROFILE, is read."""

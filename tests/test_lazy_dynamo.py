@@ -241,8 +241,9 @@ def test_the_stand_in_answers_ddp_s_mode_with_the_config_s_default_and_only_a_li
 
     package = importlib.util.find_spec(lazy_dynamo.DYNAMO).submodule_search_locations[0]
     assert lazy_dynamo._default_ddp_mode(package) == torch._dynamo.utils.get_optimize_ddp_mode() == "ddp_optimizer"
-    for default, mode in (("True", "ddp_optimizer"), ("False", "no_optimization"), ('"python_reducer"', "python_reducer"),
-                          ('"bogus"', None), ("os.environ.get('X', True)", None)):  # fmt: skip
+    for default, mode in (("True", "ddp_optimizer"), ("False", "no_optimization"),
+                          ('"python_reducer"', "python_reducer"), ('"bogus"', None),
+                          ("os.environ.get('X', True)", None)):  # fmt: skip
         (tmp_path / "config.py").write_text(f"import os\noptimize_ddp: (\n    bool\n    | str\n) = {default}\n")
         assert lazy_dynamo._default_ddp_mode(str(tmp_path)) == mode, default
     assert lazy_dynamo._default_ddp_mode(str(tmp_path / "missing")) is None
