@@ -5,14 +5,14 @@ the same layout, and the step time of FSDP over DDP's at each world size.
                                    [--world-sizes 1 2 4] [--strategies ddp fsdp] [--precision fp32] [--json out.json]
                                    [--layouts ddp fsdp fsdp:full fsdp:selective] [--optimizer adamw]
 
-For each world size it starts torchrun (`python -m hwsweep.run.torchrun --nproc_per_node N bench/fsdp.py --worker
-...`), which measures each layout (a strategy, with `:MODE` its activation checkpointing; --strategies alone: each
-without) in turn, the peak resident set reset between them (one torchrun per layout where it cannot be): the
-built-in transformer, built on the meta device and placed as run.wrap places it (hwsweep.run.reduce.prepare: DDP, or
-FSDP2 sharding each block, then the embeddings and head, then the root, each rank then given memory for its shards
-only), trains `steps` steps of one micro-batch per device with the trainer's optimizer --optimizer
-(recipe.optimizer.name: adamw, or sgd, which keeps no state; gloo on CPU, NCCL on CUDA). Per device, the maximum
-over ranks:
+For each world size it starts torchrun (`python -m hwsweep.run.torchrun --nproc_per_node N --start-method fork -m
+bench.fsdp --worker ...`: the workers forked from the agent, as the built-in trainer's are), which measures each
+layout (a strategy, with `:MODE` its activation checkpointing; --strategies alone: each without) in turn, the peak
+resident set reset between them (one torchrun per layout where it cannot be): the built-in transformer, built on the
+meta device and placed as run.wrap places it (hwsweep.run.reduce.prepare: DDP, or FSDP2 sharding each block, then
+the embeddings and head, then the root, each rank then given memory for its shards only), trains `steps` steps of
+one micro-batch per device with the trainer's optimizer --optimizer (recipe.optimizer.name: adamw, or sgd, which
+keeps no state; gloo on CPU, NCCL on CUDA). Per device, the maximum over ranks:
 
 - peak: on CUDA torch.cuda.max_memory_allocated; on CPU the growth of the process's peak resident set from
   just before the model is built, after the same steps on a one-block model (the interpreter, torch's code
@@ -167,8 +167,9 @@ def measure(args, layouts: list[str], n: int) -> list[dict]:
 
     if not host.reset_peak_rss() and len(layouts) > 1:
         return [row for layout in layouts for row in measure(args, [layout], n)]
-    cmd = [sys.executable, "-m", "hwsweep.run.torchrun", "--standalone", "--nproc_per_node", str(n), __file__,
-           "--worker", "--layouts", *layouts, "--width", str(args.width), "--depth", str(args.depth),
+    # -m bench.fsdp (REPO on PYTHONPATH): each worker forked from the agent, which imported this module and torch
+    cmd = [sys.executable, "-m", "hwsweep.run.torchrun", "--standalone", "--nproc_per_node", str(n), "--start-method",
+           "fork", "-m", "bench.fsdp", "--worker", "--layouts", *layouts, "--width", str(args.width), "--depth", str(args.depth),
            "--length", str(args.length), "--micro-batch", str(args.micro_batch), "--steps", str(args.steps),
            "--precision", args.precision, "--optimizer", args.optimizer]  # fmt: skip
     env = os.environ | {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")} | MALLOC

@@ -215,6 +215,13 @@ def one_thread() -> dict:
     return os.environ | {"OMP_NUM_THREADS": "1"}
 
 
+def helper_env() -> dict:
+    """one_thread() with tests/ on PYTHONPATH, for a helper of this folder run as a module (`-m NAME`): under
+    launcher(n) its workers are forked from the agent, as the built-in trainer's are, not started anew."""
+    path = [str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return one_thread() | {"PYTHONPATH": os.pathsep.join(path)}
+
+
 def write_config(folder: Path, cfg: dict) -> Path:
     path = folder / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))

@@ -3,7 +3,10 @@
 FLOPs training actually spent, written per rank as JSON to argv[2]. The HRM's Q head starts from small
 random weights and a bias towards halting here, so ACT halts samples after differing numbers of segments.
 
-    python tests/flops_spent.py spec.json counted/ --threads 1
+    python -m flops_spent spec.json counted/ --threads 1     # tests/ on PYTHONPATH
+
+Run as a module, its workers under torchrun are forked from the agent, which imported it (and, as for the
+trainer, TorchDynamo only where the run needs it: `fork_imports`).
 """
 
 import json
@@ -26,6 +29,9 @@ CPU_ATTENTION = {
     aten._scaled_dot_product_flash_attention_for_cpu_backward: lambda g, q, k, v, *a, out_shape=None, **kw: (
         flop_counter.sdpa_backward_flop_count(g, q, k, v)),
 }  # fmt: skip
+
+
+fork_imports = train.fork_imports  # its arguments start with the spec, as the trainer's do
 
 
 def counter() -> FlopCounterMode:

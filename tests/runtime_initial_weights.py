@@ -1,5 +1,6 @@
 """Helper for tests/test_fsdp.py, run under torchrun: the initial weights run.wrap gives two models, gathered
-whole and written by rank 0 (torch.save of {name: state dict}) to argv[2].
+whole and written by rank 0 (torch.save of {name: state dict}) to argv[2]. Run as a module (`-m
+runtime_initial_weights`, tests/ on PYTHONPATH): its workers are forked from the agent, which imported it.
 
 - "family": the built-in family of the spec, built on the meta device as the trainer builds it;
 - "own": a user's model with a tensor of its own and no reset_parameters, filled by an `init` function;
@@ -38,16 +39,21 @@ def gathered(run, model) -> dict:
     return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
 
-run = runtime.init(sys.argv[1])
-with torch.device("meta"):
-    family = families.torch_side(run.recipe.model.name).build(run.recipe)
-run.wrap(family)
-built = len(sys.argv) > 3 and sys.argv[3] == "built"
-with torch.device("cpu" if built else "meta"):
-    own = Net()
-run.wrap(own, init=init)
-found = {"family": gathered(run, family), "own": gathered(run, own)}
-if run.master:
-    torch.save(found, sys.argv[2])
-torch.distributed.barrier()
-torch.distributed.destroy_process_group()
+def main() -> None:
+    run = runtime.init(sys.argv[1])
+    with torch.device("meta"):
+        family = families.torch_side(run.recipe.model.name).build(run.recipe)
+    run.wrap(family)
+    built = len(sys.argv) > 3 and sys.argv[3] == "built"
+    with torch.device("cpu" if built else "meta"):
+        own = Net()
+    run.wrap(own, init=init)
+    found = {"family": gathered(run, family), "own": gathered(run, own)}
+    if run.master:
+        torch.save(found, sys.argv[2])
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":  # run as `-m`: forked from torchrun's agent, which imports this module first
+    main()

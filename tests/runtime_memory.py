@@ -4,7 +4,8 @@ its peak resident set rose above its resident set before the model was built: on
 and initialised ("placed"), and over the training steps ("trained", before the final checkpoint, which gathers
 the whole model on rank 0); and, in absolute terms, that resident set ("before": the interpreter, torch, the
 process group and the data) and the peak resident set at the end of training ("peak"); and the class of the
-optimizer the recipe named ("optimizer").
+optimizer the recipe named ("optimizer"). Run as a module (`-m runtime_memory`, tests/ on PYTHONPATH): its workers
+are forked from the agent, which imported it, as the built-in trainer's are.
 """
 
 import json
@@ -26,23 +27,28 @@ def resident_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-run = runtime.init(sys.argv[1])
-side = families.torch_side(run.recipe.model.name)
-loader = run.loader(TensorDataset(*side.tables(run.recipe)[0]))
-before = resident_bytes()
-with torch.device("meta"):
-    model = side.build(run.recipe)
-net = run.wrap(model)
-grown = {"placed": host.peak_rss_bytes() - before}
-optimizer = run.optimizer(model.parameters())
-grown["optimizer"] = type(optimizer).__name__
-run.resume(model=model, optimizer=optimizer)
-for step in run.steps():
-    for batch in run.accumulate(loader):
-        run.backward(net(*batch))
-    run.optimizer_step(optimizer)
-    if step == run.plan.steps - 1:  # before the last checkpoint is written
-        grown |= {"trained": host.peak_rss_bytes() - before, "before": before, "peak": host.peak_rss_bytes()}
-with open(f"{sys.argv[2]}.rank{run.rank}.json", "w") as f:
-    json.dump(grown, f)
-dist.destroy_process_group()
+def main() -> None:
+    run = runtime.init(sys.argv[1])
+    side = families.torch_side(run.recipe.model.name)
+    loader = run.loader(TensorDataset(*side.tables(run.recipe)[0]))
+    before = resident_bytes()
+    with torch.device("meta"):
+        model = side.build(run.recipe)
+    net = run.wrap(model)
+    grown = {"placed": host.peak_rss_bytes() - before}
+    optimizer = run.optimizer(model.parameters())
+    grown["optimizer"] = type(optimizer).__name__
+    run.resume(model=model, optimizer=optimizer)
+    for step in run.steps():
+        for batch in run.accumulate(loader):
+            run.backward(net(*batch))
+        run.optimizer_step(optimizer)
+        if step == run.plan.steps - 1:  # before the last checkpoint is written
+            grown |= {"trained": host.peak_rss_bytes() - before, "before": before, "peak": host.peak_rss_bytes()}
+    with open(f"{sys.argv[2]}.rank{run.rank}.json", "w") as f:
+        json.dump(grown, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":  # run as `-m`: forked from torchrun's agent, which imports this module first
+    main()

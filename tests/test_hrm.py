@@ -836,7 +836,7 @@ def test_the_trainer_records_the_flops_its_ranks_spent_and_steps_the_sparse_embe
     spec = resolve(cfg).spec("s", "default", "cpu2", 0).to_dict() | {"run_dir": str(tmp_path / "run")}
     io.write_json(tmp_path / "spec.json", spec)
     env = {"OMP_NUM_THREADS": "1", "PATH": "", "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
-    helper = [str(ROOT / "tests" / "flops_spent.py"), str(tmp_path / "spec.json"), str(tmp_path / "counted")]
+    helper = ["-m", "flops_spent", str(tmp_path / "spec.json"), str(tmp_path / "counted")]
     for argv in ([*launcher(2), *helper],
                  [sys.executable, "-m", "hwsweep.run.evaluate", str(tmp_path / "spec.json")]):  # fmt: skip
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)

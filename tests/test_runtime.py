@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import torch
 import yaml
-from conftest import BIN, REPO, launcher, one_thread, stopped_after_a_checkpoint
+from conftest import BIN, REPO, helper_env, launcher, one_thread, stopped_after_a_checkpoint
 
 from hwsweep.contracts import io
 from hwsweep.plan.config import resolve
@@ -87,9 +87,8 @@ def test_any_dataset_gives_the_same_global_batches_and_draws_at_world_sizes_1_an
             name = f"{hw}-w{workers}"
             spec = matrix.spec("tiny", "default", hw, 0).to_dict() | {"run_dir": str(tmp_path / name)}
             io.write_json(tmp_path / f"{name}.json", spec)
-            helper = str(REPO / "tests" / "runtime_batches.py")
-            cmd = [*launcher(n), helper, str(tmp_path / f"{name}.json"), str(tmp_path / name)]
-            proc = subprocess.run(cmd, env=one_thread(), capture_output=True, text=True, timeout=300)
+            cmd = [*launcher(n), "-m", "runtime_batches", str(tmp_path / f"{name}.json"), str(tmp_path / name)]
+            proc = subprocess.run(cmd, env=helper_env(), capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
             seen[name] = {}
             for r in range(n):
