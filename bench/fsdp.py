@@ -169,9 +169,9 @@ def measure(args, layouts: list[str], n: int) -> list[dict]:
         return [row for layout in layouts for row in measure(args, [layout], n)]
     # -m bench.fsdp (REPO on PYTHONPATH): each worker forked from the agent, which imported this module and torch
     cmd = [sys.executable, "-m", "hwsweep.run.torchrun", "--standalone", "--nproc_per_node", str(n), "--start-method",
-           "fork", "-m", "bench.fsdp", "--worker", "--layouts", *layouts, "--width", str(args.width), "--depth", str(args.depth),
-           "--length", str(args.length), "--micro-batch", str(args.micro_batch), "--steps", str(args.steps),
-           "--precision", args.precision, "--optimizer", args.optimizer]  # fmt: skip
+           "fork", "-m", "bench.fsdp", "--worker", "--layouts", *layouts, "--width", str(args.width),
+           "--depth", str(args.depth), "--length", str(args.length), "--micro-batch", str(args.micro_batch),
+           "--steps", str(args.steps), "--precision", args.precision, "--optimizer", args.optimizer]  # fmt: skip
     env = os.environ | {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")} | MALLOC
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     rows = [json.loads(line[len("RESULT ") :]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
