@@ -8,7 +8,8 @@ import os
 import pandas as pd
 import pytest
 
-from hwsweep.analysis.status import Scheduler, job_comment, write_status
+from hwsweep.analysis.holders import Scheduler, job_comment
+from hwsweep.analysis.status import write_status
 from hwsweep.contracts import scheduler as slurm
 from hwsweep.contracts.failure import attempt_line
 from hwsweep.plan.config import resolve

@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 from conftest import REPO, snakemake
 
+from hwsweep.contracts.spec import canonical_json
 from hwsweep.models.families import SEQUENCE_METRICS
+from hwsweep.plan.config import resolve
 
 pytestmark = pytest.mark.slow
 
@@ -257,10 +259,13 @@ def test_jobs_see_exactly_the_replaced_config_and_refuse_a_changed_spec(tmp_path
     (tmp_path / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
     small_config["recipe"].pop("schedule")  # the schema default (600 steps), not config.yaml's 400
     run = "results/tiny/default/cpu1/seed0"
-    proc = snakemake(tmp_path, small_config, "--cores", "1", "plan", f"{run}/spec.json")
+    proc = snakemake(tmp_path, small_config, "--cores", "1", "plan")
     assert proc.returncode == 0, proc.stderr[-3000:]
     plan = pd.read_csv(tmp_path / "results/plan.tsv", sep="\t")
     assert set(plan.suite) == {"tiny"} and (plan.steps == 600).all()
+    # spec.json is written by the snakemake that schedules the run (no job writes it), from the same config.
+    (tmp_path / run).mkdir(parents=True)
+    (tmp_path / run / "spec.json").write_text(canonical_json(resolve(small_config).spec("tiny", "default", "cpu1", 0)))
     spec = json.loads((tmp_path / run / "spec.json").read_text())
     assert spec["plan"]["steps"] == 600 and spec["suite"] == "tiny"
 

@@ -1,9 +1,14 @@
 """Bring a suite's files to one consistent state before snakemake decides what to run; the workflow calls
 this while it builds the DAG of `all` (or of a suite), never `status`, which only reports.
 
-- spec.json that is not the config's spec (damaged, edited, cut short) is rewritten from the config. When
-  the run's record was made from exactly that spec, the file gets back a time before the record, so
-  snakemake does not retrain a good run (and delete its record) because an input looks newer.
+- spec.json is written here, from the config, for a run that has none (no job writes it: a job's script would
+  look newer than a finished sweep copied elsewhere and redo it); one that is not the config's spec (damaged,
+  edited, cut short) is rewritten. When the run's record was made from exactly that spec, the file gets back a
+  time before the record. The workflow takes spec.json as an ancient input besides: a run is identified by its
+  spec's content, never by modification times, so a sweep copied, moved or harvested elsewhere is still done.
+- A record made from another spec (the config changed since) is stale: it is moved aside (NAME.stale), with
+  the records made after it, and the line says which settings changed; the run is then retrained, never
+  silently.
 - A damaged or implausible record (hwsweep.analysis.validation says why) is moved aside, kept as NAME.corrupt
   (.corrupt.1, ... when taken), with the records made after it; the run is then redone by the same `all`.
 - A suite whose runs are not all done loses its tables (results/SUITE/*.csv, cheap to remake): snakemake
@@ -19,17 +24,41 @@ from pathlib import Path
 
 from hwsweep.analysis import validation
 from hwsweep.contracts import io
+from hwsweep.contracts.command import as_passed
 from hwsweep.contracts.spec import EVAL_RECORD, REPAIRS_LOG, SPEC_FILE, TRAIN_RECORD, RunSpec, canonical_json
 
 PIPELINE = (TRAIN_RECORD, EVAL_RECORD)  # a record is made from the ones before it
 
 
-def _aside(path: Path) -> Path:
-    target, n = path.with_name(f"{path.name}.corrupt"), 0
+def _aside(path: Path, why: str = "corrupt") -> Path:
+    target, n = path.with_name(f"{path.name}.{why}"), 0
     while target.exists():
         n += 1
-        target = path.with_name(f"{path.name}.corrupt.{n}")
+        target = path.with_name(f"{path.name}.{why}.{n}")
     return target
+
+
+def changed_settings(old, new, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two specs (as dicts), with both values: `key old -> new`."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            out += changed_settings(old.get(key), new.get(key), f"{prefix}{key}.")
+        return out
+    return [] if old == new else [f"{prefix.rstrip('.')} {old!r} -> {new!r}"]
+
+
+def _move_aside(spec: RunSpec, first: str, why: str, dry_run: bool) -> list[str]:
+    """Move the record `first` and those made after it aside as NAME.<why>; what was (or would be) moved."""
+    moved = []
+    for name in PIPELINE[PIPELINE.index(first):]:
+        path = spec.path(name)
+        if path.exists():
+            target = _aside(path, why)
+            if not dry_run:
+                os.replace(path, target)
+            moved.append(f"{path.name} -> {target.name}")
+    return moved
 
 
 def settle_spec(spec: RunSpec, dry_run: bool = False) -> list[str]:
@@ -40,7 +69,9 @@ def settle_spec(spec: RunSpec, dry_run: bool = False) -> list[str]:
     except FileNotFoundError:
         old = None
         if not spec.path(TRAIN_RECORD).exists():
-            return []  # never made: the spec rule writes it
+            if not dry_run:  # a run not started yet: its spec, said by nothing (nothing to repair)
+                io.write_text(path, text)
+            return []
     except (OSError, UnicodeDecodeError):
         old = ""
     if old == text:
@@ -62,23 +93,24 @@ def settle_spec(spec: RunSpec, dry_run: bool = False) -> list[str]:
     return lines
 
 
-def settle_run(spec: RunSpec, evaluated: bool, dry_run: bool = False) -> tuple[str, list[str]]:
-    """The run's state after moving a damaged record aside; returns (state, lines said)."""
+def settle_run(spec: RunSpec, evaluated: bool, dry_run: bool = False) -> tuple[validation.Verdict, list[str]]:
+    """What the run's files said (validation's verdict; a stale run's names its record) and the lines said
+    moving a damaged or stale record aside."""
     lines = settle_spec(spec, dry_run)
     verdict = validation.run_state(spec, evaluated)
-    if verdict.state != validation.CORRUPT:
-        return verdict.state, lines
-    moved = []
-    for name in PIPELINE[PIPELINE.index(verdict.path.name):]:
-        path = spec.path(name)
-        if path.exists():
-            target = _aside(path)
-            if not dry_run:
-                os.replace(path, target)
-            moved.append(f"{path.name} -> {target.name}")
     action = "would move aside" if dry_run else "moved aside"
+    if verdict.state == validation.STALE:  # one line: its spec.json, rewritten above, is part of the same change
+        changed = changed_settings(io.read_json(spec.path(TRAIN_RECORD)).get("spec"), as_passed(spec)[1])
+        shown = "; ".join(changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
+        moved = _move_aside(spec, TRAIN_RECORD, "stale", dry_run)
+        lines = [f"hwsweep: {spec.run_dir} is stale: its record was made from another spec ({shown}); "
+                 f"{action} ({', '.join(moved)}), the run is retrained"]  # fmt: skip
+        return validation.Verdict(verdict.state, spec.path(TRAIN_RECORD), "record made from another spec"), lines
+    if verdict.state != validation.CORRUPT:
+        return verdict, lines
+    moved = _move_aside(spec, verdict.path.name, "corrupt", dry_run)
     lines.append(f"hwsweep: {verdict.reason}; {action} ({', '.join(moved)}), the run is redone")
-    return verdict.state, lines
+    return verdict, lines
 
 
 def _remember(spec: RunSpec, lines: list[str]) -> None:
@@ -101,16 +133,17 @@ def repairs(spec: RunSpec, evaluated: bool) -> list[str]:
     return [f"the next all: {line.removeprefix('hwsweep: ')}" for line in needed] + made
 
 
-def settle_runs(specs: list[RunSpec], tables: Path | None, evaluated: bool, dry_run: bool = False) -> list[str]:
-    """Settle runs; given the folder of their suite's tables (all its runs), drop them unless every run is done."""
-    lines, states = [], []
+def settle_runs(specs: list[RunSpec], tables: Path | None, evaluated: bool, dry_run: bool = False,
+                verdicts: dict[str, validation.Verdict] | None = None) -> list[str]:  # fmt: skip
+    """Settle runs; given the folder of their suite's tables (all its runs), drop them unless every run is done.
+    `verdicts` (run folder -> settle_run's verdict), when given, gets what each run's files said before."""
+    lines, verdicts = [], {} if verdicts is None else verdicts
     for spec in specs:
-        state, said = settle_run(spec, evaluated, dry_run)
-        states.append(state)
+        verdicts[spec.run_dir], said = settle_run(spec, evaluated, dry_run)
         lines += said
         if said and not dry_run:
             _remember(spec, said)
-    stale = sorted(tables.glob("*.csv")) if tables and any(s != validation.DONE for s in states) else []
+    stale = sorted(tables.glob("*.csv")) if tables and any(verdicts[s.run_dir].state != validation.DONE for s in specs) else []
     if stale and not dry_run:
         for table in stale:
             table.unlink()

@@ -6,7 +6,8 @@ Where the runs are SLURM jobs, the scheduler says where a run without a record i
 for a job the controller has forgotten, where the cluster keeps accounting): pending (with SLURM's reason),
 preempted (requeued after its checkpoint, waiting to resume), running (on which nodes), failed (SLURM's state
 and exit code, then the cause from the log) or timeout; the scheduler column says it as SLURM does. Without a
-scheduler, a run whose launcher runs on this node is running. It reads only: the next `all` moves a corrupt
+scheduler, a run whose launcher runs on this node is running. A run whose job or trainer no snakemake waits for
+(its snakemake was killed) says so. It reads only: the next `all` moves a corrupt
 record aside (hwsweep.analysis.quarantine), not this; the repairs column names what that `all` will set right
 and what earlier ones did; the tracking column, which tracker did not take what a run sent it, as its records
 say. It writes results/partial/ and nothing else."""
@@ -14,79 +15,20 @@ say. It writes results/partial/ and nothing else."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pandas as pd
 
 from hwsweep.analysis import quarantine
+from hwsweep.analysis.holders import STAGE_LOG, Scheduler, snakemake_waits
 from hwsweep.analysis.aggregate import aggregate, prices_of
 from hwsweep.analysis.validation import DONE, FAILED, MISSING, TRAINED, run_state
-from hwsweep.contracts import failure, host, io
-from hwsweep.contracts.scheduler import SQUEUE, Job, SchedulerError, accounted_jobs, my_jobs
+from hwsweep.contracts import failure, host, io, lease
+from hwsweep.contracts.scheduler import ACTIVE, ENDED_BADLY, WAITING, Job
 from hwsweep.contracts.spec import EVAL_RECORD, SPEC_FILE, TRAIN_RECORD
 from hwsweep.contracts.tracking import delivery_problem
 
 RUNNING, PENDING, PREEMPTED, TIMEOUT = "running", "pending", "preempted", "timeout"
-WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED", "RESV_DEL_HOLD",
-           "PREEMPTED"}  # fmt: skip
-ACTIVE = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING"}
-ENDED_BADLY = {"FAILED", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "TIMEOUT"}
-STAGE_LOG = {"train": "train.log", "evaluate": "evaluate.log"}
-
-
-def job_comment(rule: str, spec) -> str:
-    """The comment snakemake's slurm executor gives a job of `rule` for this run: rule_<rule>_wildcards_ and the
-    wildcard values in the order of the rule's output path (suite, variant, hardware, seed) joined by _."""
-    values = [spec.suite, spec.variant, spec.hardware_name, str(spec.seed)]
-    return f"rule_{rule}_wildcards_" + "_".join(values).replace("/", "_")
-
-
-class Scheduler:
-    """This folder's SLURM jobs, newest first per run and stage; empty where there is no SLURM client. `note`:
-    the one line saying why the scheduler could not be asked, when it could not."""
-
-    def __init__(self, workdir: str = ".", ask=my_jobs, accounted=accounted_jobs):
-        self.workdir, self.note, self._accounted = os.path.realpath(workdir), "", accounted
-        self._by_comment: dict[str, Job] = {}
-        self.asked = shutil.which(SQUEUE[0]) is not None or ask is not my_jobs
-        if not self.asked:
-            return
-        try:
-            jobs = ask()
-        except SchedulerError as e:
-            self.note = f"{e}; states from the runs' files only"
-            return
-        for job in sorted(jobs, key=lambda j: int(j.id) if j.id.isdigit() else -1):
-            if job.workdir and os.path.realpath(job.workdir) == self.workdir:
-                self._by_comment[job.comment] = job  # the newest job of a run and stage wins
-
-    def job(self, spec, stage: str) -> Job | None:
-        """The newest job of this run's `stage` (train or evaluate): the controller's, else, for the job the
-        stage's log names in its newest attempt, the accounting database's (where the cluster keeps one)."""
-        found = self._by_comment.get(job_comment(stage, spec))
-        if found is not None or not self.asked or self.note:
-            return found
-        logged = newest_logged_job(spec.log_path(STAGE_LOG[stage]))
-        if logged is None:
-            return None
-        try:
-            records = self._accounted([logged])
-        except SchedulerError:
-            return None  # no accounting: the files say what they can
-        return records[-1] if records else None
-
-
-def newest_logged_job(log: Path) -> str | None:
-    """The SLURM job of the newest attempt a log holds (hwsweep.run.preempt's marker), if any."""
-    try:
-        text = log.read_text(errors="replace")
-    except OSError:
-        return None
-    jobs = [m["job"] for line in text.splitlines() if (m := failure.ATTEMPT.match(line))]
-    return jobs[-1] if jobs and jobs[-1] else None
-
-
 def _where(job: Job) -> str:
     """The scheduler column: SLURM's view of the job, as SLURM says it."""
     parts = [f"job {job.id} {job.state}"]
@@ -135,8 +77,19 @@ def tracking_problem(spec, evaluated: bool) -> str:
     return " | ".join(out)
 
 
-def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler) -> dict:
-    """One row of status.csv: the run's state, what is wrong (problem), SLURM's view (scheduler)."""
+def unwaited(spec, waited_here: bool) -> str:
+    """The problem of a run whose job or trainer still runs although no snakemake waits for it (its snakemake was
+    killed): nothing collects its result until `all` runs again; "" while one waits, or where it cannot be told."""
+    held = lease.read(spec.run_dir)
+    waits = snakemake_waits(held.snakemake) if held is not None and held.snakemake else waited_here
+    if waits is None or waits:
+        return ""
+    return "no snakemake waits for it (its snakemake was stopped): run all again once it ends, or stop it"
+
+
+def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler, waited_here: bool = True) -> dict:
+    """One row of status.csv: the run's state, what is wrong (problem), SLURM's view (scheduler). `waited_here`:
+    whether another snakemake works in this folder on this machine."""
     verdict = run_state(spec, evaluated)
     state, problem, where = verdict.state, verdict.reason, ""
     if state != DONE:
@@ -146,6 +99,8 @@ def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler) 
         where = _where(job) if job is not None else ""
     if state in (FAILED, MISSING) and not where and os.path.abspath(spec.path(SPEC_FILE)) in launched:
         state, problem = RUNNING, ""  # no scheduler: its launcher runs on this node
+    if state in (RUNNING, PENDING, PREEMPTED) and not problem:
+        problem = unwaited(spec, waited_here)
     return {"state": state, "problem": problem, "scheduler": where}
 
 
@@ -155,10 +110,11 @@ def write_status(matrix, folder="results/partial", scheduler: Scheduler | None =
     folder = Path(folder)
     evaluated = matrix.evaluation.kind != "none"
     rows, launched, scheduler = [], host.launched_specs(), scheduler or Scheduler()
+    waited_here = bool(host.other_snakemakes("."))
     for r in matrix.runs():
         spec = matrix.spec(r.suite, r.variant, r.hardware, r.seed)
         rows.append({"suite": r.suite, "variant": r.variant, "hardware": r.hardware, "seed": r.seed}
-                    | run_status(spec, evaluated, launched, scheduler)
+                    | run_status(spec, evaluated, launched, scheduler, waited_here)
                     | {"repairs": " | ".join(quarantine.repairs(spec, evaluated)),
                        "tracking": tracking_problem(spec, evaluated)})  # fmt: skip
     status = pd.DataFrame(rows)

@@ -86,6 +86,15 @@ def _launchers():
     return _processes(lambda argv: LAUNCHER in argv)
 
 
+def process_start(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (Linux /proc/PID/stat); None if there is no such
+    process (or no /proc). With the pid it names one process: a pid used again later has another start."""
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _ancestors() -> set[int]:
     pids, pid = set(), os.getpid()
     while pid > 1:

@@ -13,6 +13,13 @@ import subprocess
 from dataclasses import dataclass
 
 TIMEOUT_S = 4.0
+# SLURM's states of a job, as status and the run's lease read them: waiting to run (again), running, ended badly.
+WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED", "RESV_DEL_HOLD",
+           "PREEMPTED"}  # fmt: skip
+ACTIVE = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING"}
+LIVE = WAITING | ACTIVE  # a job that may still write its run's folder
+ENDED_BADLY = {"FAILED", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "TIMEOUT"}
+FORGOTTEN = "Invalid job id"  # scontrol's words for a job the controller no longer knows (it ended)
 
 
 class SchedulerError(RuntimeError):

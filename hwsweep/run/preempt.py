@@ -5,9 +5,11 @@ scheduler, and each attempt of a train job in the run's log.
   launcher names in STOPPED_DIR, one file per local rank, and exits 0, so torchrun's agent ends at once and
   without a failure report; the launcher (hwsweep.run.launch) exits EXIT_PREEMPTED (75) when every rank of
   its node said so.
-- The train rule runs its command through `python -m hwsweep.run.preempt SPEC LOG -- COMMAND...`, which keeps
-  each attempt's output in a file of its own (train.1.log, train.2.log, ...; train.log is the newest), headed
-  by a marker line (attempt number, SLURM job, host, spec, time), and, in a SLURM job, answers a COMMAND that
+- The train rule runs its command through `python -m hwsweep.run.preempt SPEC LOG -- COMMAND...`, which holds
+  the run's lease while COMMAND runs (hwsweep.contracts.lease: a second writer of the same run folder is refused
+  with one line and exit EXIT_HELD), keeps each attempt's output in a file of its own (train.1.log, train.2.log,
+  ...; train.log is the newest attempt's, whatever order attempts end in), headed by a marker line (attempt
+  number, SLURM job, host, spec, time), and, in a SLURM job, answers a COMMAND that
   exits 75 after writing a newer checkpoint with `scontrol requeue $SLURM_JOB_ID`:
   the same job waits in the queue and resumes from that checkpoint, the slurm executor keeps polling the same
   job id, and no snakemake retry is spent. A stop without a newer checkpoint, or outside SLURM, exits 75
@@ -28,11 +30,12 @@ import sys
 import time
 from pathlib import Path
 
-from hwsweep.contracts import scheduler
+from hwsweep.contracts import lease, scheduler
 from hwsweep.contracts.failure import ATTEMPT, attempt_line
 from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, RunSpec, sha256
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after writing a checkpoint; rerun to resume
+EXIT_HELD = 73  # EX_CANTCREAT: another live writer (a job, a process) holds the run's folder; nothing was started
 STOPPED_DIR = "HWSWEEP_STOPPED_DIR"  # the environment variable naming the launcher's folder for the stop notes
 SPEC_SHORT = 12  # hex digits of the spec's sha256 a marker shows: attempts of another spec start a new log
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -100,38 +103,58 @@ def attempts(log: Path) -> list[tuple[int, str | None, str]]:
     return sorted(found)
 
 
+def _link_newest(own: Path, log: Path) -> None:
+    """Make `log` (train.log) name the attempt's own file: a new hard link put in its place in one rename (never a
+    write through the old one, which an earlier attempt's file may share), else a copy renamed into place."""
+    temporary = log.with_name(f".{log.name}.{os.getpid()}.tmp")
+    temporary.unlink(missing_ok=True)
+    try:
+        os.link(own, temporary)
+    except OSError:  # a file system without hard links: train.log is a copy, made again as the attempt goes on
+        shutil.copyfile(own, temporary)
+    os.replace(temporary, log)
+
+
 def _begin(log: Path, spec_hash: str, job: str | None) -> int:
     """Open the attempt: its own file train.<n>.log below the earlier attempts' (of the same spec: attempts of an
-    older config's run are removed, that run is over), and `log` (train.log, the rule's log, which snakemake
-    deletes before each job) the same file by a hard link, so it always shows the newest attempt and removing
-    it loses nothing. Returns the attempt's number."""
+    older config's run are removed, that run is over), claimed by an exclusive create so two attempts never share
+    a number, and `log` (train.log, the rule's log, which snakemake deletes before each job) the same file, so it
+    shows the newest attempt and removing it loses nothing. Returns the attempt's number."""
     earlier = attempts(log)
     if earlier and earlier[-1][2] != spec_hash:
         for number, _, _ in earlier:
             attempt_log(log, number).unlink(missing_ok=True)
         earlier = []
     attempt = earlier[-1][0] + 1 if earlier else 1
-    line = attempt_line(attempt, job, socket.gethostname(), spec_hash, time.strftime("%Y-%m-%d %H:%M:%S %z"))
-    own = attempt_log(log, attempt)
-    own.parent.mkdir(parents=True, exist_ok=True)
-    own.write_text(line + "\n")
-    log.unlink(missing_ok=True)
-    try:
-        os.link(own, log)
-    except OSError:  # a file system without hard links: train.log is a copy, made again when the attempt ends
-        shutil.copyfile(own, log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        line = attempt_line(attempt, job, socket.gethostname(), spec_hash, time.strftime("%Y-%m-%d %H:%M:%S %z"))
+        try:
+            with open(attempt_log(log, attempt), "x") as f:
+                f.write(line + "\n")
+            break
+        except FileExistsError:  # taken meanwhile (an attempt log without a marker line counts too)
+            attempt += 1
+    _link_newest(attempt_log(log, attempt), log)
     return attempt
 
 
 class AttemptLog:
-    """The attempt's own file and the run's log (the same file by a hard link, else a copy kept up to date)."""
+    """The attempt's own file and the run's log (the same file by a hard link, else a copy kept up to date). Only
+    the newest attempt touches the run's log: an older one that ends later leaves it to the newer."""
 
     def __init__(self, own: Path, log: Path):
         self.own, self.log = own, log
 
+    def newest(self) -> bool:
+        numbers = [n for n, _, _ in attempts(self.log)]
+        return not numbers or attempt_log(self.log, max(numbers)) == self.own
+
     def sync(self) -> None:
+        if not self.newest():
+            return
         if not (self.log.exists() and os.path.samefile(self.own, self.log)):
-            shutil.copyfile(self.own, self.log)
+            _link_newest(self.own, self.log)
 
     def say(self, line: str) -> None:
         with open(self.own, "a") as f:
@@ -174,6 +197,16 @@ def run_attempt(spec_path: str, log: Path, command: list[str], env: dict | None 
     env = dict(os.environ if env is None else env)
     spec_hash = sha256(Path(spec_path).read_text())[:SPEC_SHORT]
     job = env.get("SLURM_JOB_ID")
+    try:
+        with lease.held(Path(spec_path).parent, attempt=len(attempts(log)) + 1, env=env):
+            return _attempt(spec_path, log, command, env, spec_hash, job, wait_for_end)
+    except lease.Held as e:
+        print(f"hwsweep: {e}", file=sys.stderr, flush=True)
+        return EXIT_HELD
+
+
+def _attempt(spec_path: str, log: Path, command: list[str], env: dict, spec_hash: str, job: str | None,
+             wait_for_end: float) -> int:  # fmt: skip
     out = AttemptLog(attempt_log(log, _begin(log, spec_hash, job)), log)
     before = progress(spec_path)
     handlers = {s: signal.signal(s, lambda signum, frame: None) for s in STOP_SIGNALS}  # default again in COMMAND

@@ -5,9 +5,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from hwsweep.analysis import quarantine
+from snakemake.io import IOFile
+
+from hwsweep.analysis import holders, quarantine, validation
 from hwsweep.analysis.aggregate import prices_of
-from hwsweep.contracts import io
+from hwsweep.contracts import io, lease
 from hwsweep.contracts import spec as layout
 from hwsweep.contracts import tracking as tracking_contract
 from hwsweep.plan import interrupt, placement, shared
@@ -44,6 +46,8 @@ if not IS_JOB:
     except io.StorageError as e:
         print(f"hwsweep: {e}", file=sys.stderr)
         sys.exit(1)
+    # The jobs inherit it (sbatch exports the environment): a run's lease names the snakemake that waits for it.
+    os.environ[lease.SNAKEMAKE_ENV] = lease.snakemake_mark()
 for _warning in MATRIX.warnings:
     print(f"hwsweep warning: {_warning}", file=sys.stderr)
 
@@ -184,10 +188,51 @@ def writable_results(wildcards=None):
 SETTLED = set()
 
 
+def refuse_live_writers():
+    """Once, before a real run's first job: a run that a job or process no snakemake waits for still writes (its
+    snakemake was killed: a dropped ssh session, an OOM killer) stops snakemake here with one line per run naming
+    the writer and what to do, so no second writer is started beside it. A dry run says the same as a warning.
+    """
+    if "writers" in EXECUTOR:
+        return
+    EXECUTOR["writers"] = True
+    specs = [MATRIX.spec(r.suite, r.variant, r.hardware, r.seed) for r in MATRIX.runs()]
+    jobs = holders.Scheduler() if executor() == "slurm" else None
+    found = holders.live_writers(specs, jobs)
+    if not found:
+        return
+    for line in found:
+        print(
+            f"hwsweep{' warning' if EXECUTOR['dry_run'] else ''}: {line}",
+            file=sys.stderr,
+        )
+    if not EXECUTOR["dry_run"]:
+        print(
+            f"hwsweep: nothing was started: {len(found)} run(s) above are still being written; once they end, "
+            "run this again (their records are then taken as they are)",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+
+
+def forget_provenance(spec, state):
+    """A run done by content (its records made from this very spec) is not redone for snakemake's provenance of
+    its records: the interpreter's path, the rule's code in another hwsweep version, a job marked incomplete by
+    a snakemake killed while it ran. Its metadata in .snakemake/ is dropped, so the records decide.
+    """
+    names = {
+        validation.DONE: (layout.TRAIN_RECORD, layout.EVAL_RECORD),
+        validation.TRAINED: (layout.TRAIN_RECORD,),
+    }
+    for name in names.get(state, ()):
+        workflow.persistence.cleanup_metadata(IOFile(spec.path(name).as_posix()))
+
+
 def settled(suite, runs):
-    """Once per run, while the DAG of a real run is built: a damaged spec.json rewritten from the config,
-    a damaged or implausible record moved aside so this run redoes it, and (for a whole suite) its tables
-    dropped unless every run is done (hwsweep.analysis.quarantine). Never in jobs or for --report.
+    """Once per run, while the DAG of a real run is built: no live writer elsewhere (refuse_live_writers),
+    spec.json written or rewritten from the config, a damaged, implausible or stale record moved aside so this
+    run redoes it, and (for a whole suite) its tables dropped unless every run is done
+    (hwsweep.analysis.quarantine). Never in jobs or for --report.
     """
     todo = [r for r in runs if r.run_dir not in SETTLED]
     if not todo or executor() is None:
@@ -197,6 +242,7 @@ def settled(suite, runs):
     writable_results()
     warn_unslotted_timing()
     advise_after_interrupt()
+    refuse_live_writers()
     SETTLED.update(r.run_dir for r in todo)
     specs = [MATRIX.spec(r.suite, r.variant, r.hardware, r.seed) for r in todo]
     # A run folder its job could not write is named now, before snakemake or the job meets it.
@@ -207,26 +253,40 @@ def settled(suite, runs):
             sys.exit(1)
     evaluated = MATRIX.evaluation.kind != "none"
     tables = Path("results", suite) if len(todo) == len(MATRIX.runs(suite)) else None
+    verdicts = {}
     try:
         with io.storage("results"):
             lines = quarantine.settle_runs(
-                specs, tables, evaluated, EXECUTOR["dry_run"]
+                specs, tables, evaluated, EXECUTOR["dry_run"], verdicts
             )
     except io.StorageError as e:
         print(f"hwsweep: {e}", file=sys.stderr)
         sys.exit(1)
     for line in lines:
         print(line, file=sys.stderr)
+    for spec in specs:
+        verdict = verdicts[spec.run_dir]
+        forget_provenance(spec, verdict.state)
+        if EXECUTOR["dry_run"] and verdict.path is not None:
+            # What a real run moves aside, a dry run leaves: it lists the job that remakes it all the same.
+            workflow.dag.forcefiles.add(verdict.path.as_posix())
 
 
 def placed_spec(wildcards):
-    """The train job's spec.json, once its hardware is placeable here and its files are settled."""
+    """The train job's spec.json, once its hardware is placeable here and its files are settled: ancient (the
+    content decides, hwsweep.analysis.quarantine); none in a dry run that has not written it yet.
+    """
     placed(wildcards.hardware)
     run = Run(
         wildcards.suite, wildcards.variant, wildcards.hardware, int(wildcards.seed)
     )
     settled(wildcards.suite, [run])
-    return run_file(layout.SPEC_FILE).format(**wildcards)
+    return existing_spec(wildcards)
+
+
+def existing_spec(wildcards):
+    path = run_file(layout.SPEC_FILE).format(**wildcards)
+    return ancient(path) if os.path.exists(path) else []
 
 
 def hardware_of(wildcards):

@@ -1,8 +1,9 @@
 rule evaluate:
     """The run's metrics on its held-out data: the built-in evaluator or the user's evaluation command."""
     input:
-        spec=run_file(layout.SPEC_FILE),
-        record=run_file(layout.TRAIN_RECORD),
+        # Ancient, as train's: the records are matched by content while the DAG is built.
+        spec=existing_spec,
+        record=ancient(run_file(layout.TRAIN_RECORD)),
     output:
         run_file(layout.EVAL_RECORD),
     log:
@@ -16,6 +17,7 @@ rule evaluate:
         cpus_per_task=eval_threads,
         runtime=eval_runtime,
     params:
+        spec=run_file(layout.SPEC_FILE),
         python=PYTHON,
     shell:
-        "{params.python} -m hwsweep.run.evaluate {input.spec:q} --threads {threads} > {log:q} 2>&1"
+        "{params.python} -m hwsweep.run.evaluate {params.spec:q} --threads {threads} > {log:q} 2>&1"

@@ -28,19 +28,6 @@ rule plan:
         "../scripts/plan.py"
 
 
-rule spec:
-    """Resolve one run's RunSpec (recipe, hardware, batch plan, seed) into spec.json."""
-    output:
-        run_file(layout.SPEC_FILE),
-    log:
-        log_file("spec.log"),
-    localrule: True
-    params:
-        text=run_spec_json,
-    script:
-        "../scripts/write_text.py"
-
-
 rule train:
     """One run of the trainer (built-in or the user's command), under torchrun or as a plain
     process, global batch fixed by the plan. Multi-node hardware starts one launcher per node
@@ -49,6 +36,7 @@ rule train:
     itself after its checkpoint (docs/cluster.md).
     """
     input:
+        # Ancient: a run is identified by its spec's content (hwsweep.analysis.quarantine), never by file times.
         spec=placed_spec,
         tracking=tracking_file,
     output:
@@ -72,13 +60,16 @@ rule train:
         timing_slot=train_timing_slot,
         slurm_extra=train_slurm_extra,
     params:
+        spec=run_file(layout.SPEC_FILE),
         per_node=train_per_node_launch,
         python=PYTHON,
         spec_sha256=run_spec_sha256,
     shell:
-        # hwsweep.run.preempt: each attempt appended to the log; in a SLURM job a checkpointed stop requeues it.
-        "{params.python} -m hwsweep.run.preempt {input.spec:q} {log:q} --"
-        " {resources.mpi} {params.per_node} {params.python} -m hwsweep.run.launch {input.spec:q}"
+        # hwsweep.run.preempt: the run's lease held, each attempt's log kept; in a SLURM job a checkpointed stop
+        # requeues it. A done run is not redone for its parameters (the interpreter's path on another machine):
+        # its snakemake metadata is dropped while the DAG is built (common.smk, forget_provenance).
+        "{params.python} -m hwsweep.run.preempt {params.spec:q} {log:q} --"
+        " {resources.mpi} {params.per_node} {params.python} -m hwsweep.run.launch {params.spec:q}"
         " --threads {threads} --spec-sha256 {params.spec_sha256}"
 
 
