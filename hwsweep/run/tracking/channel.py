@@ -10,6 +10,8 @@ import time
 from hwsweep.contracts.tracking import rows_text
 from hwsweep.run.tracking.failure import first_line, warn
 
+ONE_EACH = ("text", "final", "artifact")  # the kinds of item counted one each (a log item counts its rows)
+
 
 class Channel:
     """One backend on a thread of its own, with its own queue: it opens, takes what is queued for it in order,
@@ -33,7 +35,7 @@ class Channel:
 
     def put(self, seq: int, kind: str, payload) -> None:
         """Queue an item for this backend (the worker's `changed` held)."""
-        size = len(payload) if kind == "log" else int(kind in ("text", "final", "artifact"))
+        size = len(payload) if kind == "log" else int(kind in ONE_EACH)
         if self.why is not None:
             self.undelivered += size
             return
@@ -86,7 +88,7 @@ class Channel:
                 seq, kind, payload = batch[-1]
                 size = sum(len(p) for _, k, p in batch if k == "log")
                 self.rows -= size
-                size += int(kind in ("text", "final", "artifact"))
+                size += int(kind in ONE_EACH)
                 self.doing = "closing" if kind == "close" else "sending"
             if kind == "log":
                 self._call("log", [row for _, _, rows in batch for row in rows])

@@ -21,6 +21,7 @@ from hwsweep.run.tracking.target import Target
 from hwsweep.run.tracking.worker import Worker
 
 PID_FILE = "tracking.pid"  # in the tracked folder: the tracker's process that writes there now
+SERVE = "from hwsweep.run.tracking import serve; serve()"  # its code (Tracker starts it); _follow knows it by it
 
 
 def _follow(path: Path, limit: float) -> None:
@@ -31,7 +32,7 @@ def _follow(path: Path, limit: float) -> None:
         pid = int(path.read_text())
         deadline = time.monotonic() + limit
         while pid != os.getpid() and time.monotonic() < deadline:
-            if "hwsweep.run.tracking import serve" not in Path(f"/proc/{pid}/cmdline").read_text():
+            if SERVE not in Path(f"/proc/{pid}/cmdline").read_text():
                 break  # raises OSError once that process is gone; another process with its number: not ours
             time.sleep(0.1)
     with contextlib.suppress(OSError):

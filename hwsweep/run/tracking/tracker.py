@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hwsweep.contracts.tracking import TrackingConfig
 from hwsweep.run.tracking.failure import warn
+from hwsweep.run.tracking.process import SERVE
 from hwsweep.run.tracking.target import Target, run_target
 from hwsweep.run.tracking.worker import Worker, take
 
@@ -64,8 +65,7 @@ class Tracker:
     def _start_process(self, system: bool, cpus) -> None:
         root = str(Path(__file__).resolve().parents[3])  # hwsweep's folder on the child's path, as on ours
         # Without the working folder on its path: a user's mlflow.py or wandb.py there is not the client.
-        code = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; " \
-               "from hwsweep.run.tracking import serve; serve()"  # fmt: skip
+        code = f"import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; {SERVE}"
         self._tmp = None
         try:
             # Its own temporary folder, removed once it ends: it ends with os._exit, so the clients' temporary
