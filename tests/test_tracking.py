@@ -129,7 +129,7 @@ class Slow(Good):
 
 
 def _tracker(monkeypatch, tmp_path, names, system=False, **config):
-    monkeypatch.setattr(tracking, "BACKENDS", {b.name: b for b in (Good, Stuck, Broken, Slow)})
+    monkeypatch.setattr(tracking.worker, "BACKENDS", {b.name: b for b in (Good, Stuck, Broken, Slow)})
     monkeypatch.setattr(Stuck, "release", threading.Event())  # each test's stuck tracker is stuck until it says
     target = tracking.Target(run_id="x", experiment="s", name="n", group="g", job_type="j", folder=tmp_path, results=tmp_path)
     return tracking.Tracker(target, TrackingConfig(backends=names, **config), system=system, process=False)
@@ -186,7 +186,7 @@ def loaded():
 def test_a_run_over_before_the_tracker_started_still_has_a_cpu_sample(monkeypatch, tmp_path):
     """Everything, the stop included, was queued before the clients' side ran (a short run beside a tracker
     process slow to start): its one system sample, at the end, still measures the CPU over an interval."""
-    monkeypatch.setattr(tracking, "BACKENDS", {"good": Good})
+    monkeypatch.setattr(tracking.worker, "BACKENDS", {"good": Good})
     # The machine's CPU counters as a coarse clock would have them: they move every 0.2 s (the kernel's, 0.01 s)
     monkeypatch.setattr(tracking.System, "_machine", staticmethod(lambda: (float(int(time.monotonic() * 5)), 0.0)))
     target = tracking.Target(run_id="x", experiment="s", name="n", group="g", job_type="j", folder=tmp_path, results=tmp_path)
