@@ -11,8 +11,9 @@
   and cost per cell.
 - export: the comparison table; curves: logged series over seeds.
 
-Every function works for whatever metrics the config declares (Settings); no name is listed here. This package
-re-exports what the rest of hwsweep, the workflow, bench/ and the tests use as `stats.<name>`.
+Every function works for whatever metrics the config declares (Settings); no name is listed here. The modules
+import scipy, not scipy.stats: its submodules load on first use, so scipy.stats (~0.4 s) loads only where a
+statistic is computed (the Snakefile imports this package). This package re-exports what the rest of hwsweep, the workflow, bench/ and the tests use as `stats.<name>`.
 """
 
 from hwsweep.analysis.stats.amdahl import amdahl_fit

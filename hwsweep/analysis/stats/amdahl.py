@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy  # its submodules load on first use: scipy.stats (~0.4 s) only where a statistic is computed
+import scipy  # lazy submodules: see the package's docstring
 
 GOLDEN = (math.sqrt(5) - 1) / 2
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy  # its submodules load on first use: scipy.stats (~0.4 s) only where a statistic is computed
+import scipy  # lazy submodules: see the package's docstring
 
 CORNERS_UP_TO = 12  # box dimensions whose 2^n corners are enumerated; a looser bound (still valid) above
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import scipy  # its submodules load on first use: scipy.stats (~0.4 s) only where a statistic is computed
+import scipy  # lazy submodules: see the package's docstring
 
 from hwsweep.analysis.stats.settings import CELL, Settings
 

@@ -8,7 +8,7 @@ import functools
 import math
 
 import numpy as np
-import scipy  # its submodules load on first use: scipy.stats (~0.4 s) only where a statistic is computed
+import scipy  # lazy submodules: see the package's docstring
 
 POWER = 0.8  # the power seeds_needed promises
 SEEDS_CAP = 100  # seeds_needed above this is reported as "more than SEEDS_CAP"

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import scipy  # its submodules load on first use: scipy.stats (~0.4 s) only where a statistic is computed
+import scipy  # lazy submodules: see the package's docstring
 
 from hwsweep.analysis.stats.t_interval import mean_ci
+from hwsweep.analysis.stats.tost import welch_df
 from hwsweep.analysis.stats.untested import NEEDS_SEEDS, NO_SPREAD, REPEATS, repeats
 
 GEOMETRIC = "geometric mean of per-seed ratios, t CI on log ratios"
@@ -32,18 +33,20 @@ def speedup_ci(base: np.ndarray, new: np.ndarray, confidence: float, paired: boo
     vb = base.var(axis=1, ddof=1) / base.shape[1] / mb**2  # var of log mean, delta method
     vn = new.var(axis=1, ddof=1) / new.shape[1] / mn**2
     se = np.sqrt(vb + vn)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        df = np.where(se > 0, (vb + vn) ** 2 / (vb**2 / (base.shape[1] - 1) + vn**2 / (new.shape[1] - 1)), np.inf)
+    df = welch_df(vb, vn, base.shape[1], new.shape[1])
     half = np.where(se > 0, scipy.stats.t.ppf(0.5 + confidence / 2, df) * se, np.nan)
     return est, est * np.exp(-half), est * np.exp(half)
 
 
-def _times(frame: pd.DataFrame) -> pd.Series:
+def seed_times(frame: pd.DataFrame) -> pd.Series:
+    """A cell's training time per seed (the mean of a seed's runs)."""
     return frame.groupby("seed").train_seconds.mean()
 
 
-def _ratio(ref: pd.DataFrame, sub: pd.DataFrame, confidence: float) -> dict:
-    tr, ts = _times(ref), _times(sub)
+def ratio(ref: pd.DataFrame, sub: pd.DataFrame, confidence: float) -> dict:
+    """The speedup of `sub` over `ref` (two cells' runs) with its interval, its method and, where it has no
+    interval, the note that says why."""
+    tr, ts = seed_times(ref), seed_times(sub)
     shared = sorted(set(tr.index) & set(ts.index))
     if shared:
         est, low, high = speedup_ci(tr.loc[shared].to_numpy(), ts.loc[shared].to_numpy(), confidence, True)

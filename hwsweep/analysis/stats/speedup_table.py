@@ -11,8 +11,11 @@ import pandas as pd
 
 from hwsweep.analysis.stats.amdahl import amdahl_fit, amdahl_speedup
 from hwsweep.analysis.stats.settings import CELL, Settings
-from hwsweep.analysis.stats.speedup_ratio import _ratio, _times
+from hwsweep.analysis.stats.speedup_ratio import ratio, seed_times
 from hwsweep.contracts.records import SPEED_COLUMNS
+
+AMDAHL_COLUMNS = ["amdahl_serial_fraction", "amdahl_serial_fraction_se", "amdahl_serial_fraction_ci_low",
+                  "amdahl_serial_fraction_ci_high", "amdahl_extrapolated_devices", "amdahl_extrapolated_speedup"]  # fmt: skip
 
 
 def contention(frame: pd.DataFrame) -> str:
@@ -43,7 +46,7 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
         base = cells.get((suite, variant, baseline))
         if base is None:
             continue
-        r = _ratio(base, sub, settings.confidence)
+        r = ratio(base, sub, settings.confidence)
         ws, ws_base = int(sub.world_size.iloc[0]), int(base.world_size.iloc[0])
         gpu, gpu_base = sub.gpu_type.iloc[0], base.gpu_type.iloc[0]
         hours = float((sub.world_size * sub.train_seconds).mean() / 3600)
@@ -83,10 +86,6 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
     return out
 
 
-AMDAHL_COLUMNS = ["amdahl_serial_fraction", "amdahl_serial_fraction_se", "amdahl_serial_fraction_ci_low",
-                  "amdahl_serial_fraction_ci_high", "amdahl_extrapolated_devices", "amdahl_extrapolated_speedup"]  # fmt: skip
-
-
 def _scaling(out: pd.DataFrame, idx, cells: dict, baseline: str, settings: Settings) -> None:
     """Efficiency within one device type, for the hardware above its smallest device count: speedup
     over that count (`scaling_reference`, the baseline where it is one) / device ratio; Amdahl's fit
@@ -99,12 +98,12 @@ def _scaling(out: pd.DataFrame, idx, cells: dict, baseline: str, settings: Setti
     for i in idx:
         if out.at[i, "world_size"] == ref_ws:  # nothing smaller to compare with: no efficiency of 1 against itself
             continue
-        r = _ratio(cells[(suite, variant, ref_hw)], cells[(suite, variant, out.at[i, "hardware"])], settings.confidence)
+        r = ratio(cells[(suite, variant, ref_hw)], cells[(suite, variant, out.at[i, "hardware"])], settings.confidence)
         out.loc[i, ["scaling_speedup", "scaling_ci_low", "scaling_ci_high"]] = r["value"], r["low"], r["high"]
         out.at[i, "scaling_reference"] = ref_hw
         out.at[i, "efficiency"] = r["value"] / (out.at[i, "world_size"] / ref_ws)
     sub = out.loc[idx]
-    times = [np.asarray(_times(cells[(suite, variant, hw)]), float) for hw in sub.hardware]
+    times = [np.asarray(seed_times(cells[(suite, variant, hw)]), float) for hw in sub.hardware]
     # runs of one step time no training (NaN): no fit rather than a fit to nothing
     if sub.world_size.nunique() >= 3 and all(len(t) and np.isfinite(t).all() and (t > 0).all() for t in times):
         devices = np.concatenate([np.full(len(t), ws / ref_ws) for t, ws in zip(times, sub.world_size)])

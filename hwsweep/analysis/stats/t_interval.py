@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import scipy  # its submodules load on first use: scipy.stats (~0.4 s) only where a statistic is computed
+import scipy  # lazy submodules: see the package's docstring
 
 
 def t_half_width(std, n, confidence: float) -> np.ndarray:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy  # its submodules load on first use: scipy.stats (~0.4 s) only where a statistic is computed
+import scipy  # lazy submodules: see the package's docstring
 
 
 def paired_stats(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -23,10 +23,14 @@ def welch_stats(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     a, b = np.atleast_2d(a), np.atleast_2d(b)
     na, nb = a.shape[1], b.shape[1]
     va, vb = a.var(axis=1, ddof=1) / na, b.var(axis=1, ddof=1) / nb
-    se = np.sqrt(va + vb)
+    return a.mean(axis=1) - b.mean(axis=1), np.sqrt(va + vb), welch_df(va, vb, na, nb)
+
+
+def welch_df(va, vb, na: int, nb: int) -> np.ndarray:
+    """Welch-Satterthwaite df of a difference whose two squared standard errors are va and vb, from na and nb
+    values; inf where both are 0 (no spread: the df does not matter)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        df = np.where(se > 0, (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1)), np.inf)
-    return a.mean(axis=1) - b.mean(axis=1), se, df
+        return np.where(va + vb > 0, (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1)), np.inf)
 
 
 def decide(d, se, df, margin: float, alpha: float) -> dict:

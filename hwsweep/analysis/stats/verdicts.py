@@ -65,23 +65,18 @@ def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings
         paired, shared, note = pairing(sub, base)
         for metric, margin in settings.margins.items():
             a, b = sides(sub, base, metric, paired, shared)
-            scale = settings.scales.get(metric, 1.0)
+            scale, goal = settings.scales.get(metric, 1.0), settings.goals.get(metric, "max")
             why = constant(a, b, metric, settings)
             if why:
                 result = {"test": PAIRED if paired else WELCH, "n": len(a), "n_baseline": len(b), "margin": margin,
                           "difference": float(a.mean() - b.mean()), "verdict": "inconclusive", "shifted": False,
                           "finding": why, "note": why}  # fmt: skip
-                rows.append({"suite": suite, "variant": variant, "hardware": hw, "baseline": baseline, "metric": metric,
-                             "primary": metric in settings.primary, "scale": scale,
-                             "goal": settings.goals.get(metric, "max")} | result)  # fmt: skip
-                continue
-            result = compare(a, b, margin, settings.confidence, paired=paired)
-            result["note"] = "; ".join(x for x in (result.get("note", ""), note) if x)
-            result["finding"] = finding(result, scale, metric, settings.goals.get(metric, "max"),
-                                        settings.confidence)  # fmt: skip
+            else:
+                result = compare(a, b, margin, settings.confidence, paired=paired)
+                result["note"] = "; ".join(x for x in (result.get("note", ""), note) if x)
+                result["finding"] = finding(result, scale, metric, goal, settings.confidence)
             rows.append({"suite": suite, "variant": variant, "hardware": hw, "baseline": baseline, "metric": metric,
-                         "primary": metric in settings.primary, "scale": scale,
-                         "goal": settings.goals.get(metric, "max")} | result)  # fmt: skip
+                         "primary": metric in settings.primary, "scale": scale, "goal": goal} | result)  # fmt: skip
     return pd.DataFrame(rows, columns=EQUIVALENCE_COLUMNS)
 
 
