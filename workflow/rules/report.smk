@@ -1,6 +1,6 @@
 # Bookkeeping of the report only (functions, no rules): which targets exist while a report is
 # built, and the landing page. Paths and run inputs come from common.smk.
-from hwsweep.analysis.stats import amount
+from hwsweep.analysis.words import amount
 from hwsweep.report import current, landing
 
 # `snakemake --report report.html` (not --report-after-run, which runs first): the report shows

@@ -1,0 +1,28 @@
+"""Whether two cells are compared paired (the same seeds, and the seed drives the run) and each side's values
+in that pairing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def pairing(sub: pd.DataFrame, base: pd.DataFrame) -> tuple[bool, list, str]:
+    """Paired when both ran the same seeds (>= 2 shared) and the seed drives the run."""
+    shared = sorted(set(sub.seed) & set(base.seed))
+    seeded = "seeded" not in sub or bool(sub.seeded.all() and base.seeded.all())
+    if len(shared) < 2 or not seeded:
+        return False, shared, "" if seeded else "not seeded: seeds are repeats, compared unpaired"
+    alone = sorted(set(sub.seed) ^ set(base.seed))
+    return True, shared, f"seeds {alone} not on both: left out of the pairing" if alone else ""
+
+
+def sides(sub: pd.DataFrame, base: pd.DataFrame, metric: str, paired: bool, shared: list) -> tuple[np.ndarray, np.ndarray]:
+    """One metric's values of both sides: the shared seeds in one order when paired (a seed missing the
+    value on either side left out), else every value of each."""
+    if not paired:
+        return sub[metric].dropna().to_numpy(float), base[metric].dropna().to_numpy(float)
+    x = sub.set_index("seed")[metric].loc[shared]
+    y = base.set_index("seed")[metric].loc[shared]
+    ok = x.notna().to_numpy() & y.notna().to_numpy()
+    return x.to_numpy(float)[ok], y.to_numpy(float)[ok]

@@ -1,0 +1,60 @@
+"""A speedup ratio and its interval: time for the fixed step budget, baseline / hardware, as the geometric
+mean of the per-seed ratios with a t CI on the log ratios (ratio of mean times when no seed is shared)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import scipy  # lazy submodules: see the package's docstring
+
+from hwsweep.analysis.stats.t_interval import mean_ci
+from hwsweep.analysis.stats.tost import welch_df
+from hwsweep.analysis.stats.untested import NEEDS_SEEDS, NO_SPREAD, REPEATS, repeats
+
+GEOMETRIC = "geometric mean of per-seed ratios, t CI on log ratios"
+RATIO_OF_MEANS = "ratio of mean times, Welch CI on log means"
+
+
+def speedup_ci(base: np.ndarray, new: np.ndarray, confidence: float, paired: bool = True):
+    """Speedup base / new of times (rows: cases, columns: seeds) with its CI. Paired: the
+    geometric mean of per-seed ratios, t CI on the log ratios (n - 1 df); unpaired: the ratio of
+    mean times, a Welch CI on the log of the means (delta method). NaN CI below 2 seeds or without spread."""
+    base, new = np.atleast_2d(np.asarray(base, float)), np.atleast_2d(np.asarray(new, float))
+    if paired:
+        logs = np.log(base) - np.log(new)
+        est = np.exp(logs.mean(axis=1))
+        low, high = mean_ci(logs, confidence)
+        spread = np.ptp(logs, axis=1) > 0  # no spread: no interval (one of zero width would be p = 0)
+        return est, np.where(spread, np.exp(low), np.nan), np.where(spread, np.exp(high), np.nan)
+    mb, mn = base.mean(axis=1), new.mean(axis=1)
+    est = mb / mn
+    if base.shape[1] < 2 or new.shape[1] < 2:
+        return est, np.full(len(est), np.nan), np.full(len(est), np.nan)
+    vb = base.var(axis=1, ddof=1) / base.shape[1] / mb**2  # var of log mean, delta method
+    vn = new.var(axis=1, ddof=1) / new.shape[1] / mn**2
+    se = np.sqrt(vb + vn)
+    df = welch_df(vb, vn, base.shape[1], new.shape[1])
+    half = np.where(se > 0, scipy.stats.t.ppf(0.5 + confidence / 2, df) * se, np.nan)
+    return est, est * np.exp(-half), est * np.exp(half)
+
+
+def seed_times(frame: pd.DataFrame) -> pd.Series:
+    """A cell's training time per seed (the mean of a seed's runs)."""
+    return frame.groupby("seed").train_seconds.mean()
+
+
+def ratio(ref: pd.DataFrame, sub: pd.DataFrame, confidence: float) -> dict:
+    """The speedup of `sub` over `ref` (two cells' runs) with its interval, its method and, where it has no
+    interval, the note that says why."""
+    tr, ts = seed_times(ref), seed_times(sub)
+    shared = sorted(set(tr.index) & set(ts.index))
+    if shared:
+        est, low, high = speedup_ci(tr.loc[shared].to_numpy(), ts.loc[shared].to_numpy(), confidence, True)
+        method, n = GEOMETRIC, len(shared)
+    else:
+        est, low, high = speedup_ci(tr.to_numpy(), ts.to_numpy(), confidence, False)
+        method, n = RATIO_OF_MEANS, 0
+    why = "" if np.isfinite(low[0]) else REPEATS if repeats(tr.to_numpy(), ts.to_numpy()) else (
+        NO_SPREAD if min(len(tr), len(ts)) >= 2 else NEEDS_SEEDS)  # fmt: skip
+    return {"value": float(est[0]), "low": float(low[0]), "high": float(high[0]), "method": method, "n_pairs": n,
+            "note": why}  # fmt: skip
