@@ -22,12 +22,13 @@ collective every `log_every` steps (and at checkpoints; a process alone makes no
 device is waited for at the end of the first step and where the steady window starts (steady_sync_step).
 """
 
-# Where each part lives (one idea per file): run (init, Run: the process set up by the plan and what the script
-# builds), loop (run.steps and what a step calls), history (the collective between steps, the lines, the checkpointed
-# history), throughput (the steady window), trackers (rank 0's feed), finish (train.json and final.pt), progress
-# (the progress bar's stream), loader (the micro-batches). Run's parts are mixins of it: one object, as the script sees.
+# Where each part lives, one idea per file: run (init, and Run: the process set up by the plan, what the script
+# builds), loop (run.steps and what a step calls), history (the collective between steps, the lines written, what a
+# checkpoint carries), throughput (the steady window), trackers (rank 0's feed), finish (train.json, final.pt),
+# progress (the banner and the progress bar), loader (the micro-batches). Run's parts are its mixins: one object to
+# the script. The names below are bound in the order tools/reference.py lists them.
 
-from hwsweep.run.runtime.run import init  # noqa: I001 - imported in the order the reference lists them (tools/reference.py)
+from hwsweep.run.runtime.run import init
 from hwsweep.run.runtime.throughput import STEADY_STATE_SKIP, steady_start, steady_sync_step
 from hwsweep.run.runtime.run import STOP_SIGNALS, Run
 from hwsweep.run.runtime.progress import LogLines

@@ -14,7 +14,7 @@ from hwsweep.contracts.metrics import observations, summarise
 from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD
 from hwsweep.run import repro, shutdown, startup, tracking
-from hwsweep.run.runtime.history import _number
+from hwsweep.run.runtime.history import number
 from hwsweep.run.runtime.throughput import steady_start
 from hwsweep.run.startup import process_age
 
@@ -37,7 +37,7 @@ class Finish:
 
         write(lambda: self._write({}))  # values logged after the last step
         self._judge(self._guard.finish())
-        final = {k: _number(v) for k, v in (self._final | metrics).items()}
+        final = {k: number(v) for k, v in (self._final | metrics).items()}
         self.peak_memory = self._peak_memory_gb()  # a collective: before rank 0 alone writes the record
         sharded = self.checkpoint.sharded
         if sharded is not None and self.checkpoint.last is not None:  # a collective: the model gathered whole

@@ -74,7 +74,7 @@ class History:
     def _hits(self, lines) -> set[int]:
         """The targets (their indices) that a value in `lines` (dicts of logged values) reached."""
         return {i for line in lines for i, (target, keys, goal) in enumerate(self._targets)
-                if any(line.get(k) is not None and target.reached(_number(line[k]), goal) for k in keys)}  # fmt: skip
+                if any(line.get(k) is not None and target.reached(number(line[k]), goal) for k in keys)}  # fmt: skip
 
     def _judge(self, verdict: str | None, fatal: bool = False) -> None:
         """The divergence guard's verdict: a non-finite loss always fails; otherwise guard.action decides
@@ -93,7 +93,7 @@ class History:
         lines = []
         for step in sorted(set(losses) | set(self._logged)):
             values = ({"loss": losses[step]} if step in losses else {}) | self._logged.pop(step, {})
-            lines.append({"step": step} | {k: _number(v) for k, v in values.items()})
+            lines.append({"step": step} | {k: number(v) for k, v in values.items()})
         self.history["lines"] += lines
         if self.master and lines:
             io.append_line(self.run_dir / METRICS_FILE, "\n".join(json.dumps(line) for line in lines))
@@ -121,7 +121,8 @@ class History:
         self._hit = self._hits(self.history["lines"])
 
 
-def _number(value):
+def number(value):
+    """A logged value as written: a float (a 0-d tensor read from the device), or None."""
     if isinstance(value, torch.Tensor):
         value = value.item()
     return None if value is None else float(value)

@@ -4,16 +4,14 @@ between two steps (the flush, the checkpoint, the stop at a signal or at every t
 from __future__ import annotations
 
 import signal
-import sys
 import time
 
 import torch
-from tqdm import tqdm
 
 from hwsweep.contracts import io
 from hwsweep.run import preempt, shutdown
+from hwsweep.run.runtime import progress
 from hwsweep.run.runtime.loader import Loader
-from hwsweep.run.runtime.progress import LogLines
 from hwsweep.run.runtime.throughput import steady_sync_step
 from hwsweep.run.startup import process_age
 
@@ -37,11 +35,8 @@ class Loop:
         self.history["segments"].append(segment)
         if self.master:
             self._start_tracking()
-            print(self._banner(), flush=True)
-        terminal = sys.stderr.isatty()
-        self._bar = tqdm(total=self.plan.steps, initial=self.start, disable=not self.master, desc="train",
-                         file=sys.stderr if terminal else LogLines(sys.stderr),
-                         mininterval=1 if terminal else 10)  # fmt: skip
+            print(progress.banner(self), flush=True)
+        self._bar = progress.bar(self.plan.steps, self.start, shown=self.master)
         steady_sync = steady_sync_step(len(self.history["step_seconds"]), self.start, self.plan.steps)
         for step in range(self.start, self.plan.steps):
             if "stopped_at" in self.history:  # every target reached (also when resumed after that checkpoint)
@@ -137,18 +132,3 @@ class Loop:
                     self.tracker.close(timeout=self.tracking.close_timeout)  # notice is for the checkpoint
             shutdown.leave(self._reduction)
             raise SystemExit(preempt.stopped_exit(done))  # 75, or 0 and a note for hwsweep's launcher
-
-    def _banner(self) -> str:
-        s, p = self.spec, self.plan
-        resumed = f"resumed from {self.checkpoint.last} (step {self.start})" if self.start else "fresh start"
-        return "\n".join([
-            "=" * 64,
-            f"hwsweep {s.suite}/{s.variant} on {s.hardware_name}, seed {s.seed}",
-            f"world size {self.world_size} = {p.nodes} node(s) x {p.devices_per_node} {self._device.name}",
-            f"global batch {p.global_batch} = micro-batch {p.micro_batch} x {self.world_size} device(s) x "
-            f"{p.accumulation} accumulation",
-            f"strategy {self.recipe.parallel.strategy}, backend {self._device.backend}, precision {p.precision}, tf32 {p.tf32}, "
-            f"reproducibility {self.recipe.reproducibility}, {self.threads} thread(s)/process",
-            f"steps {p.steps} (warmup {p.warmup_steps}) = {p.epochs} epochs; {resumed}",
-            "=" * 64,
-        ])  # fmt: skip
