@@ -363,17 +363,34 @@ def api_reference() -> str:
              "[Your own training script](../own_script.md#2-the-runtime-api).", ""]  # fmt: skip
     lines += [inspect.getdoc(runtime) or "", ""]
     for name, obj in vars(runtime).items():
-        if name.startswith("_") or getattr(obj, "__module__", None) != runtime.__name__:
+        if name.startswith("_") or not _defined_in(obj, runtime.__name__):
             continue
         if inspect.isfunction(obj):
             lines += _api_entry(f"runtime.{name}", obj, 2)
         elif inspect.isclass(obj):
             lines += _api_entry(f"runtime.{name}", obj, 2, signature=False)
-            for member, value in vars(obj).items():
+            for member, value in _members(obj, runtime.__name__):
                 if member.startswith("_") or not (inspect.isfunction(value) or isinstance(value, property)):
                     continue
                 lines += _api_entry(f"{name}.{member}", value, 3, signature=inspect.isfunction(value))
     return "\n".join(lines) + "\n"
+
+
+def _defined_in(obj, package: str) -> bool:
+    """Whether `obj` was defined in `package` or one of its modules (hwsweep.runtime is a package)."""
+    module = getattr(obj, "__module__", None) or ""
+    return module == package or module.startswith(package + ".")
+
+
+def _members(cls, package: str) -> list[tuple[str, object]]:
+    """A class's members in the order they are defined, its own first, then those of its bases from `package`
+    (Run's parts are mixins of it, one per module), each name once."""
+    seen = {}
+    for klass in cls.__mro__:
+        if _defined_in(klass, package):
+            for member, value in vars(klass).items():
+                seen.setdefault(member, value)
+    return list(seen.items())
 
 
 def _api_entry(title: str, obj, level: int, signature: bool = True) -> list[str]:
