@@ -76,7 +76,7 @@ rule train:
         python=PYTHON,
         spec_sha256=run_spec_sha256,
     shell:
-        # hwsweep.run.preempt: each attempt appended to the log; in a SLURM job a checkpointed stop requeues it.
+        # hwsweep.run.preempt: each attempt in train.N.log, train.log the newest; in SLURM a checkpointed stop requeues.
         "{params.python} -m hwsweep.run.preempt {input.spec:q} {log:q} --"
         " {resources.mpi} {params.per_node} {params.python} -m hwsweep.run.launch {input.spec:q}"
         " --threads {threads} --spec-sha256 {params.spec_sha256}"
