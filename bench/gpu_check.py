@@ -72,7 +72,7 @@ class Section:
 # Run in this order: the short ones first, the trainer-vs-loop pairs last (they take whatever time is left;
 # rows they do not reach are listed as skipped). hrm and workflow check what runs, not how fast: they run side by
 # side (each waits mostly on its programs' start: Python, torch, CUDA). Budgets from the first H100 run
-# (2026-11-26, docs/benchmarks.md): memory took 33-43 s, mfu 28 s; startup, hrm and workflow did not finish in
+# (2026-11-26, docs/history/benchmarks.md): memory took 33-43 s, mfu 28 s; startup, hrm and workflow did not finish in
 # theirs, speed finished 6 of 12 rows in 236 s; in the third (680f5e6) memory took 34 s (its micro_batch auto rows
 # now probe more micro-batches: 50 s), mfu 18 s. The table lists them in issue 39's order (ORDER).
 SECTIONS = [

@@ -13,7 +13,7 @@ bench/census.py: its CPU by kind of process and by test, SLURM's jobs and killed
 
 Beside each run, before and after it, the reference measured in the same run: the CPU seconds of one
 `import torch` in the clone's virtualenv (the median of 5), the suite's commonest work (most of its ~1,500
-processes start that way). The host's speed moves (by a quarter within an hour, docs/benchmarks.md): a run's
+processes start that way). The host's speed moves (by a quarter within an hour, docs/history/test-suite.md): a run's
 seconds divided by the reference compare across hosts and hours, its seconds alone do not.
 
 Each run, full or inner, starts with an empty torch compile cache of its own (TORCHINDUCTOR_CACHE_DIR), as on a

@@ -6,12 +6,12 @@ imports; a Python module it starts with `--start-method fork` is forked from the
 
 The agent is an interpreter that imports torch and then lives as long as its workers. Importing torch makes
 millions of objects that stay to the end; the collector walks them again and again as they come, and once more
-as the agent exits: 0.5-0.6 CPU-s of a 2.2-2.9 CPU-s agent (docs/benchmarks.md, "The thirteenth round"). Held here
+as the agent exits: 0.5-0.6 CPU-s of a 2.2-2.9 CPU-s agent (docs/history/test-suite.md, 13th round). Held here
 as the trainer holds it (hwsweep.run.startup), and what the imports made frozen, so later passes leave it out.
 
 Forked workers. torchrun starts a script or module as a new interpreter per worker, each importing torch, and
-TorchDynamo at its first optimizer step, again: about 3 CPU-s a worker before its first step (docs/benchmarks.md,
-"The fifteenth round"). torchrun's own agent forks workers when its entry point is a function (`--start-method`
+TorchDynamo at its first optimizer step, again: about 3 CPU-s a worker before its first step (15th round,
+docs/history/test-suite.md). torchrun's own agent forks workers when its entry point is a function (`--start-method`
 is the start method of such workers); with `--start-method fork` and `-m MODULE`, this agent imports the module
 once (and what its workers will import besides: TorchDynamo, unless the module says otherwise, `fork_imports`),
 then each worker is forked from it and runs the module as `__main__`, as `python -u -m MODULE ARGS` would. So the

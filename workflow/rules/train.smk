@@ -65,9 +65,9 @@ rule train:
         python=PYTHON,
         spec_sha256=run_spec_sha256,
     shell:
-        # hwsweep.run.preempt: the run's lease held, each attempt's log kept; in a SLURM job a checkpointed stop
-        # requeues it. A done run is not redone for its parameters (the interpreter's path on another machine):
-        # its snakemake metadata is dropped while the DAG is built (common.smk, forget_provenance).
+        # hwsweep.run.preempt: the run's lease held, each attempt in train.N.log (train.log the newest); in SLURM
+        # a checkpointed stop requeues. A done run is not redone for its parameters (the interpreter's path on
+        # another machine): its snakemake metadata is dropped while the DAG is built (common.smk).
         "{params.python} -m hwsweep.run.preempt {params.spec:q} {log:q} --"
         " {resources.mpi} {params.per_node} {params.python} -m hwsweep.run.launch {params.spec:q}"
         " --threads {threads} --spec-sha256 {params.spec_sha256}"
