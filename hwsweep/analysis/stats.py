@@ -357,7 +357,7 @@ def seeds_needed(sd: float, margin: float, alpha: float, paired: bool, df: float
     difference is 0 (an assumption: the observed difference is not plugged in); inf above cap.
     A spread estimated with df degrees of freedom is planned with at its SPREAD_BOUND upper
     confidence bound: planned with as it is, the promise holds only about 60-70% of the time
-    (tests/test_stats_simulation.py measures the power the rule achieves)."""
+    (tests/analysis/test_stats_simulation.py measures the power the rule achieves)."""
     if not np.isfinite(sd):
         return math.nan
     if sd == 0:
@@ -582,7 +582,7 @@ def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
     outlier (Grubbs) or, from SKEW_SEEDS seeds, look skewed (D'Agostino), named with the seed, and
     the seeds to add; '' elsewhere. Every check of a suite (all its cells) shares SPREAD_LEVEL
     (Bonferroni), so a suite of normal seeds is flagged anywhere at most that often
-    (tests/test_stats_simulation.py). With 3 seeds only a seed far apart shows (Grubbs' statistic is
+    (tests/analysis/test_stats_simulation.py). With 3 seeds only a seed far apart shows (Grubbs' statistic is
     bounded by (n - 1) / sqrt(n))."""
     quantities = [m for m in settings.metrics if m in runs] + ["train_seconds"]
     top = int(runs.seed.max()) + 1 if len(runs) else 0
@@ -690,7 +690,7 @@ def amdahl_fit(devices: np.ndarray, seconds: np.ndarray, confidence: float = 0.9
     noise of one spread: c, the smallest count's log time, is fitted like f, so its error carries into
     f's (the reference point is data with an error, not a fixed point of the curve). Least squares,
     f in [0, 1] by golden section with c profiled out; its standard error from the Jacobian and a t
-    interval with runs - 2 df (tests/test_stats_simulation.py measures its coverage)."""
+    interval with runs - 2 df (tests/analysis/test_stats_simulation.py measures its coverage)."""
     x = np.asarray(devices, float)
     y = np.log(np.atleast_2d(np.asarray(seconds, float)))
 
