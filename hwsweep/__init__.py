@@ -3,4 +3,4 @@
 The folders follow the data: plan (config -> matrix -> spec.json) -> run (spec.json -> records) ->
 analysis (records -> tables) -> report (tables -> pages and figures), with models beside plan and run,
 cluster beside plan, and contracts (the types and files they pass) underneath all of them.
-tests/test_architecture.py holds every module to its layer's imports."""
+tests/package/test_architecture.py holds every module to its layer's imports."""

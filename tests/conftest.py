@@ -27,7 +27,7 @@ if "HWSWEEP_TEST_CACHES" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["HWSWEEP_TEST_CACHES"], True)  # after the workers: none left in /tmp
 os.environ["HWSWEEP_MEMORY_CACHE"] = str(Path(os.environ["HWSWEEP_TEST_CACHES"]) / "memory.json")
 # The suite runs 3 workers on 2 cores: an OpenMP thread that waits spins by default (libgomp), burning the CPU
-# the other workers need (a 2-thread rank: 9 CPU-s instead of 2, tests/test_ddp.py). Waiting asleep changes no
+# the other workers need (a 2-thread rank: 9 CPU-s instead of 2, tests/run/test_ddp.py). Waiting asleep changes no
 # number: the same threads run the same kernels. Set before torch (and its libgomp) loads, in every process.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # A fresh clone holds no bytecode of hwsweep's modules: where the environment forbids writing it (some CI machines
@@ -56,7 +56,7 @@ def holding_the_machine(config, alone: bool = False):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Each test from its setup (the module and session fixtures it builds first) to its teardown; after it, this
-    process's CPUs as they were: the built-in trainer run in this process (tests/test_step_path.py) pins it to
+    process's CPUs as they were: the built-in trainer run in this process (tests/run/test_step_path.py) pins it to
     its rank's core and gives it back only when the run finishes; a test that fails before would leave every later
     test of this worker, with every process it starts, on that one core."""
     cpus = os.sched_getaffinity(0)

@@ -1,4 +1,4 @@
-"""The shell and YAML blocks of README.md and docs/*.md, and how tests/test_docs.py runs them.
+"""The shell and YAML blocks of README.md and docs/*.md, and how tests/docs/test_docs.py runs them.
 
 A page's blocks run in order, each in a fresh bash from the folder the page works in (a copy of the repository's
 workflow, configs, profiles and examples). In that bash:

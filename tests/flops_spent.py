@@ -1,4 +1,4 @@
-"""Helper for tests/test_hrm.py, run plainly or under torchrun: the built-in trainer
+"""Helper for tests/models/test_hrm.py, run plainly or under torchrun: the built-in trainer
 (hwsweep.run.train) with torch's own FlopCounterMode around every micro-batch's forward and backward, the
 FLOPs training actually spent, written per rank as JSON to argv[2]. The HRM's Q head starts from small
 random weights and a bias towards halting here, so ACT halts samples after differing numbers of segments.

@@ -1,4 +1,4 @@
-"""Helper for tests/test_shutdown.py, run under torchrun (2 ranks, gloo): a rank's exit while gloo's worker thread
+"""Helper for tests/run/test_shutdown.py, run under torchrun (2 ranks, gloo): a rank's exit while gloo's worker thread
 still holds a collective's tensor made in Python, as a loaded machine leaves it now and then.
 
 Rank 1 starts an all-reduce of such a tensor and drops its own references: the worker thread releases the tensor,

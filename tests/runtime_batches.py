@@ -1,4 +1,4 @@
-"""Helper for tests/test_runtime.py, run under torchrun: every micro-batch this rank's runtime
+"""Helper for tests/run/test_runtime.py, run under torchrun: every micro-batch this rank's runtime
 loader yields (sample ids and a random draw made inside the dataset), written as JSON."""
 
 import json

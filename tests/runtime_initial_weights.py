@@ -1,4 +1,4 @@
-"""Helper for tests/test_fsdp.py, run under torchrun: the initial weights run.wrap gives two models, gathered
+"""Helper for tests/run/test_fsdp.py, run under torchrun: the initial weights run.wrap gives two models, gathered
 whole and written by rank 0 (torch.save of {name: state dict}) to argv[2]. Run as a module (`-m
 runtime_initial_weights`, tests/ on PYTHONPATH): its workers are forked from the agent, which imported it.
 

@@ -1,4 +1,4 @@
-"""Helper for tests/test_fsdp.py, run under torchrun: the built-in family of the spec trained the trainer's way
+"""Helper for tests/run/test_fsdp.py, run under torchrun: the built-in family of the spec trained the trainer's way
 (built on the meta device, run.wrap, the recipe's optimizer), each rank writing to argv[2].rank<R>.json how far
 its peak resident set rose above its resident set before the model was built: once the weights were placed
 and initialised ("placed"), and over the training steps ("trained", before the final checkpoint, which gathers

@@ -1,7 +1,7 @@
 """The docs site's generated pages: the configuration reference from hwsweep/schemas/config.schema.yaml (its
 descriptions and examples are the single source), the CLI reference from the argparse help `hwsweep` prints, and
 the runtime API reference from hwsweep.runtime's docstrings. mkdocs builds them on every build (tools/mkdocs_hooks.py),
-so none is a stored copy that can drift; tests/test_docs.py checks every key has a description and an example,
+so none is a stored copy that can drift; tests/docs/test_docs.py checks every key has a description and an example,
 and that every example, merged into config/config.yaml, validates against the schema."""
 
 from __future__ import annotations

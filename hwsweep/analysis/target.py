@@ -27,7 +27,7 @@ Per hardware (`compare`), with the baseline's runs as the reference:
   1 - confidence at all (smallest_p);
 - time-to-target speedup (geometric mean of per-seed ratios, t CI on log ratios over the runs' intervals;
   unpaired: ratio of geometric means) and the cost-to-target ratio from it, only when every run reached it.
-tests/test_target_simulation.py checks the error rates and coverage by simulation."""
+tests/analysis/test_target_simulation.py checks the error rates and coverage by simulation."""
 
 from __future__ import annotations
 

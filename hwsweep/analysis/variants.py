@@ -6,7 +6,7 @@ declared metric, on the same hardware:
   (stats.pairing, as for hardware; Welch otherwise);
 - its direction by the metric's goal (words.side): better or worse only where the whole interval lies on one
   side of 0, else no clear difference. A false 'better' at no true difference is a one-sided error of the
-  two-sided CI: at most (1 - confidence) / 2 (tests/test_stats_simulation.py measures it);
+  two-sided CI: at most (1 - confidence) / 2 (tests/analysis/test_stats_simulation.py measures it);
 - where the metric has a margin, its equivalence verdict too (TOST, stats.compare);
 - identical repeats on both sides are no test (stats.constant: inconclusive, a metric at its declared floor or
   ceiling named so); with fewer than 2 seeds on a side

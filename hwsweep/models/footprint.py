@@ -1,11 +1,11 @@
 """Memory footprint of the built-in families, from their shapes (torch-free, for the planner).
 
 The activation terms were fitted to, and are tested against, the bytes autograd actually saves
-for the real model on CPU, in fp32 and under autocast (tests/test_plan.py): a measurement, not a
+for the real model on CPU, in fp32 and under autocast (tests/plan/test_plan.py): a measurement, not a
 rule of thumb. Under the -mixed precisions autocast keeps the fp32 weights, gradients and optimizer
 state, but the matmul inputs it saves for backward (and what GELU and attention save) are 16-bit
 copies; layer norms, the residual stream and the loss stay fp32.
-The puzzle families (hrm, deep_transformer) are fitted in fp32 (tests/test_hrm.py); their plan
+The puzzle families (hrm, deep_transformer) are fitted in fp32 (tests/models/test_hrm.py); their plan
 under a -mixed precision counts fp32 activations, an upper bound."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _checkpointed(blocks: int, block: int, block_input: int, products: int, chec
     recomputes one block at a time in the backward (its `block` bytes again, for that block only, less the input
     it already holds); selective keeps the input and the outputs of the matrix products and attention
     (`products`), and recomputes the rest of one block at a time. Checked against the bytes torch's MemTracker
-    sees on CPU (tests/test_fsdp.py)."""
+    sees on CPU (tests/run/test_fsdp.py)."""
     if checkpointing == "none" or not blocks:
         return blocks * block
     if checkpointing == "full":
@@ -142,7 +142,7 @@ def puzzle_activation_bytes_per_sample(model, task, checkpointing: str = "none")
         blocks, heads_out = kept * (model.h_layers + model.l_layers), kept
     else:
         blocks, heads_out = model.depth, 1
-    per_block = FP32 * positions * (15 * w + 5 * hidden)  # fitted upper bound, checked in tests/test_hrm.py
+    per_block = FP32 * positions * (15 * w + 5 * hidden)  # fitted upper bound, checked in tests/models/test_hrm.py
     # selective keeps the outputs of qkv, attention, proj, gate_up and down: (6 w + 2 hidden) per position
     products = FP32 * positions * (6 * w + 2 * hidden)
     return (_checkpointed(blocks, per_block, FP32 * positions * w, products, checkpointing)

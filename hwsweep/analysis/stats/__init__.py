@@ -19,7 +19,7 @@ statistic is computed (the Snakefile imports this package). This package re-expo
 from hwsweep.analysis.stats.amdahl import amdahl_fit
 from hwsweep.analysis.stats.curves import curve_band, curve_difference
 from hwsweep.analysis.stats.export import comparison
-from hwsweep.analysis.stats.interval_tost import (  # the private three: tests/test_target_simulation.py checks them
+from hwsweep.analysis.stats.interval_tost import (  # the private three: tests/analysis/test_target_simulation.py checks them
     CORNERS_UP_TO,
     _ball_bound,
     _ball_bound_welch,

@@ -17,7 +17,7 @@ def amdahl_fit(devices: np.ndarray, seconds: np.ndarray, confidence: float = 0.9
     noise of one spread: c, the smallest count's log time, is fitted like f, so its error carries into
     f's (the reference point is data with an error, not a fixed point of the curve). Least squares,
     f in [0, 1] by golden section with c profiled out; its standard error from the Jacobian and a t
-    interval with runs - 2 df (tests/test_stats_simulation.py measures its coverage)."""
+    interval with runs - 2 df (tests/analysis/test_stats_simulation.py measures its coverage)."""
     x = np.asarray(devices, float)
     y = np.log(np.atleast_2d(np.asarray(seconds, float)))
 

@@ -38,7 +38,7 @@ def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
     outlier (Grubbs) or, from SKEW_SEEDS seeds, look skewed (D'Agostino), named with the seed, and
     the seeds to add; '' elsewhere. Every check of a suite (all its cells) shares SPREAD_LEVEL
     (Bonferroni), so a suite of normal seeds is flagged anywhere at most that often
-    (tests/test_stats_simulation.py). With 3 seeds only a seed far apart shows (Grubbs' statistic is
+    (tests/analysis/test_stats_simulation.py). With 3 seeds only a seed far apart shows (Grubbs' statistic is
     bounded by (n - 1) / sqrt(n))."""
     quantities = [m for m in settings.metrics if m in runs] + ["train_seconds"]
     top = int(runs.seed.max()) + 1 if len(runs) else 0

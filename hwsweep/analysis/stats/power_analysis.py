@@ -1,6 +1,6 @@
 """Power and seeds needed: the TOST's power at no true difference, and the seeds an equivalence decision
 needs, planned with an upper confidence bound of an estimated spread so that the promised power holds
-(tests/test_stats_simulation.py measures it)."""
+(tests/analysis/test_stats_simulation.py measures it)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def seeds_needed(sd: float, margin: float, alpha: float, paired: bool, df: float
     difference is 0 (an assumption: the observed difference is not plugged in); inf above cap.
     A spread estimated with df degrees of freedom is planned with at its SPREAD_BOUND upper
     confidence bound: planned with as it is, the promise holds only about 60-70% of the time
-    (tests/test_stats_simulation.py measures the power the rule achieves)."""
+    (tests/analysis/test_stats_simulation.py measures the power the rule achieves)."""
     if not np.isfinite(sd):
         return math.nan
     if sd == 0:

@@ -1,6 +1,6 @@
 """`status` where the runs are SLURM jobs: each run's state from the scheduler's view of its newest job (pending,
 preempted, running, failed, timeout), the files where SLURM has forgotten the job and keeps no accounting, and a
-problem column that never quotes progress output. The scheduler is given here as its records; tests/test_slurm.py
+problem column that never quotes progress output. The scheduler is given here as its records; tests/cluster/test_slurm.py
 asks the real one."""
 
 import os

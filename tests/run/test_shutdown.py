@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import launcher, one_thread
+from conftest import REPO, launcher, one_thread
 from torch.nn.parallel import DistributedDataParallel
 
 from hwsweep.run import shutdown
 from hwsweep.run.reduce import StandardReduction
 
-HERE = Path(__file__).resolve().parent
+HERE = REPO / "tests"  # its helper, late_release.py
 
 
 def named_workers(at_least: int, within: float = 10.0) -> int:

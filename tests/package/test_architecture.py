@@ -8,8 +8,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-PACKAGE = Path(__file__).resolve().parents[1] / "hwsweep"
+PACKAGE = REPO / "hwsweep"
 # What each folder may import besides itself (docs/layout.md says the same in words).
 ALLOWED = {
     "contracts": set(),

@@ -501,7 +501,7 @@ def test_activation_checkpointing_saves_what_the_plan_counts(family, precision):
     measured = {mode: _activation_bytes_per_sample(family, task, model_cfg, mode, precision)
                 for mode in ("none", "full", "selective")}  # fmt: skip
     assert measured["full"] < measured["selective"] < 0.9 * measured["none"]
-    if family != "transformer":  # the puzzle families' activations are a fitted upper bound (tests/test_hrm.py)
+    if family != "transformer":  # the puzzle families' activations are a fitted upper bound (tests/models/test_hrm.py)
         assert all(value <= planned(mode) <= 1.4 * value for mode, value in measured.items()), measured
         return
     for mode, value in measured.items():

@@ -16,7 +16,7 @@ from hwsweep.report import plots
 
 HARDWARE = {"cpu1": (1, "cpu", 40.0), "cpu2": (2, "cpu", 22.0), "cpu4": (4, "cpu", 13.0),
             "gpu1": (1, "H100-80GB", 2.0), "gpu2": (2, "H100-80GB", 1.1)}  # fmt: skip
-# The content pane beside the report's menu in a 1400 x 950 browser window (tests/test_report.py's).
+# The content pane beside the report's menu in a 1400 x 950 browser window (tests/report/test_report.py's).
 MAX_PX = (880, 840)
 
 

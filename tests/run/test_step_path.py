@@ -6,10 +6,10 @@ no wait: each would be one on a GPU."""
 
 import os
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO
 
 from hwsweep.contracts import host, io
 from hwsweep.plan.config import resolve
@@ -17,7 +17,6 @@ from hwsweep.run import device as devices
 from hwsweep.run import runtime
 from hwsweep.run.runtime import steady_start, steady_sync_step
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
 import trainer_vs_bare_loop as tvb  # noqa: E402

@@ -8,10 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from hwsweep.contracts.failure import MAX, log_reason, reason
 
-LOGS = Path(__file__).parent / "data" / "failure_logs"
+LOGS = REPO / "tests" / "data" / "failure_logs"
 SHARD = "ValueError: shape mismatch: batch of 7 samples, expected 8 (rank 1's shard)"
 
 CAUSES = {

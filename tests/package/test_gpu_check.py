@@ -11,8 +11,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
 sys.path.insert(0, str(BENCH))
 

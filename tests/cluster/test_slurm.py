@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 from conftest import BIN, REPO, SMALL, snakemake_command, write_config
 
-sys.path.insert(0, str(Path(__file__).parent / "slurm"))
+sys.path.insert(0, str(REPO / "tests" / "slurm"))
 import cluster  # noqa: E402
 
 # One worker (the cluster has fixed ports); a session fixture drives a whole sweep in its first test's setup.

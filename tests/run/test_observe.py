@@ -6,17 +6,16 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
-from conftest import left_behind
+from conftest import REPO, left_behind
 
 from hwsweep.contracts.hardware import BatchPlan
 from hwsweep.contracts.records import RunRecord, read
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run import observe
 
-SCRIPTS = Path(__file__).parent / "data" / "scripts"
+SCRIPTS = REPO / "tests" / "data" / "scripts"
 
 
 def plan(world_size=2, global_batch=16, accelerator="cpu"):
@@ -290,7 +289,7 @@ def test_one_process_runs_plainly_and_a_script_that_needs_torchrun_says_why_in_o
 def test_a_runtime_api_script_started_as_one_plain_process_makes_its_own_group(tmp_path):
     import yaml
 
-    example = Path(__file__).resolve().parents[1] / "examples" / "runtime_api"
+    example = REPO / "examples" / "runtime_api"
     cfg = yaml.safe_load((example / "config.yaml").read_text())
     cfg["trainer"] = cfg["trainer"] | {"launch": "auto", "workdir": str(example)}
     cfg["recipe"] |= {"schedule": {"steps": 20, "warmup_steps": 2}, "args": {"hidden": 16, "eval_every": 10}}

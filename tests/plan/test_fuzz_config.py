@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import BIN, SMALL, left_behind, snakemake
+from conftest import BIN, REPO, SMALL, left_behind, snakemake
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -285,7 +285,7 @@ def command_with(key: str):
 
     def apply(cfg, value):
         cfg["recipe"] = {k: v for k, v in cfg["recipe"].items() if k not in ("task", "model")}
-        cfg["trainer"] = {"command": ["python", "train.py"], "workdir": str(Path(__file__).parents[1] / "examples/plain_ddp"),
+        cfg["trainer"] = {"command": ["python", "train.py"], "workdir": str(REPO / "examples/plain_ddp"),
                           "args": {"batch_size": "micro_batch", "grad_accum": "accumulation"}}  # fmt: skip
         cfg["metrics"] = {"loss": {"goal": "min"}}
         setter(f"trainer.{key}")(cfg, value)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import copy
 import math
 import dataclasses
-from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import torch
 import yaml
+from conftest import REPO
 
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.typed import SpecError
@@ -22,7 +22,7 @@ from hwsweep.models.blocks import IGNORE, SignSGD, log_stablemax, sequence_loss,
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run import evaluate, shutdown
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 HRM = {"name": "hrm", "width": 16, "heads": 2, "mlp_ratio": 2, "h_layers": 1, "l_layers": 1, "h_cycles": 2,
        "l_cycles": 2, "halt_max_steps": 3, "halt_exploration_prob": 0.0, "act_mode": "act", "puzzle_emb_ndim": 0,
        "positions": "rope"}  # fmt: skip

@@ -3,9 +3,9 @@
 import json
 import math
 import re
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from hwsweep.contracts import guard
 from hwsweep.contracts.guard import Guard, GuardConfig
@@ -13,7 +13,7 @@ from hwsweep.contracts.records import RunRecord, read
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run import runner
 
-SERIES = json.loads((Path(__file__).parent / "data/loss_series.json").read_text())
+SERIES = json.loads((REPO / "tests/data/loss_series.json").read_text())
 
 
 def feed_all(config, series):
