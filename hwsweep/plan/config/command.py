@@ -135,6 +135,16 @@ def _command_problems(trainer: Trainer, spec) -> None:
             raise ConfigError(f"trainer.plan_check.{name}.equals: {e} {where}") from None
 
 
+def _check_every_run(trainer: Trainer, matrix) -> None:
+    """A command's contract checked against every cell's plan on every hardware (at the first seed); the built-in
+    trainer follows any plan."""
+    if trainer.kind == "builtin":
+        return
+    for cell in matrix.cells:
+        for hw in cell.hardware:
+            _command_problems(trainer, matrix.spec(cell.suite, cell.variant, hw, matrix.seeds[0]))
+
+
 def _evaluation(raw, trainer: Trainer, config_dir: Path, schema: dict) -> Evaluation:
     if raw is None:
         return Evaluation(kind="builtin" if trainer.kind == "builtin" else "none")

@@ -76,3 +76,10 @@ def _run_count(raw: dict) -> int:
         variants = math.prod(len(choices) for choices in body.get("sweep", {}).values())
         total += variants * len(body.get("hardware", raw["hardware"])) * len(raw["seeds"])
     return total
+
+
+def _check_run_count(raw: dict) -> None:
+    runs = _run_count(raw)
+    if runs > MAX_RUNS:
+        raise ConfigError(f"suites: the matrix has {runs:,} runs (suites x sweep values x hardware x seeds), more "
+                          f"than the {MAX_RUNS:,} one config may plan; use fewer seeds, sweep values or hardware")  # fmt: skip

@@ -1,5 +1,6 @@
-"""A recipe checked: against the schema's recipe, then the rules across its keys (warmup below steps, width by
-heads, a learning rate the built-in optimizers take, batch and precision settings that go together)."""
+"""The config's recipe with its defaults, and any recipe checked: against the schema's recipe, then the rules
+across its keys (warmup below steps, width by heads, a learning rate the built-in optimizers take, batch and
+precision settings that go together)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import jsonschema
 
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.plan.batch import strategy_problem
-from hwsweep.plan.config.schema import Validator
+from hwsweep.plan.config.schema import Validator, _fill_defaults
 from hwsweep.plan.config.wording import ConfigError, _deepest, _fix, _message, _path
 
 ADAMW_MAX_LR = 10.0  # the built-in trainer's Adams refuse more; its SGD and a script's own optimizer do not (a warning)
@@ -59,3 +60,13 @@ def _check_recipe(recipe: dict, where: str, schema: dict, builtin: bool, sweep: 
             "set tf32: false or reproducibility: comparable"
         )
     return r
+
+
+def _base_recipe(raw: dict, builtin: bool, schema: dict) -> dict:
+    """The config's `recipe` with its defaults, checked: the recipe every suite's overrides apply to."""
+    for key in ("task", "model"):
+        if not builtin and key in raw:
+            raise ConfigError(f"recipe.{key}: only for the built-in trainer; pass your script's settings as recipe.args")
+    base = _fill_defaults(schema["properties"]["recipe"], raw, schema)
+    _check_recipe(base, "recipe", schema, builtin)
+    return base

@@ -70,3 +70,8 @@ def _fill_defaults(schema: dict, instance: dict, root: dict) -> dict:
         if "if" in branch and Validator(branch["if"]).is_valid(out):
             out = _fill_defaults(branch["then"], out, root)
     return out
+
+
+def _section_defaults(raw: dict, key: str, schema: dict) -> dict:
+    """A top-level section of the config (advisor, statistics, ...) with its defaults; {} where it is left out."""
+    return _fill_defaults(schema["properties"][key], raw.get(key, {}), schema)

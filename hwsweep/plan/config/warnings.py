@@ -8,6 +8,13 @@ from hwsweep.contracts.command import BATCH_CARRIERS, RECIPE_VALUES, Trainer, no
 from hwsweep.plan.config.recipe import ADAMW_MAX_LR
 
 
+def _warnings(cells, hardware, baseline: str, trainer: Trainer) -> tuple[str, ...]:
+    """Every warning of the resolved matrix, in the order the plan prints them."""
+    return (_cross_hardware_warnings(cells, hardware, baseline) + _unmapped_warnings(trainer, cells)
+            + _stop_at_warnings(cells, trainer) + _lr_warnings(cells, trainer)
+            + _unseen_warnings(cells))  # fmt: skip
+
+
 def _cross_hardware_warnings(cells, hardware, baseline) -> tuple[str, ...]:
     """Where a hardware's arithmetic differs from the baseline's: another precision, or TF32
     matmuls on one device type and not the other. Nothing when both run the same arithmetic
