@@ -49,8 +49,8 @@ class Key:
 
 
 def deref(schema: dict, root: dict) -> dict:
-    """A subschema with its local $ref resolved (its own keys win), as hwsweep.plan.config reads it."""
-    from hwsweep.plan.config import _deref
+    """A subschema with its local $ref resolved (its own keys win), as hwsweep.plan.config.schema reads it."""
+    from hwsweep.plan.config.schema import _deref
 
     return _deref(schema, root)
 
@@ -172,7 +172,8 @@ def fragment(key: Key, value, keys: list[Key]) -> dict:
 def validate_examples(keys: list[Key] | None = None, schema: dict | None = None) -> list[str]:
     """Every example, as the fragment that sets it merged into a shipped config (BASE_CONFIGS), checked against the
     schema with hwsweep's own validator: the errors, one line per key."""
-    from hwsweep.plan.config import Validator, _merge
+    from hwsweep.plan.config import Validator
+    from hwsweep.plan.config.suites import _merge
 
     root = schema or yaml.safe_load(SCHEMA.read_text())
     keys = keys or walk(root)

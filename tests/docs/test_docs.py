@@ -22,7 +22,9 @@ from fake_slurm import fake_sinfo
 sys.path.insert(0, str(REPO))
 from tools import reference  # noqa: E402
 
-from hwsweep.plan.config import Validator, _merge, _message, load_schema  # noqa: E402
+from hwsweep.plan.config import Validator, load_schema  # noqa: E402
+from hwsweep.plan.config.suites import _merge  # noqa: E402
+from hwsweep.plan.config.wording import _message  # noqa: E402
 
 README_LINES = 120
 

@@ -552,7 +552,7 @@ def test_a_configfile_snakemake_cannot_read_fails_before_the_workflow_as_documen
 
 def _enums(schema: dict, root: dict, prefix: str):
     """(dotted config key, enum list) for every enum under `schema`'s properties (through $ref and anyOf)."""
-    from hwsweep.plan.config import _deref
+    from hwsweep.plan.config.schema import _deref
 
     for key, sub in _deref(schema, root).get("properties", {}).items():
         sub = _deref(sub, root)
@@ -691,7 +691,8 @@ def _schema_patterns(node):
     (REPO / "hwsweep/schemas/config.schema.yaml").read_text())))))  # fmt: skip
 def test_a_pattern_refusal_states_the_rule_of_that_pattern(pattern):
     """The refusal of a command argument named the names' rule ("no '/', '..'") though arguments may hold both."""
-    from hwsweep.plan.config import _ecma, _pattern_rule
+    from hwsweep.plan.config.schema import _ecma
+    from hwsweep.plan.config.wording import _pattern_rule
 
     rule = _pattern_rule(pattern)
     if rule.startswith("match the pattern"):

@@ -19,7 +19,8 @@ from hwsweep.analysis.status import write_status
 from hwsweep.contracts import io
 from hwsweep.contracts.records import EvalRecord, RunRecord
 from hwsweep.contracts.spec import EVAL_RECORD, TRAIN_RECORD, canonical_json
-from hwsweep.plan.config import ConfigError, _deref, load_schema, resolve
+from hwsweep.plan.config import ConfigError, load_schema, resolve
+from hwsweep.plan.config.schema import _deref
 from hwsweep.report import landing, plots
 
 SCHEMA = load_schema()

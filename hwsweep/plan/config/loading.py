@@ -1,0 +1,118 @@
+"""A config file read into a dict: the file's size, encoding and YAML checked, its event stream bounded (depth,
+aliases, values) before PyYAML builds anything from it; each problem one line naming the file and the fix."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+from hwsweep.plan.config.limits import MAX_BYTES, MAX_DEPTH, MAX_VALUES
+from hwsweep.plan.config.wording import ConfigError
+
+# libyaml's parser where PyYAML was built with it (a C state machine: no recursion, 20 x faster than PyYAML's own;
+# the schema alone took 0.13 CPU-s of every snakemake start with PyYAML's).
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+DEFAULT_CONFIG = Path("config/config.yaml")  # where the workflow and the hwsweep commands look without --configfile
+
+
+class _Refused(Exception):
+    """Raised where a document goes past a bound: (mark, what is wrong and the fix)."""
+
+
+def _check_events(text: str) -> None:
+    """The document's bounds, checked on its event stream before anything is built from it: nesting deeper than
+    MAX_DEPTH (PyYAML's composer recurses once per level), an alias inside its own anchor (a value that contains
+    itself, which every later walk would follow forever) and more than MAX_VALUES nodes once aliases are expanded
+    (an alias bomb: the count of an anchor's subtree is added for each of its aliases)."""
+    # open: [anchor, count at its start, children so far or None for a sequence]; sizes: anchor -> values under it.
+    # A mapping's keys are not counted (every other child): the count is check_document's, values only.
+    open_nodes, sizes, count = [], {}, 0
+    for event in yaml.parse(text, Loader=LOADER):
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, start, _ = open_nodes.pop()
+            if anchor:
+                sizes[anchor] = count - start + 1
+            continue
+        if not isinstance(event, yaml.NodeEvent):
+            continue  # stream and document events
+        parent = open_nodes[-1] if open_nodes else None
+        key = parent is not None and parent[2] is not None and parent[2] % 2 == 0
+        if parent is not None and parent[2] is not None:
+            parent[2] += 1
+        if isinstance(event, yaml.AliasEvent):
+            if any(anchor == event.anchor for anchor, _, _ in open_nodes):
+                raise _Refused(event.start_mark, f"alias *{event.anchor} is used inside its own anchor "
+                               f"&{event.anchor}, a value that contains itself; write the value out without the alias")  # fmt: skip
+            count += 0 if key else sizes.get(event.anchor, 0)  # an undefined alias is the YAML error the load names
+        elif isinstance(event, yaml.ScalarEvent):
+            count += 0 if key else 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        else:  # a collection starts
+            count += 1
+            if len(open_nodes) >= MAX_DEPTH:
+                raise _Refused(event.start_mark, f"nested more than {MAX_DEPTH} levels deep; a config's values are a "
+                               "few levels deep at most: remove the extra nesting")  # fmt: skip
+            open_nodes.append([event.anchor, count, 0 if isinstance(event, yaml.MappingStartEvent) else None])
+        if count > MAX_VALUES:
+            raise _Refused(event.start_mark, f"more than {MAX_VALUES:,} values once its YAML aliases (*name) are "
+                           "expanded; write the values out, or repeat fewer of them")  # fmt: skip
+
+
+def load_file(path: Path | str) -> dict:
+    """A config file as a dict; ConfigError with one line naming the file and the fix when it is
+    missing, unreadable, a directory, not UTF-8, too large, not YAML, nested too deep, holds a value that
+    contains itself or a number Python cannot read, or is not a mapping."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_BYTES:,} bytes; a config holds settings, not data: "
+                              "pass the config file itself")  # fmt: skip
+        text = data.decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found; pass an existing file with --configfile") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file; pass the YAML file itself") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: cannot be read (permission denied); make it readable (chmod +r)") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror}); pass a readable YAML file") from None
+    try:
+        _check_events(text)
+        raw = yaml.load(text, Loader=LOADER)  # noqa: S506 - a safe loader
+    except _Refused as e:
+        mark, what = e.args
+        raise ConfigError(f"{path}: line {mark.line + 1}, column {mark.column + 1}: {what}") from None
+    except yaml.YAMLError as e:
+        if LOADER is not yaml.SafeLoader:  # PyYAML's own parser names the problem better ("found character '\t'")
+            try:
+                for _ in yaml.parse(text, Loader=yaml.SafeLoader):
+                    pass
+            except yaml.YAMLError as own:
+                e = own
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = " ".join(str(getattr(e, "problem", None) or "not valid YAML").split())
+        raise ConfigError(f"{path}: {where}{what}; fix the YAML syntax there") from None
+    except ValueError as e:  # a value Python refuses to make, e.g. an integer of more than 4300 digits
+        what = " ".join(re.split(r"[:;]", str(e))[0].split())[:120]  # its first clause: the rest names Python's fix
+        raise ConfigError(f"{path}: {what}; give a shorter value") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level is {type(raw).__name__}, not a mapping; start with keys like recipe:")
+    return raw
+
+
+def load_or_exit(path: Path | str) -> dict:
+    """For the hwsweep commands: the config file as a dict, or the one-line error and exit non-zero."""
+    try:
+        return load_file(path)
+    except ConfigError as e:
+        sys.exit(f"hwsweep config error: {e}")
