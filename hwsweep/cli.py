@@ -1,6 +1,6 @@
-"""`hwsweep plan`, `detect`, `resources`, `profile install`, `init` and `workflow`: the batch plan a config gets,
-here and on the cluster, before anything runs, the slurm profile where snakemake finds it, and a folder to run the
-installed workflow from."""
+"""`hwsweep plan`, `detect`, `resources`, `profile install`, `init`, `workflow` and `import`: the batch plan a
+config gets, here and on the cluster, before anything runs, the slurm profile where snakemake finds it, a folder to
+run the installed workflow from, and runs made elsewhere brought into this sweep."""
 
 from __future__ import annotations
 
@@ -152,6 +152,39 @@ def init(args) -> int:
     return 0
 
 
+def import_runs(args) -> int:
+    """Bring the runs another machine made of this config (OTHER: its sweep folder, or its results/) into this
+    folder's sweep; one line per run brought in or left where it is (hwsweep.analysis.harvest)."""
+    from hwsweep.analysis import harvest
+
+    try:
+        matrix = resolve(load_or_exit(args.configfile), config_dir=args.configfile.parent)
+    except (ConfigError, SpecError) as e:
+        print(f"hwsweep config error: {e}", file=sys.stderr)
+        return 1
+    specs = [matrix.spec(r.suite, r.variant, r.hardware, r.seed) for r in matrix.runs()]
+    try:
+        with io.storage("results"):
+            found = harvest.harvest(specs, args.other, matrix.evaluation.kind != "none", args.dry_run)
+    except (OSError, ValueError, io.StorageError) as e:
+        print(f"hwsweep import: {e}", file=sys.stderr)
+        return 1
+    verb = "would import" if args.dry_run else "imported"
+    for line in found.imported:
+        print(f"{verb} {line}")
+    for line in found.refused:
+        print(f"hwsweep import: {line}", file=sys.stderr)
+    print(f"hwsweep import: {len(found.imported)} run(s) {verb}, {found.kept} already here, {len(found.refused)} "
+          f"left where they are, {found.absent} of this config's runs not in {args.other}"
+          + ("; next: snakemake --profile profiles/local all (or --report report.html)" if found.imported else ""),
+          file=sys.stderr)  # fmt: skip
+    if found.imported or found.kept:
+        return 0
+    print(f"hwsweep import: nothing of {args.other} is a run of {args.configfile}: is it a sweep of another config?",
+          file=sys.stderr)  # fmt: skip
+    return 1
+
+
 def show_workflow(args) -> int:
     try:
         print(workflow_files.snakefile())
@@ -204,6 +237,11 @@ def run(argv=None) -> int:
     i.set_defaults(handler=init)
     w = sub.add_parser("workflow", help='the Snakefile\'s path: snakemake --snakefile "$(hwsweep workflow)" ...')
     w.set_defaults(handler=show_workflow)
+    m = sub.add_parser("import", help="bring the runs another machine or folder made of this config into this sweep")
+    m.add_argument("other", type=Path, help="the other sweep's folder (or its results/)")
+    m.add_argument("--configfile", type=Path, default=DEFAULT_CONFIG)
+    m.add_argument("--dry-run", "-n", action="store_true", help="say what would be imported, change nothing")
+    m.set_defaults(handler=import_runs)
     args = parser.parse_args(argv)
     if hasattr(args, "handler"):
         return args.handler(args)

@@ -97,8 +97,10 @@ def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler, 
         job = scheduler.job(spec, stage)
         state, problem = _with_scheduler(state, problem, job, spec.log_path(STAGE_LOG[stage]))
         where = _where(job) if job is not None else ""
-    if state in (FAILED, MISSING) and not where and os.path.abspath(spec.path(SPEC_FILE)) in launched:
-        state, problem = RUNNING, ""  # no scheduler: its launcher runs on this node
+    if state in (FAILED, MISSING) and not where:
+        held = lease.read(spec.run_dir)
+        if os.path.abspath(spec.path(SPEC_FILE)) in launched or (held and lease.holder(held, spec.run_dir)):
+            state, problem = RUNNING, ""  # no scheduler: its launcher runs on this node, or its lease's holder lives
     if state in (RUNNING, PENDING, PREEMPTED) and not problem:
         problem = unwaited(spec, waited_here)
     return {"state": state, "problem": problem, "scheduler": where}

@@ -148,19 +148,20 @@ def check(cls, path: Path, spec: RunSpec):
     return record
 
 
-def _log_reason(spec: RunSpec, name: str) -> str | None:
+def _log_reason(spec: RunSpec, name: str, root: Path = Path(".")) -> str | None:
     """Why a stage failed, from its log (hwsweep.contracts.failure); None when the stage never started."""
-    log = spec.log_path(name)
+    log = root / spec.log_path(name)
     return failure.log_reason(log) if log.exists() else None
 
 
-def run_state(spec: RunSpec, evaluated: bool = True) -> Verdict:
+def run_state(spec: RunSpec, evaluated: bool = True, root: Path = Path(".")) -> Verdict:
     """What the run's files say, in pipeline order: a damaged record makes the run corrupt (the records
-    after it are made from it); a record of another config makes it stale."""
-    folder = Path(spec.run_dir)
+    after it are made from it); a record of another config makes it stale. `root`: the sweep's folder (another
+    machine's, for an import)."""
+    folder = root / spec.run_dir
     train_path, eval_path = folder / TRAIN_RECORD, folder / EVAL_RECORD
     if not train_path.exists():
-        why = _log_reason(spec, "train.log")  # a started run without a record failed, or still runs
+        why = _log_reason(spec, "train.log", root)  # a started run without a record failed, or still runs
         return Verdict(MISSING) if why is None else Verdict(FAILED, reason=why)
     try:
         record = read(RunRecord, train_path, spec.metrics)
@@ -171,9 +172,9 @@ def run_state(spec: RunSpec, evaluated: bool = True) -> Verdict:
         return Verdict(CORRUPT, train_path, str(e))
     if not evaluated:
         return Verdict(DONE)
-    lost = lost_checkpoint(spec)  # an evaluation to be (re)done without it retrains the run
+    lost = lost_checkpoint(spec, root)  # an evaluation to be (re)done without it retrains the run
     if not eval_path.exists():  # an evaluation that failed (or still runs) says why in its log
-        return Verdict(CORRUPT, train_path, lost) if lost else Verdict(TRAINED, reason=_log_reason(spec, "evaluate.log") or "")
+        return Verdict(CORRUPT, train_path, lost) if lost else Verdict(TRAINED, reason=_log_reason(spec, "evaluate.log", root) or "")
     try:
         check(EvalRecord, eval_path, spec)
     except RecordError as e:
@@ -181,12 +182,12 @@ def run_state(spec: RunSpec, evaluated: bool = True) -> Verdict:
     return Verdict(DONE, reason=f"{lost} (not needed: the run is evaluated)" if lost else "")
 
 
-def lost_checkpoint(spec: RunSpec) -> str:
+def lost_checkpoint(spec: RunSpec, root: Path = Path(".")) -> str:
     """Why the built-in evaluator cannot evaluate the trained run (its final checkpoint is gone or empty), or ''.
     A retrain resumes from the newest complete checkpoint left in checkpoints/, so it costs at most the steps
     after it."""
     if spec.evaluation.kind != "builtin":
         return ""  # a command evaluates the run from whatever its script keeps
-    path = spec.path(FINAL_CHECKPOINT)
+    path = root / spec.path(FINAL_CHECKPOINT)
     size = path.stat().st_size if path.exists() else 0
     return "" if size else f"{path}: the final checkpoint is {'empty' if path.exists() else 'missing'}"

@@ -270,6 +270,10 @@ def settled(suite, runs):
         if EXECUTOR["dry_run"] and verdict.path is not None:
             # What a real run moves aside, a dry run leaves: it lists the job that remakes it all the same.
             workflow.dag.forcefiles.add(verdict.path.as_posix())
+    if EXECUTOR["dry_run"] and tables is not None:
+        if any(v.state != validation.DONE for v in verdicts.values()):
+            # The tables a real run drops (snakemake remakes no record while they exist), a dry run remakes too.
+            workflow.dag.forcefiles.update(p.as_posix() for p in tables.glob("*.csv"))
 
 
 def placed_spec(wildcards):
