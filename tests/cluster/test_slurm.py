@@ -12,6 +12,7 @@ is waiting: job start-up, SLURM's polls):
   preemption and fail.
 """
 
+import copy
 import json
 import os
 import subprocess
@@ -550,6 +551,48 @@ def test_resources_on_a_drained_node_and_a_node_whose_gpus_are_all_allocated(slu
     assert asks_nobody.returncode == 1 and "no SLURM client: sinfo is not on PATH" in asks_nobody.stderr
     assert seconds - own < 5 and proc.returncode == 1, (seconds, own)
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("hwsweep resources: no answer from the SLURM controller")
+
+
+def test_a_killed_snakemakes_running_job_gets_no_second_job_and_its_record_is_taken(slurm, tmp_path):
+    """The login node's snakemake dies (kill -9) while a train job runs; `--unlock`, then the same command again:
+    it refuses in one line naming the job (never a second job for the run), `status` says no snakemake waits
+    for it; once the job has ended, the command again takes its record as it is (no train job) and finishes."""
+    folder = tmp_path / "killed"
+    cfg = copy.deepcopy(SMALL) | {"hardware": {"cpu1": HARDWARE["cpu1"]}, "baseline": "cpu1", "seeds": [0]}
+    cfg["recipe"]["schedule"] = {"steps": 400, "warmup_steps": 5}  # long enough to be killed under
+    first = start_slurm(folder, cfg, slurm)
+    job = wait_for("the train job", lambda: train_job(folder, "tiny", "cpu1", slurm), timeout=300)
+    first.kill()  # as a dropped ssh session or the login node's OOM killer does
+    first.wait()
+    unlock = subprocess.run(slurm_command(folder, cfg, "--unlock"), cwd=folder, capture_output=True, text=True,
+                            env=slurm, timeout=300)  # fmt: skip
+    assert unlock.returncode == 0, unlock.stderr[-2000:]
+    again = subprocess.run(slurm_command(folder, cfg), cwd=folder, capture_output=True, text=True, env=slurm,
+                           timeout=300)  # fmt: skip
+    assert again.returncode != 0
+    said = [line for line in again.stderr.splitlines() if "is still being trained" in line]
+    assert len(said) == 1 and f"SLURM job {job['id']} (" in said[0] and f"scancel {job['id']}" in said[0], again.stderr
+    trains = [j for j in jobs_of(folder, slurm) if j["comment"].startswith("rule_train_")]
+    assert [j["id"] for j in trains] == [job["id"]]  # one job for the run, the first
+    frame, _ = login_status(folder, slurm)
+    assert frame.loc[("tiny", "cpu1"), "state"] in ("running", "pending", "preempted")
+    assert frame.loc[("tiny", "cpu1"), "problem"].startswith("no snakemake waits for it"), frame.to_dict()
+
+    wait_for("the first job's end", lambda: not train_job(folder, "tiny", "cpu1", slurm, ("RUNNING", *WAITING)),
+             timeout=900)  # fmt: skip
+    record = folder / "results/tiny/default/cpu1/seed0/train.json"
+    assert record.exists()
+    made = record.read_bytes()
+    last = subprocess.run(slurm_command(folder, cfg), cwd=folder, capture_output=True, text=True, env=slurm,
+                          timeout=900)  # fmt: skip
+    assert last.returncode == 0, last.stderr[-3000:]
+    trains = [j for j in jobs_of(folder, slurm) if j["comment"].startswith("rule_train_")]
+    assert [j["id"] for j in trains] == [job["id"]] and record.read_bytes() == made  # its record, as it was made
+    data = json.loads(made)
+    assert data["restarts"] == 0 and data["provenance"]["env"]["SLURM_JOB_ID"] == job["id"]
+    assert (folder / "results/tiny/default/cpu1/seed0/eval.json").exists()
+    logs = sorted((folder / "logs/tiny/default/cpu1/seed0").glob("train.*.log"))
+    assert [p.name for p in logs] == ["train.1.log"] and f"SLURM job {job['id']}" in logs[0].read_text().splitlines()[0]
 
 
 def test_down_stops_the_daemons_and_leaves_no_client_config_behind(slurm, matrix_done, signals):
