@@ -17,6 +17,7 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/settle.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"

@@ -43,9 +43,9 @@ from tools.reference import MARKER  # noqa: E402
 SHELL = ("bash", "sh", "console")
 FENCE = re.compile(r"^```([A-Za-z0-9_-]*)\s*$")
 # Commands the tests cannot run as written: they install, need a GPU or a cluster's own tools, serve until stopped,
-# or run for minutes. A block reaching one needs a not-run marker.
+# run for minutes, or copy from another machine. A block reaching one needs a not-run marker.
 STUBS = ("pip", "pip3", "python", "python3", "torchrun", "nvidia-smi", "conda", "mlflow", "tensorboard", "wandb",
-         "mkdocs", "sbatch", "srun", "scancel")  # fmt: skip
+         "mkdocs", "sbatch", "srun", "scancel", "rsync", "scp")  # fmt: skip
 
 
 @dataclass
