@@ -12,6 +12,10 @@ BACKEND = {"cpu": "gloo", "cuda": "nccl"}
 GB = 2**30
 
 
+SIGNAL_LEAD_S = 180  # a train job's SIGTERM comes this long before its time limit: time to checkpoint and requeue
+DEFAULT_RUNTIME_MIN = 60  # a SLURM train job's time limit where the hardware names none
+
+
 @dataclass(frozen=True)
 class Hardware(Typed):
     accelerator: str
@@ -32,6 +36,14 @@ class Hardware(Typed):
     @property
     def world_size(self) -> int:
         return self.nodes * self.devices_per_node
+
+    @property
+    def signal_lead(self) -> int:
+        """Seconds before the time limit a train job is asked to stop at (sbatch --signal=TERM@N): SIGNAL_LEAD_S,
+        or a quarter of a time limit shorter than four of them, so the job trains for most of its time instead of
+        being signalled as it starts."""
+        limit = 60 * (self.runtime or DEFAULT_RUNTIME_MIN)
+        return SIGNAL_LEAD_S if limit >= 4 * SIGNAL_LEAD_S else max(1, limit // 4)
 
     @property
     def slurm_gres(self) -> str | None:

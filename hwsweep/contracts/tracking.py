@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from hwsweep.contracts import io
+from hwsweep.contracts import io, secrets
 from hwsweep.contracts.spec import TRACKING_FILE
 from hwsweep.contracts.typed import Typed
 
@@ -98,6 +98,9 @@ def uri_problem(uri: str) -> str | None:
     if parts.username or parts.password:
         return ("holds credentials; remove them and set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
                 "in the environment instead")  # fmt: skip
+    if (name := secrets.secret_query(parts.query)) is not None:
+        return (f"holds a secret in its query string ({name}={secrets.MASK}); remove it and set "
+                "MLFLOW_TRACKING_TOKEN in the environment instead")  # fmt: skip
     try:
         parts.port  # raises on a port that is not a number in range
     except ValueError:
@@ -122,7 +125,7 @@ def config_problem(config: TrackingConfig) -> str | None:
     if config.mlflow.uri is not None and "mlflow" in config.backends:
         problem = uri_problem(config.mlflow.uri)
         if problem:
-            return f"tracking.mlflow.uri: {config.mlflow.uri!r} {problem}"
+            return f"tracking.mlflow.uri: {secrets.redact(repr(config.mlflow.uri))} {problem}"
     if "wandb" in config.backends and not config.wandb.project:
         return "tracking.wandb.project: W&B needs a project; add tracking: {wandb: {project: NAME}}"
     return None

@@ -7,10 +7,13 @@ from pathlib import Path
 
 from hwsweep.analysis.aggregate import prices_of
 from hwsweep.contracts import io, lease
+from hwsweep.contracts.hardware import DEFAULT_RUNTIME_MIN
 from hwsweep.contracts import spec as layout
 from hwsweep.contracts import tracking as tracking_contract
 from hwsweep.plan import placement, shared
-from hwsweep.plan.config import resolve_or_exit
+from snakemake.utils import update_config
+
+from hwsweep.plan.config import ConfigError, load_file, parse_override, resolve_or_exit
 
 # The folder of the config file that was given last: a command's relative workdir is taken from it, and the
 # scripts resolve the config from it (a job parameter). Inside the working directory it is named relative to it,
@@ -32,6 +35,19 @@ if IS_JOB:
         shared.read_into(config, *SHARED)
     except shared.MissingConfig as e:
         print(f"hwsweep: {e}", file=sys.stderr)
+        sys.exit(1)
+
+# snakemake has read the config files with YAML 1.1 as it is: each is read again, as `hwsweep plan` reads it, so a
+# key given twice or a number YAML 1.1 reads otherwise (1:30, 010) is refused in one line, not taken silently.
+# `--config KEY=VALUE` values are read the same way (snakemake reads a list's items as strings).
+if not IS_JOB:
+    try:
+        for _path in workflow.overwrite_configfiles or workflow.configfiles:
+            load_file(_path)
+        for _entry in workflow.config_settings.config_args or []:
+            update_config(config, dict([parse_override(_entry)]))
+    except ConfigError as e:
+        print(f"hwsweep config error: {e}", file=sys.stderr)
         sys.exit(1)
 
 # Validates the config (schema + plan) before any job is scheduled; one line on error.
@@ -175,7 +191,8 @@ def profile_slurm_extra(rule):
 
 
 def train_slurm_extra(wildcards):
-    """sbatch options of a train job. SIGTERM 180 s before the time limit, to every process of the job's steps:
+    """sbatch options of a train job. SIGTERM 180 s before the time limit (a quarter of a limit under 12 minutes:
+    hwsweep.contracts.hardware.Hardware.signal_lead), to every process of the job's steps:
     the trainer checkpoints and the job requeues itself (hwsweep.run.preempt), which --requeue allows where a
     site's default does not; SLURM's own log of the job keeps every attempt (--open-mode=append). With
     timing: exclusive, whole nodes: no other job shares a timed run's cores, memory bandwidth or GPUs. A
@@ -183,7 +200,8 @@ def train_slurm_extra(wildcards):
     this function back in place of the profile's value).
     """
     exclusive = ["--exclusive"] if MATRIX.timing == "exclusive" else []
-    ours = ["--signal=TERM@180", "--requeue", "--open-mode=append"] + exclusive
+    lead = hardware_of(wildcards).signal_lead  # 180 s, less for a short time limit
+    ours = [f"--signal=TERM@{lead}", "--requeue", "--open-mode=append"] + exclusive
     return placement.merged_options(profile_slurm_extra("train"), ours)
 
 
@@ -202,7 +220,7 @@ def train_mem_mb(wildcards):
 
 
 def train_runtime(wildcards):
-    return hardware_of(wildcards).runtime or 60
+    return hardware_of(wildcards).runtime or DEFAULT_RUNTIME_MIN
 
 
 def eval_gpus(wildcards):

@@ -6,7 +6,6 @@ from snakemake.io import IOFile
 
 from hwsweep.analysis import holders, quarantine, validation
 from hwsweep.plan import interrupt
-from hwsweep.plan.config import ConfigError
 from hwsweep.plan.matrix import Run
 
 EXECUTOR = {}

@@ -8,7 +8,7 @@ evaluation), `metrics` (metrics and targets), `hardware`, `suites` (a suite's sw
 `compare`, `warnings`, and `resolve`, which runs them in order. The names callers import are here."""
 
 from hwsweep.plan.config.limits import MAX_BYTES, MAX_DEPTH, MAX_RUNS, MAX_TEXT, MAX_VALUES, check_document
-from hwsweep.plan.config.loading import DEFAULT_CONFIG, LOADER, load_file, load_or_exit
+from hwsweep.plan.config.loading import DEFAULT_CONFIG, LOADER, load_file, load_or_exit, parse_override
 from hwsweep.plan.config.resolve import resolve, resolve_or_exit
 from hwsweep.plan.config.schema import SCHEMA_PATH, Validator, load_schema
 from hwsweep.plan.config.suites import RESERVED_SUITES
@@ -30,6 +30,7 @@ __all__ = [
     "load_file",
     "load_or_exit",
     "load_schema",
+    "parse_override",
     "resolve",
     "resolve_or_exit",
 ]

@@ -4,6 +4,7 @@ aliases, values) before PyYAML builds anything from it; each problem one line na
 from __future__ import annotations
 
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -23,17 +24,36 @@ class _Refused(Exception):
     """Raised where a document goes past a bound: (mark, what is wrong and the fix)."""
 
 
+# YAML 1.1's numbers that YAML 1.2, JSON and people read otherwise (PyYAML reads 1.1): digits joined by ':' are base
+# 60 (a seed 1:30 is 90), a leading 0 makes an octal (010 is 8). Refused unquoted, with what was read.
+TRAPS = ((re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"), "digits joined by ':' as base 60"),
+         (re.compile(r"[-+]?0[0-7_]+"), "a leading 0 as octal"))  # fmt: skip
+
+
+def _trap(event) -> str | None:
+    """Why an unquoted scalar is read as another number than it shows (the fix included), or None."""
+    if event.style or not event.implicit[0] or event.tag:
+        return None
+    for pattern, how in TRAPS:
+        if pattern.fullmatch(event.value):
+            read = yaml.safe_load(event.value)
+            return (f"{event.value} is read as {read} (YAML 1.1 reads {how}); write {read} if that is meant, "
+                    f"else the number without it, or quote it ('{event.value}') for text")  # fmt: skip
+    return None
+
+
 def _check_events(text: str) -> None:
     """The document's bounds, checked on its event stream before anything is built from it: nesting deeper than
     MAX_DEPTH (PyYAML's composer recurses once per level), an alias inside its own anchor (a value that contains
     itself, which every later walk would follow forever) and more than MAX_VALUES nodes once aliases are expanded
     (an alias bomb: the count of an anchor's subtree is added for each of its aliases)."""
-    # open: [anchor, count at its start, children so far or None for a sequence]; sizes: anchor -> values under it.
-    # A mapping's keys are not counted (every other child): the count is check_document's, values only.
+    # open: [anchor, count at its start, children so far or None for a sequence, {key: line} of a mapping];
+    # sizes: anchor -> values under it. A mapping's keys are not counted (every other child): the count is
+    # check_document's, values only. A key given twice in one mapping is refused: YAML keeps the last silently.
     open_nodes, sizes, count = [], {}, 0
     for event in yaml.parse(text, Loader=LOADER):
         if isinstance(event, yaml.CollectionEndEvent):
-            anchor, start, _ = open_nodes.pop()
+            anchor, start, _, _ = open_nodes.pop()
             if anchor:
                 sizes[anchor] = count - start + 1
             continue
@@ -44,7 +64,7 @@ def _check_events(text: str) -> None:
         if parent is not None and parent[2] is not None:
             parent[2] += 1
         if isinstance(event, yaml.AliasEvent):
-            if any(anchor == event.anchor for anchor, _, _ in open_nodes):
+            if any(node[0] == event.anchor for node in open_nodes):
                 raise _Refused(event.start_mark, f"alias *{event.anchor} is used inside its own anchor "
                                f"&{event.anchor}, a value that contains itself; write the value out without the alias")  # fmt: skip
             count += 0 if key else sizes.get(event.anchor, 0)  # an undefined alias is the YAML error the load names
@@ -52,15 +72,36 @@ def _check_events(text: str) -> None:
             count += 0 if key else 1
             if event.anchor:
                 sizes[event.anchor] = 1
+            if key:
+                here = (event.start_mark.line + 1, event.start_mark.column + 1)
+                first = parent[3].setdefault(event.value, here)
+                if first != here:
+                    raise _Refused(event.start_mark, f"key {event.value!r} is given twice in one mapping (first at "
+                                   f"line {first[0]}, column {first[1]}); YAML keeps only the last, silently: remove "
+                                   "one")  # fmt: skip
+            elif (why := _trap(event)) is not None:
+                raise _Refused(event.start_mark, why)
         else:  # a collection starts
             count += 1
             if len(open_nodes) >= MAX_DEPTH:
                 raise _Refused(event.start_mark, f"nested more than {MAX_DEPTH} levels deep; a config's values are a "
                                "few levels deep at most: remove the extra nesting")  # fmt: skip
-            open_nodes.append([event.anchor, count, 0 if isinstance(event, yaml.MappingStartEvent) else None])
+            mapping = isinstance(event, yaml.MappingStartEvent)
+            open_nodes.append([event.anchor, count, 0 if mapping else None, {} if mapping else None])
         if count > MAX_VALUES:
             raise _Refused(event.start_mark, f"more than {MAX_VALUES:,} values once its YAML aliases (*name) are "
                            "expanded; write the values out, or repeat fewer of them")  # fmt: skip
+
+
+def _special(path: Path) -> str | None:
+    """What a path that is not a regular file (or a folder, said by open) is: a FIFO, a device, a socket; None."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # missing or unreadable: open says which
+    kinds = {stat.S_ISFIFO: "FIFO (named pipe)", stat.S_ISCHR: "character device", stat.S_ISBLK: "block device",
+             stat.S_ISSOCK: "socket"}  # fmt: skip
+    return next((name for test, name in kinds.items() if test(mode)), None)
 
 
 def load_file(path: Path | str) -> dict:
@@ -69,6 +110,9 @@ def load_file(path: Path | str) -> dict:
     contains itself or a number Python cannot read, or is not a mapping."""
     path = Path(path)
     try:
+        kind = _special(path)
+        if kind:  # opened for reading, a FIFO without a writer would block: refused before it is opened
+            raise ConfigError(f"{path}: is a {kind}, not a config file; pass the YAML file itself")
         with open(path, "rb") as f:
             data = f.read(MAX_BYTES + 1)
         if len(data) > MAX_BYTES:
@@ -108,6 +152,21 @@ def load_file(path: Path | str) -> dict:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level is {type(raw).__name__}, not a mapping; start with keys like recipe:")
     return raw
+
+
+def parse_override(entry: str) -> tuple[str, object]:
+    """A `snakemake --config KEY=VALUE` entry with VALUE read as a config file's YAML is (snakemake reads a list's
+    or mapping's items as strings: seeds=[0,1] would be ['0', '1']); ConfigError naming the entry otherwise."""
+    key, _, text = entry.partition("=")
+    try:
+        _check_events(text)
+        return key, yaml.load(text, Loader=LOADER)  # noqa: S506 - a safe loader
+    except _Refused as e:
+        raise ConfigError(f"--config {key}=...: {e.args[1]}") from None
+    except (yaml.YAMLError, ValueError) as e:
+        what = " ".join(str(getattr(e, "problem", None) or "not valid YAML").split())
+        raise ConfigError(f"--config {key}=...: {what}; write the value as in the config file, e.g. "
+                          f"{key}=[0, 1] or {key}='{{a: 1}}'") from None  # fmt: skip
 
 
 def load_or_exit(path: Path | str) -> dict:

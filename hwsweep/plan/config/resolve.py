@@ -80,12 +80,28 @@ def _validate(raw, schema: dict) -> None:
 
 
 def _check_names(raw: dict) -> None:
-    """Suite and hardware names become folders and wildcards: each must be one the workflow matches."""
+    """Suite and hardware names become folders and wildcards: each must be one the workflow matches, and two may not
+    differ only in case (one folder on the case-insensitive file systems most laptops have)."""
     for section in ("suites", "hardware"):
         for name in raw[section]:
             problem = name_problem(name)
             if problem:
                 raise ConfigError(f"{section}: name {SHOWN.repr(name)} {problem}")
+    for section in ("suites", "hardware"):  # metric names are lower case already
+        clash = case_collision(raw.get(section) or {})
+        if clash:
+            raise ConfigError(f"{section}: {clash[0]!r} and {clash[1]!r} differ only in case, which one folder holds "
+                              "on a case-insensitive file system (macOS, Windows); rename one")  # fmt: skip
+
+
+def case_collision(names) -> tuple[str, str] | None:
+    """Two names that differ only in case, or None."""
+    seen = {}
+    for name in names:
+        other = seen.setdefault(str(name).casefold(), name)
+        if other != name:
+            return other, name
+    return None
 
 
 def _guard(raw: dict, trainer: Trainer, schema: dict) -> GuardConfig:

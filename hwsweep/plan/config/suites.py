@@ -135,11 +135,12 @@ def _variants(recipe: dict, axes: list[list[dict]], where: str):
         problem = name_problem(variant, variant=True)
         if problem:
             raise ConfigError(f"{where}.sweep: variant name {SHOWN.repr(variant)} (from {SHOWN.repr(values)}) {problem}")
-        if variant in seen:
-            raise ConfigError(
-                f"{where}.sweep: values {seen[variant]} and {values} both name variant {variant!r}; make them distinct"
-            )
-        seen[variant] = values
+        if variant.casefold() in seen:
+            first, taken = seen[variant.casefold()]
+            same = "" if first == variant else f" and {first!r}, which differ only in case (one folder on macOS)"
+            raise ConfigError(f"{where}.sweep: values {taken} and {values} both name variant {variant!r}{same}; "
+                              "make them distinct")  # fmt: skip
+        seen[variant.casefold()] = (variant, values)
         yield variant, values, variant_recipe
 
 

@@ -1,10 +1,11 @@
 """What resolve warns of without refusing: arithmetic that differs from the baseline's, plan settings a script's
 flags do not receive, targets an unmodified command does not stop at, a learning rate high for Adam, unseen
-puzzles with nothing to learn their rule from."""
+puzzles with nothing to learn their rule from, a time limit too short for the usual signal lead."""
 
 from __future__ import annotations
 
 from hwsweep.contracts.command import BATCH_CARRIERS, RECIPE_VALUES, Trainer, not_passed
+from hwsweep.contracts.hardware import SIGNAL_LEAD_S
 from hwsweep.plan.config.recipe import ADAMW_MAX_LR
 
 
@@ -12,7 +13,15 @@ def _warnings(cells, hardware, baseline: str, trainer: Trainer) -> tuple[str, ..
     """Every warning of the resolved matrix, in the order the plan prints them."""
     return (_cross_hardware_warnings(cells, hardware, baseline) + _unmapped_warnings(trainer, cells)
             + _stop_at_warnings(cells, trainer) + _lr_warnings(cells, trainer)
-            + _unseen_warnings(cells))  # fmt: skip
+            + _unseen_warnings(cells) + _signal_lead_warnings(hardware))  # fmt: skip
+
+
+def _signal_lead_warnings(hardware) -> tuple[str, ...]:
+    """A SLURM time limit too short for the usual signal lead: the train job is signalled sooner before its end."""
+    return tuple(f"hardware.{name}.runtime: {hw.runtime} minute(s) is under 4 x the {SIGNAL_LEAD_S} s lead of the "
+                 f"signal to checkpoint before the time limit; a train job there is signalled {hw.signal_lead} s "
+                 "before its limit instead: if a checkpoint takes longer, give a longer runtime"
+                 for name, hw in hardware.items() if hw.signal_lead < SIGNAL_LEAD_S)  # fmt: skip
 
 
 def _cross_hardware_warnings(cells, hardware, baseline) -> tuple[str, ...]:

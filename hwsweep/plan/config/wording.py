@@ -8,9 +8,14 @@ import reprlib
 
 import jsonschema
 
+from hwsweep.contracts import secrets
+
 
 class ConfigError(ValueError):
-    pass
+    """One line naming the field and the fix; whatever secret a value held is masked in it (contracts.secrets)."""
+
+    def __init__(self, message: str = "", *args):
+        super().__init__(secrets.redact(str(message)), *args)
 
 
 SHOWN = reprlib.Repr()  # a value in a message, cut short however much it holds

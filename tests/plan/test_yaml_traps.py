@@ -1,0 +1,123 @@
+"""Reliability V (issue 66): no secret in any line hwsweep says of a config, no config path that blocks, YAML 1.1's
+silent traps refused in one line each (a key given twice, base-60 and octal numbers, names that differ only in
+case), and `snakemake --config` overrides read as a config file's YAML."""
+
+import copy
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from conftest import BIN, SMALL, snakemake
+
+from hwsweep.contracts import secrets
+from hwsweep.plan.config import ConfigError, load_file, parse_override, resolve
+
+SECRET = "S3CRETpw"
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("http://alice:S3CRETpw@127.0.0.1:5000", "http://***@127.0.0.1:5000"),
+    ("postgresql://u:S3CRETpw@db:5432/mlflow", "postgresql://***@db:5432/mlflow"),
+    ("http://h:5000/?token=S3CRETpw&x=1", "http://h:5000/?token=***&x=1"),
+    ("https://store/b?sig=S3CRETpw", "https://store/b?sig=***"),
+    ("WANDB_API_KEY=S3CRETpw HF_TOKEN=S3CRETpw", "WANDB_API_KEY=*** HF_TOKEN=***"),
+    ("--signal=TERM@180 monkey=1 http://host:5000", "--signal=TERM@180 monkey=1 http://host:5000"),  # nothing secret
+])  # fmt: skip
+def test_secrets_are_masked_and_nothing_else(text, shown):
+    assert secrets.redact(text) == shown
+
+
+@pytest.mark.parametrize("uri", ["http://alice:S3CRETpw@127.0.0.1:5000", "http://127.0.0.1:5000/?token=S3CRETpw",
+                                 "http://127.0.0.1:5000/?api_key=S3CRETpw"])  # fmt: skip
+def test_a_tracking_uri_with_a_secret_is_refused_without_saying_it_through_plan_and_snakemake(uri, tmp_path):
+    cfg = copy.deepcopy(SMALL) | {"tracking": {"backends": ["mlflow"], "mlflow": {"uri": uri}}}
+    with pytest.raises(ConfigError) as refused:
+        resolve(cfg)
+    assert SECRET not in str(refused.value) and "***" in str(refused.value)
+    assert str(refused.value).startswith("tracking.mlflow.uri: ")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    (tmp_path / "sweep").mkdir()
+    plan = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(tmp_path / "c.yaml")], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    proc = snakemake(tmp_path / "sweep", cfg, "-n", "--cores", "1")
+    for said in (plan, proc):
+        assert said.returncode != 0 and "tracking.mlflow.uri" in said.stderr
+        assert SECRET not in said.stdout + said.stderr
+    assert not any(SECRET in p.read_text(errors="replace") for p in (tmp_path / "sweep").rglob("*")
+                   if p.is_file() and p.name != "config.yaml")  # fmt: skip
+
+
+@pytest.mark.parametrize("make, kind", [(os.mkfifo, "FIFO (named pipe)"), (None, "character device")])
+def test_a_config_path_that_is_no_regular_file_is_refused_at_once(tmp_path, make, kind):
+    path = tmp_path / "config.yaml"
+    if make is None:
+        path = "/dev/zero"
+    else:
+        make(path)
+    start = time.monotonic()
+    proc = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(path)], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode != 0 and time.monotonic() - start < 30
+    assert proc.stderr.strip().splitlines() == [f"hwsweep config error: {path}: is a {kind}, not a config file; "
+                                                "pass the YAML file itself"]  # fmt: skip
+
+
+@pytest.mark.parametrize("text, words", [
+    ("recipe:\n  global_batch: 32\n  global_batch: 64\n", ["line 3", "key 'global_batch' is given twice", "line 2,"]),
+    ("suites:\n  tiny:\n    overrides:\n      optimizer: {lr: 0.1, lr: 0.2}\n", ["key 'lr' is given twice"]),
+    ("seeds: [1:30, 2]\n", ["1:30 is read as 90", "base 60", "write 90", "'1:30'"]),
+    ("seeds: [010, 2]\n", ["010 is read as 8", "octal", "write 8"]),
+    ("seeds:\n  - 0\n  - -07\n", ["-07 is read as -7"]),
+])  # fmt: skip
+def test_yaml_1_1s_silent_traps_are_refused_in_one_line_saying_what_was_read(tmp_path, text, words):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        load_file(path)
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith(f"{path}: line ")
+    assert all(w in line for w in words), line
+
+
+def test_quoted_and_ordinary_numbers_are_read_as_written(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("a: '010'\nb: \"1:30\"\nc: [0, 10, 0.5, 1e3, 0x1F]\nd: {x: 1}\ne: {x: 1}\n")
+    assert load_file(path) == {"a": "010", "b": "1:30", "c": [0, 10, 0.5, "1e3", 31], "d": {"x": 1}, "e": {"x": 1}}
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda c: c["suites"].update(Tiny={}), "suites: 'tiny' and 'Tiny' differ only in case"),
+    (lambda c: c["hardware"].update(CPU1=c["hardware"]["cpu1"]), "hardware: 'cpu1' and 'CPU1' differ only in case"),
+])  # fmt: skip
+def test_names_that_differ_only_in_case_are_refused(change, words):
+    cfg = copy.deepcopy(SMALL)
+    change(cfg)
+    with pytest.raises(ConfigError, match=words):
+        resolve(cfg)
+
+
+def test_config_overrides_are_read_as_the_config_files_yaml():
+    assert parse_override("seeds=[0,1]") == ("seeds", [0, 1])
+    assert parse_override("hardware={cpu1: {accelerator: cpu}}") == ("hardware", {"cpu1": {"accelerator": "cpu"}})
+    assert parse_override("baseline=cpu1") == ("baseline", "cpu1")
+    with pytest.raises(ConfigError, match=r"--config seeds=\.\.\.: 010 is read as 8"):
+        parse_override("seeds=[0, 010]")
+
+
+@pytest.mark.slow
+def test_snakemake_config_overrides_for_seeds_hardware_and_suites_plan_as_written(tmp_path):
+    cfg = copy.deepcopy(SMALL)
+    proc = snakemake(tmp_path, cfg, "-n", "--cores", "1", "--config", "seeds=[3,4,5]",
+                     "suites={tiny: {description: x}, wide: {overrides: {model: {width: 64}}}}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    trains = [line for line in proc.stdout.splitlines() if line.strip().startswith("wildcards: suite=")]
+    seeds = {line.rsplit("seed=", 1)[1] for line in trains if "seed=" in line}
+    assert seeds == {"3", "4", "5"} and any("suite=wide" in line for line in trains), proc.stdout[-2000:]
+    refused = snakemake(tmp_path, cfg, "-n", "--cores", "1", "--config", "seeds=[0,010]")
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("hwsweep config error")]
+    assert refused.returncode != 0 and errors == ["hwsweep config error: --config seeds=...: 010 is read as 8 "
+                                                  "(YAML 1.1 reads a leading 0 as octal); write 8 if that is meant, "
+                                                  "else the number without it, or quote it ('010') for text"]  # fmt: skip
