@@ -2,7 +2,8 @@
 hwsweep.analysis.validation judges them, the same judgement `all` acts on), and a partial aggregate of what has
 finished, for watching a long sweep (`snakemake status`).
 
-Where the runs are SLURM jobs, the scheduler says where a run without a record is (one `squeue`, and `sacct`
+A trained run whose evaluation runs (its SLURM job, or the evaluator on this node) is evaluating. Where the runs
+are SLURM jobs, the scheduler says where a run without a record is (one `squeue`, and `sacct`
 for a job the controller has forgotten, where the cluster keeps accounting): pending (with SLURM's reason),
 preempted (requeued after its checkpoint, waiting to resume), running (on which nodes), failed (SLURM's state
 and exit code, then the cause from the log) or timeout; the scheduler column says it as SLURM does. Without a
@@ -29,6 +30,7 @@ from hwsweep.contracts.spec import EVAL_RECORD, SPEC_FILE, TRAIN_RECORD
 from hwsweep.contracts.tracking import delivery_problem
 
 RUNNING, PENDING, PREEMPTED, TIMEOUT = "running", "pending", "preempted", "timeout"
+EVALUATING = "evaluating"  # trained; its evaluation runs now
 def _where(job: Job) -> str:
     """The scheduler column: SLURM's view of the job, as SLURM says it."""
     parts = [f"job {job.id} {job.state}"]
@@ -77,32 +79,37 @@ def tracking_problem(spec, evaluated: bool) -> str:
     return " | ".join(out)
 
 
-def unwaited(spec, waited_here: bool) -> str:
-    """The problem of a run whose job or trainer still runs although no snakemake waits for it (its snakemake was
-    killed): nothing collects its result until `all` runs again; "" while one waits, or where it cannot be told."""
+def unwaited(spec) -> str:
+    """The problem of a run whose job or trainer still runs although the snakemake that scheduled it (its lease
+    names it) is gone: nothing collects its result until `all` runs again; "" while it lives, and where it cannot
+    be told (no lease yet, a snakemake on another machine)."""
     held = lease.read(spec.run_dir)
-    waits = snakemake_waits(held.snakemake) if held is not None and held.snakemake else waited_here
-    if waits is None or waits:
+    if held is None or snakemake_waits(held.snakemake) is not False:
         return ""
     return "no snakemake waits for it (its snakemake was stopped): run all again once it ends, or stop it"
 
 
-def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler, waited_here: bool = True) -> dict:
-    """One row of status.csv: the run's state, what is wrong (problem), SLURM's view (scheduler). `waited_here`:
-    whether another snakemake works in this folder on this machine."""
+def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler,
+               launched_evaluations: frozenset[str] = frozenset()) -> dict:  # fmt: skip
+    """One row of status.csv: the run's state, what is wrong (problem), SLURM's view (scheduler). `launched`,
+    `launched_evaluations`: the spec paths whose launcher, evaluator, runs on this node."""
     verdict = run_state(spec, evaluated)
     state, problem, where = verdict.state, verdict.reason, ""
     if state != DONE:
         stage = "evaluate" if state == TRAINED else "train"
         job = scheduler.job(spec, stage)
+        evaluating = state == TRAINED and (os.path.abspath(spec.path(SPEC_FILE)) in launched_evaluations
+                                           or (job is not None and job.state in ACTIVE))  # fmt: skip
         state, problem = _with_scheduler(state, problem, job, spec.log_path(STAGE_LOG[stage]))
         where = _where(job) if job is not None else ""
+        if evaluating:  # trained, and its evaluation runs (its log says nothing yet: no problem to name)
+            state, problem = EVALUATING, ""
     if state in (FAILED, MISSING) and not where:
         held = lease.read(spec.run_dir)
         if os.path.abspath(spec.path(SPEC_FILE)) in launched or (held and lease.holder(held, spec.run_dir)):
             state, problem = RUNNING, ""  # no scheduler: its launcher runs on this node, or its lease's holder lives
-    if state in (RUNNING, PENDING, PREEMPTED) and not problem:
-        problem = unwaited(spec, waited_here)
+    if state in (RUNNING, PENDING, PREEMPTED, EVALUATING) and not problem:
+        problem = unwaited(spec)
     return {"state": state, "problem": problem, "scheduler": where}
 
 
@@ -112,11 +119,11 @@ def write_status(matrix, folder="results/partial", scheduler: Scheduler | None =
     folder = Path(folder)
     evaluated = matrix.evaluation.kind != "none"
     rows, launched, scheduler = [], host.launched_specs(), scheduler or Scheduler()
-    waited_here = bool(host.other_snakemakes("."))
+    evaluating = host.launched_specs(host.EVALUATOR)
     for r in matrix.runs():
         spec = matrix.spec(r.suite, r.variant, r.hardware, r.seed)
         rows.append({"suite": r.suite, "variant": r.variant, "hardware": r.hardware, "seed": r.seed}
-                    | run_status(spec, evaluated, launched, scheduler, waited_here)
+                    | run_status(spec, evaluated, launched, scheduler, evaluating)
                     | {"repairs": " | ".join(quarantine.repairs(spec, evaluated)),
                        "tracking": tracking_problem(spec, evaluated)})  # fmt: skip
     status = pd.DataFrame(rows)

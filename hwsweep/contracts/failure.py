@@ -67,13 +67,16 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX else text[: MAX - 1] + "…"
 
 
+STOPPED_SILENTLY = "stopped without a failure line (killed?)"
+
+
 def reason(lines: list[str]) -> str | None:
     """The real cause of a failure in a log's lines, or None for a log with nothing to say.
 
     In order: the first exception that is not a consequence of another rank's failure (log order: the
     rank that failed first printed first); hwsweep's own last verdict line; the last plain line that
     names an error (sys.exit("…") prints no traceback); a consequential collective error; torchrun's
-    agent stopped by a signal; the last plain line. A chained exception is named by its last link (what
+    agent stopped by a signal; else that it stopped without saying why, with its last plain line. A chained exception is named by its last link (what
     the script chose to raise, usually with its context: "cannot read the dataset config x") followed by
     its root (the low-level error that started it), as the last link alone can hide a handler's bug."""
     streams: dict[str, _Stream] = collections.defaultdict(_Stream)
@@ -119,8 +122,11 @@ def reason(lines: list[str]) -> str | None:
     real = [e for e in exceptions if not CONSEQUENCE.search(text(e))]
     errorish = [x for x in plain if ERRORISH.search(x)]
     candidates = ([text(real[0])] if real else []) + [RUN_ID.sub("", x) for x in own[-1:]] + errorish[-1:] + \
-        [text(e) for e in exceptions[:1]] + signalled[-1:] + plain[-1:]  # fmt: skip
-    return _short(candidates[0].strip()) if candidates else None
+        [text(e) for e in exceptions[:1]] + signalled[-1:]  # fmt: skip
+    if candidates:
+        return _short(candidates[0].strip())
+    # Nothing says why: a process killed from outside (SIGKILL, the OOM killer) leaves its last progress line.
+    return _short(f"{STOPPED_SILENTLY}; its last line: {plain[-1].strip()}") if plain else None
 
 
 def attempt_line(attempt: int, job: str | None, host: str, spec: str, stamp: str) -> str:

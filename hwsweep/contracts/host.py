@@ -119,16 +119,20 @@ def other_snakemakes(folder) -> list[int]:
     return out
 
 
-def launched_specs() -> set[str]:
-    """Absolute spec.json paths of the runs whose launcher runs on this node now (Linux /proc)."""
+EVALUATOR = "hwsweep.run.evaluate"  # the built-in evaluator and a user's evaluation command alike
+
+
+def launched_specs(program: str = LAUNCHER) -> set[str]:
+    """Absolute spec.json paths of the runs whose launcher (or `program`, e.g. EVALUATOR) runs on this node now
+    (Linux /proc)."""
     out = set()
-    for pid, argv in _launchers():
-        if argv.index(LAUNCHER) + 1 < len(argv):
+    for pid, argv in _processes(lambda argv: program in argv):
+        if argv.index(program) + 1 < len(argv):
             try:
                 cwd = os.readlink(f"/proc/{pid}/cwd")
             except OSError:
                 continue
-            out.add(os.path.normpath(os.path.join(cwd, argv[argv.index(LAUNCHER) + 1])))
+            out.add(os.path.normpath(os.path.join(cwd, argv[argv.index(program) + 1])))
     return out
 
 

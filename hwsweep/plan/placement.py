@@ -114,11 +114,13 @@ def executor_named(argv: list[str]) -> str | None:
     if no_profile_applies(argv):
         return LOCAL
     import contextlib
+    import io
 
     from snakemake.cli import parse_args
 
+    said = io.StringIO()  # its "Using profile ..." note: the caller's own output says what matters
     try:
-        with contextlib.redirect_stdout(sys.stderr):  # its "Using profile ..." note is not our output
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
             _, args = parse_args(list(argv))
     except (Exception, SystemExit):  # noqa: BLE001 - argparse exits on what it cannot parse
         return None

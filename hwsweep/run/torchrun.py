@@ -28,10 +28,12 @@ from __future__ import annotations
 import importlib
 import io
 import os
+import re
 import runpy
 import signal
 import sys
 import traceback
+import warnings
 import uuid
 
 from hwsweep.run import startup, tether
@@ -59,6 +61,10 @@ def forked_worker(*argv: str) -> None:
     tether.name_process(f"{tether.WORKER_NAME}{os.environ.get('LOCAL_RANK', '')}")
     module, args = argv[argv.index("-m") + 1], argv[argv.index("-m") + 2:]
     sys.argv = [module, *args]
+    # The agent imported the module before forking (fork_imports): runpy runs it afresh as __main__ all the same,
+    # and its warning that the module is already in sys.modules says nothing about this run (it filled train.log).
+    warnings.filterwarnings("ignore", message=rf"'{re.escape(module)}' found in sys\.modules after import of package",
+                            category=RuntimeWarning)  # fmt: skip
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except KeyboardInterrupt:  # as CPython ends on one: killed by SIGINT (torch's wrapper would call it success)

@@ -180,3 +180,20 @@ def test_status_names_the_repairs_the_next_all_needs_and_those_made_before(run):
     made = quarantine.repairs(run, evaluated=True)
     assert len(made) == 2 and all(line.startswith("an earlier all (20") for line in made)  # status writes nothing
     assert "spec.json is damaged; rewritten from the config" in made[0] and "moved aside" in made[1]
+
+
+def test_status_says_evaluating_while_a_trained_runs_evaluation_runs_here_or_in_slurm(run):
+    from hwsweep.analysis import status
+    from hwsweep.analysis.holders import Scheduler, job_comment
+    from hwsweep.contracts.scheduler import Job
+
+    run.path("eval.json").unlink()  # trained; its evaluation is under way, its log says nothing yet
+    run.log_path("evaluate.log").parent.mkdir(parents=True, exist_ok=True)
+    run.log_path("evaluate.log").write_text("")
+    nobody = Scheduler(ask=lambda: [])
+    assert status.run_status(run, True, set(), nobody) == {"state": "trained", "problem": "empty log", "scheduler": ""}
+    here = frozenset({os.path.abspath(run.path("spec.json"))})  # hwsweep.run.evaluate of it runs on this node
+    assert status.run_status(run, True, set(), nobody, here) == {"state": "evaluating", "problem": "", "scheduler": ""}
+    job = Job(id="12", state="RUNNING", nodes="h100-1", comment=job_comment("evaluate", run), workdir=os.getcwd())
+    row = status.run_status(run, True, set(), Scheduler(ask=lambda: [job]))
+    assert row == {"state": "evaluating", "problem": "", "scheduler": "job 12 RUNNING, on h100-1"}

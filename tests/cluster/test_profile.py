@@ -32,6 +32,9 @@ def test_snakemake_finds_the_installed_profile_by_name(xdg, tmp_path, monkeypatc
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr  # not even snakemake's "Using profile" note
     written = xdg / "snakemake/slurm/config.yaml"
     assert proc.stdout.splitlines()[-2:] == [f"installed profile slurm: {written}", "run: snakemake --profile slurm all"]
+    plan = subprocess.run([sys.executable, "-m", "hwsweep.cli", "plan", "--profile", "slurm", "--configfile",
+                           str(REPO / "config/config.yaml")], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert plan.returncode == 0 and plan.stdout.startswith("suite ") and "Using profile" not in plan.stdout + plan.stderr
     # snakemake's own lookup, in a fresh process (it caches its folders), from an unrelated folder
     found = subprocess.run([sys.executable, "-c", "from snakemake.cli import get_profile_dir; print(get_profile_dir('slurm')[1])"],
                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # fmt: skip

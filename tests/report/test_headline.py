@@ -175,7 +175,8 @@ def test_failure_reason_is_the_cause_not_the_launchers_echo(tmp_path):
                    "exiting\n")  # fmt: skip
     assert landing.failure_reason(log) == "FloatingPointError: loss is nan at step 3"
     (tmp_path / "quiet.log").write_text("step 1\nkilled by the scheduler\n")
-    assert landing.failure_reason(tmp_path / "quiet.log") == "killed by the scheduler"  # no error named: the last line
+    assert landing.failure_reason(tmp_path / "quiet.log") == \
+        "stopped without a failure line (killed?); its last line: killed by the scheduler"  # no error named  # fmt: skip
     assert landing.failure_reason(tmp_path / "none.log") == "no log"
 
 

@@ -150,9 +150,8 @@ def test_live_writers_names_each_run_with_its_writer_and_the_fix(tmp_path, sleep
     assert line.startswith(f"{specs[1].run_dir} is still being trained by pid {sleeper.pid} on this machine")
     assert f"kill {sleeper.pid}" in line
     # status: the run's snakemake is gone (pid 999999 never ran), so nothing waits for it.
-    assert "no snakemake waits for it" in status.unwaited(specs[1], waited_here=False)
-    assert "no snakemake waits for it" in status.unwaited(specs[1], waited_here=True)  # the lease says whose it is
+    assert status.unwaited(specs[1]).startswith("no snakemake waits for it")
     _lease_of(sleeper, busy, snakemake=lease.snakemake_mark())  # this process stands for a live snakemake
-    assert status.unwaited(specs[1], waited_here=False) == ""
+    assert status.unwaited(specs[1]) == ""
     _lease_of(sleeper, busy, snakemake="login2:55:1")  # a snakemake on another machine: not known here
-    assert status.unwaited(specs[1], waited_here=False) == ""
+    assert status.unwaited(specs[1]) == "" and status.unwaited(specs[0]) == ""  # no lease: nothing known

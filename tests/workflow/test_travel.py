@@ -59,6 +59,8 @@ def clone_snakemake(root: Path, *args: str, python: Path = BIN) -> subprocess.Co
 def test_a_finished_sweep_in_a_fresh_clone_runs_no_train_or_evaluate_job_and_keeps_its_records(
         finished_two_suites, tmp_path, metadata):  # fmt: skip
     root = fresh_clone(finished_two_suites, tmp_path / "clone", metadata)
+    logs = list(finished_two_suites.glob("logs/*/*/*/seed*/train.*.log"))
+    assert logs and not [p for p in logs if "RuntimeWarning" in p.read_text()]  # forked workers warn of nothing
     before = records(root)
     assert len(before) == 4 * 4  # spec, tracking, train and eval of each of the 4 runs
     # Another interpreter's path (a venv elsewhere, another machine) changes the jobs' parameters, not the runs.
