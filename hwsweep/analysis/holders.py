@@ -11,7 +11,8 @@ import socket
 from pathlib import Path
 
 from hwsweep.contracts import failure, host, lease
-from hwsweep.contracts.scheduler import LIVE, SQUEUE, Job, SchedulerError, accounted_jobs, job_state, my_jobs
+from hwsweep.contracts.scheduler import (LIVE, SQUEUE, Job, NoCluster, SchedulerError, accounted_jobs, job_state,
+                                        my_jobs)
 from hwsweep.contracts.spec import SPEC_FILE
 
 STAGE_LOG = {"train": "train.log", "evaluate": "evaluate.log"}
@@ -36,6 +37,9 @@ class Scheduler:
             return
         try:
             jobs = ask()
+        except NoCluster:  # a SLURM client installed where there is no cluster: nothing to say of SLURM
+            self.asked = False
+            return
         except SchedulerError as e:
             self.note = f"{e}; states from the runs' files only"
             return

@@ -6,7 +6,8 @@ not taken for it), the SLURM job it runs in, the attempt, and the snakemake that
 lease asks whether its holder still lives, in the strongest words it has:
 
 - a SLURM job: the controller's state of that job (a requeued or pending job is alive: it comes back to the
-  same folder); a job the controller no longer knows has ended;
+  same folder); a job the controller no longer knows has ended; where no SLURM is (a sweep copied off its
+  cluster), as a process below;
 - a process on this machine: its pid with the same start time;
 - a process on another machine, outside SLURM: the lease's heartbeat (its modification time, renewed every
   HEARTBEAT_S seconds while the holder lives).
@@ -88,13 +89,14 @@ def holder(lease: Lease, run_dir, job_state=scheduler.job_state) -> str | None:
     if lease.job:
         try:
             state = job_state(lease.job)
+            return f"{lease.who()} ({state})" if state in scheduler.LIVE else None
+        except scheduler.NoCluster:
+            pass  # no SLURM here (a sweep copied off its cluster): its process, or its heartbeat in this folder
         except scheduler.SchedulerError as e:
             if scheduler.FORGOTTEN in str(e):
                 return None
-            if lease.host == socket.gethostname():  # the job's own node: its process answers
-                return f"{lease.who()} (pid {lease.pid} here)" if _alive_here(lease.pid, lease.start) else None
-            return f"{lease.who()} (SLURM cannot be asked: {e})"
-        return f"{lease.who()} ({state})" if state in scheduler.LIVE else None
+            if lease.host != socket.gethostname():
+                return f"{lease.who()} (SLURM cannot be asked: {e})"
     if lease.host == socket.gethostname():
         return lease.who() if _alive_here(lease.pid, lease.start) else None
     try:

@@ -26,6 +26,15 @@ class SchedulerError(RuntimeError):
     """One line saying why the scheduler could not be read, and what to do."""
 
 
+class NoCluster(SchedulerError):
+    """A SLURM client with no cluster to ask (no slurm.conf, no configless controller): this machine is no
+    cluster's, and status says nothing of SLURM."""
+
+
+# What a SLURM client says where it has no configuration at all (a package installed on a laptop or a CI image).
+NO_CONFIG = ("Could not establish a configuration source", "Unable to establish a configuration source")
+
+
 def int_prefix(text: str) -> int:
     """The number a field starts with (0 if none): '16', '4000+', '2(S:0-1)'."""
     digits = re.match(r"\d+", text.strip())
@@ -51,7 +60,7 @@ def run(cmd: list[str], timeout: float = TIMEOUT_S) -> str:
     """The output of a SLURM client command; SchedulerError (one line) when it is missing, the controller does
     not answer in time, or it fails."""
     if shutil.which(cmd[0]) is None:
-        raise SchedulerError(f"no SLURM client: {cmd[0]} is not on PATH; run this on a cluster login node")
+        raise NoCluster(f"no SLURM client: {cmd[0]} is not on PATH; run this on a cluster login node")
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -61,6 +70,8 @@ def run(cmd: list[str], timeout: float = TIMEOUT_S) -> str:
         ) from None
     if proc.returncode != 0:
         last = ((proc.stderr.strip() or proc.stdout.strip()).splitlines() or [f"exit status {proc.returncode}"])[-1]
+        if any(words in proc.stderr for words in NO_CONFIG):
+            raise NoCluster(f"{cmd[0]} finds no SLURM configuration here: {last}")
         raise SchedulerError(f"{cmd[0]} failed: {last}")
     return proc.stdout
 

@@ -105,3 +105,19 @@ def test_squeue_and_sacct_output_is_read_as_slurm_writes_it():
     text = "31|CANCELLED by 0|0:15|h100-1|00:01:02|/tmp/a\n31.batch|CANCELLED|0:15|h100-1|x|y\n"
     (cancelled,) = slurm.parse_sacct(text)  # the job, not its steps
     assert (cancelled.state, cancelled.reason, cancelled.exit_code) == ("CANCELLED", "by 0", "0:15")
+
+
+def test_a_slurm_client_with_no_cluster_to_ask_says_nothing_of_slurm(matrix, tmp_path, monkeypatch):
+    """A machine with an squeue binary but no SLURM (a laptop, a CI image): status reads the files, silently."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho 'squeue: error: resolve_ctls_from_dns_srv: res_nsearch error: "
+                                    "Unknown host' >&2\necho 'squeue: fatal: Could not establish a configuration "
+                                    "source' >&2\nexit 1\n")  # fmt: skip
+    (bin_dir / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    scheduler = Scheduler()
+    rows = write_status(matrix, scheduler=scheduler)
+    assert scheduler.note == "" and not scheduler.asked and set(rows.state) == {"missing"}
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho 'squeue: error: Invalid user' >&2\nexit 1\n")
+    assert Scheduler().note.startswith("squeue failed: squeue: error: Invalid user")  # a cluster's real refusal

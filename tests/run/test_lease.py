@@ -17,7 +17,7 @@ from conftest import SMALL
 from hwsweep.analysis import holders, status
 from hwsweep.contracts import lease
 from hwsweep.contracts.host import process_start
-from hwsweep.contracts.scheduler import SchedulerError
+from hwsweep.contracts.scheduler import NoCluster, SchedulerError
 from hwsweep.plan.config import resolve
 from hwsweep.run import preempt
 
@@ -67,6 +67,13 @@ def test_a_slurm_job_holds_while_slurm_has_it_waiting_or_running(tmp_path):
     # A controller that does not answer: taken as alive, and said so (two writers are worse than a wait).
     silent = SchedulerError("no answer from the SLURM controller within 4 s (scontrol)")
     assert "SLURM cannot be asked: no answer" in lease.holder(held, tmp_path, _state(silent))
+    # No SLURM here at all (the sweep copied off its cluster): the lease's heartbeat in this folder decides.
+    (tmp_path / lease.LEASE_FILE).write_text("{}")
+    elsewhere = _state(NoCluster("no SLURM client: scontrol is not on PATH; run this on a cluster login node"))
+    assert lease.holder(held, tmp_path, elsewhere).startswith("SLURM job 42 (alive ")
+    old = time.time() - lease.DEAD_AFTER_S - 1
+    os.utime(tmp_path / lease.LEASE_FILE, (old, old))
+    assert lease.holder(held, tmp_path, elsewhere) is None
 
 
 def test_another_machines_process_holds_while_its_heartbeat_is_fresh(tmp_path):
