@@ -113,12 +113,18 @@ def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler,
     return {"state": state, "problem": problem, "scheduler": where}
 
 
-def write_status(matrix, folder="results/partial", scheduler: Scheduler | None = None) -> pd.DataFrame:
-    """status.csv, cells.csv and the partial aggregate in `folder`; the runs' rows. `scheduler`: where the
-    runs' jobs are (asked here when not given); its note says why SLURM could not be asked."""
-    folder = Path(folder)
+class Unwritten(io.StorageError):
+    """results/partial/ could not be written; `rows` holds the table status made all the same."""
+
+    def __init__(self, error: io.StorageError, rows: pd.DataFrame):
+        super().__init__(error.errno, error.strerror)
+        self.rows = rows
+
+
+def status_rows(matrix, scheduler: Scheduler) -> pd.DataFrame:
+    """Each run's row of status.csv (reading only)."""
     evaluated = matrix.evaluation.kind != "none"
-    rows, launched, scheduler = [], host.launched_specs(), scheduler or Scheduler()
+    rows, launched = [], host.launched_specs()
     evaluating = host.launched_specs(host.EVALUATOR)
     for r in matrix.runs():
         spec = matrix.spec(r.suite, r.variant, r.hardware, r.seed)
@@ -126,7 +132,24 @@ def write_status(matrix, folder="results/partial", scheduler: Scheduler | None =
                     | run_status(spec, evaluated, launched, scheduler, evaluating)
                     | {"repairs": " | ".join(quarantine.repairs(spec, evaluated)),
                        "tracking": tracking_problem(spec, evaluated)})  # fmt: skip
-    status = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def write_status(matrix, folder="results/partial", scheduler: Scheduler | None = None) -> pd.DataFrame:
+    """status.csv, cells.csv and the partial aggregate in `folder`; the runs' rows. `scheduler`: where the
+    runs' jobs are (asked here when not given); its note says why SLURM could not be asked. A folder that cannot
+    be written (a full or read-only disk) raises Unwritten with the rows, so the caller can still show them."""
+    folder = Path(folder)
+    evaluated = matrix.evaluation.kind != "none"
+    status = status_rows(matrix, scheduler or Scheduler())
+    try:
+        _write_partial(matrix, status, folder, evaluated)
+    except io.StorageError as e:
+        raise Unwritten(e, status) from None
+    return status
+
+
+def _write_partial(matrix, status: pd.DataFrame, folder: Path, evaluated: bool) -> None:
     io.write_csv(status, folder / "status.csv")
     done = status[status.state == "done"]
     cells = status.pivot_table(index=["suite", "variant", "hardware"], columns="state", values="seed",
@@ -144,4 +167,3 @@ def write_status(matrix, folder="results/partial", scheduler: Scheduler | None =
     # Every cell of the matrix appears, with how many of its seeds are done; missing ones say so.
     combined = cells.merge(combined, on=["suite", "variant", "hardware"], how="left")
     io.write_csv(combined, folder / "comparison.csv")
-    return status

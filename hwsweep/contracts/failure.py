@@ -71,12 +71,18 @@ STOPPED_SILENTLY = "stopped without a failure line (killed?)"
 
 
 def reason(lines: list[str]) -> str | None:
+    """The cause in lines (_cause), the last plain line as it is where nothing else says why (a command that printed
+    its message and exited with a status names its own end)."""
+    return _cause(lines)[0]
+
+
+def _cause(lines: list[str]) -> tuple[str | None, bool]:
     """The real cause of a failure in a log's lines, or None for a log with nothing to say.
 
     In order: the first exception that is not a consequence of another rank's failure (log order: the
     rank that failed first printed first); hwsweep's own last verdict line; the last plain line that
     names an error (sys.exit("…") prints no traceback); a consequential collective error; torchrun's
-    agent stopped by a signal; else that it stopped without saying why, with its last plain line. A chained exception is named by its last link (what
+    agent stopped by a signal; the last plain line, flagged as saying nothing of why. A chained exception is named by its last link (what
     the script chose to raise, usually with its context: "cannot read the dataset config x") followed by
     its root (the low-level error that started it), as the last link alone can hide a handler's bug."""
     streams: dict[str, _Stream] = collections.defaultdict(_Stream)
@@ -124,9 +130,8 @@ def reason(lines: list[str]) -> str | None:
     candidates = ([text(real[0])] if real else []) + [RUN_ID.sub("", x) for x in own[-1:]] + errorish[-1:] + \
         [text(e) for e in exceptions[:1]] + signalled[-1:]  # fmt: skip
     if candidates:
-        return _short(candidates[0].strip())
-    # Nothing says why: a process killed from outside (SIGKILL, the OOM killer) leaves its last progress line.
-    return _short(f"{STOPPED_SILENTLY}; its last line: {plain[-1].strip()}") if plain else None
+        return _short(candidates[0].strip()), False
+    return (_short(plain[-1].strip()), True) if plain else (None, False)  # True: nothing in the lines says why
 
 
 def attempt_line(attempt: int, job: str | None, host: str, spec: str, stamp: str) -> str:
@@ -150,4 +155,8 @@ def log_reason(path: Path) -> str:
             lines = f.read().decode(errors="replace").splitlines()[1 if start else 0 :]  # the first may be cut
     except OSError:
         return "no log"
-    return reason(newest_attempt(lines)[-KEEP:]) or "empty log"
+    # A log that just stops (SIGKILL, the OOM killer: nothing printed why) says so, with its last line.
+    found, silent = _cause(newest_attempt(lines)[-KEEP:])
+    if silent:
+        return _short(f"{STOPPED_SILENTLY}; its last line: {found}")
+    return found or "empty log"

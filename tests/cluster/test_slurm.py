@@ -559,9 +559,13 @@ def test_a_killed_snakemakes_running_job_gets_no_second_job_and_its_record_is_ta
     for it; once the job has ended, the command again takes its record as it is (no train job) and finishes."""
     folder = tmp_path / "killed"
     cfg = copy.deepcopy(SMALL) | {"hardware": {"cpu1": HARDWARE["cpu1"]}, "baseline": "cpu1", "seeds": [0]}
-    cfg["recipe"]["schedule"] = {"steps": 400, "warmup_steps": 5}  # long enough to be killed under
+    cfg["recipe"]["schedule"] = {"steps": 400, "warmup_steps": 5}
     first = start_slurm(folder, cfg, slurm)
     job = wait_for("the train job", lambda: train_job(folder, "tiny", "cpu1", slurm), timeout=300)
+    # Held (SUSPENDED, a state SLURM resumes from) once its attempt holds the run's lease, until the checks below
+    # are made, however fast it would train.
+    wait_for("the attempt's lease", lambda: (folder / "results/tiny/default/cpu1/seed0/lease.json").exists())
+    subprocess.run(["scontrol", "suspend", job["id"]], env=slurm, check=True, capture_output=True, timeout=60)
     first.kill()  # as a dropped ssh session or the login node's OOM killer does
     first.wait()
     unlock = subprocess.run(slurm_command(folder, cfg, "--unlock"), cwd=folder, capture_output=True, text=True,
@@ -578,6 +582,7 @@ def test_a_killed_snakemakes_running_job_gets_no_second_job_and_its_record_is_ta
     assert frame.loc[("tiny", "cpu1"), "state"] in ("running", "pending", "preempted")
     assert frame.loc[("tiny", "cpu1"), "problem"].startswith("no snakemake waits for it"), frame.to_dict()
 
+    subprocess.run(["scontrol", "resume", job["id"]], env=slurm, check=True, capture_output=True, timeout=60)
     wait_for("the first job's end", lambda: not train_job(folder, "tiny", "cpu1", slurm, ("RUNNING", *WAITING)),
              timeout=900)  # fmt: skip
     record = folder / "results/tiny/default/cpu1/seed0/train.json"

@@ -77,10 +77,10 @@ def test_hwsweeps_own_verdict_wins_over_the_agent_and_consequential_errors():
 
 
 def test_plain_logs_and_limits(tmp_path):
-    # Nothing that says why (no traceback, no error, no verdict): it stopped from outside, and its last line shows where.
-    assert reason(["step 1", "killed by the scheduler"]) == \
-        "stopped without a failure line (killed?); its last line: killed by the scheduler"  # fmt: skip
-    assert reason(["steps 6 (warmup 2) = 0.08 epochs; fresh start", "train:  50%|#####| 3/6"]) == \
+    assert reason(["step 1", "killed by the scheduler"]) == "killed by the scheduler"  # the last plain line
+    # A log that just stops (no traceback, no error, no verdict): killed from outside; its last line shows where.
+    (tmp_path / "killed.log").write_text("steps 6 (warmup 2) = 0.08 epochs; fresh start\ntrain:  50%|#####| 3/6\n")
+    assert log_reason(tmp_path / "killed.log") == \
         "stopped without a failure line (killed?); its last line: steps 6 (warmup 2) = 0.08 epochs; fresh start"  # fmt: skip
     assert reason([]) is None and reason(["", "   "]) is None
     long = reason(["Traceback (most recent call last):", '  File "x"', "ValueError: " + "x" * 500])

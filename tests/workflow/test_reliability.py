@@ -354,6 +354,9 @@ def test_a_full_disk_is_named_in_the_log_status_and_report_and_the_next_all_repa
         assert proc.returncode == 1 and "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-2000:]
         lines = _hwsweep_lines(proc)
         assert len(lines) == 1 and lines[0].startswith("hwsweep: results: no space left on device (0 bytes free"), lines
+        if "status" in args:  # what status knows, on the terminal all the same
+            assert any(line.split()[:4] == ["tiny", "default", "cpu2", "0"] and " failed " in line
+                       for line in proc.stderr.splitlines()), proc.stderr[-2000:]  # fmt: skip
 
     filler.unlink()  # the fault removed: plain all trains the lost run and nothing else
     (run / "checkpoints").mkdir(exist_ok=True)

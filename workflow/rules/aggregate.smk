@@ -217,7 +217,7 @@ rule status:
     Rerun with `snakemake -f status`; `snakemake --report partial.html status` makes a report of it.
     """
     input:
-        writable_results,
+        writable_status,
     output:
         status=report(
             "results/partial/status.csv",

@@ -5,6 +5,7 @@
 from snakemake.io import IOFile
 
 from hwsweep.analysis import holders, quarantine, validation
+from hwsweep.analysis.status import status_rows
 from hwsweep.plan import interrupt
 from hwsweep.plan.matrix import Run
 
@@ -78,20 +79,33 @@ def writable_results(wildcards=None):
     return []
 
 
+def writable_status(wildcards):
+    """status's input function: writable_results, but what status knows is on the terminal first where results/
+    cannot take its tables (a full or read-only disk): each run's row, as status.csv would hold it.
+    """
+    if (
+        "writable" not in EXECUTOR
+        and executor() is not None
+        and not EXECUTOR["dry_run"]
+    ):
+        if io.writable_problem("results") is not None:
+            table = status_rows(MATRIX, holders.Scheduler())
+            print(table.to_string(index=False), file=sys.stderr)
+    return writable_results(wildcards)
+
+
 SETTLED = set()
 
 
-def refuse_live_writers():
-    """Once, before a real run's first job: a run that a job or process no snakemake waits for still writes (its
-    snakemake was killed: a dropped ssh session, an OOM killer) stops snakemake here with one line per run naming
-    the writer and what to do, so no second writer is started beside it. A dry run says the same as a warning.
+def refuse_live_writers(specs):
+    """Before a real run's first job: a run (of those being settled) that a job or process no snakemake waits for
+    still writes (its snakemake was killed: a dropped ssh session, an OOM killer) stops snakemake here with one line
+    per run naming the writer and what to do, so no second writer is started beside it. A dry run says the same as
+    a warning.
     """
-    if "writers" in EXECUTOR:
-        return
-    EXECUTOR["writers"] = True
-    specs = [MATRIX.spec(r.suite, r.variant, r.hardware, r.seed) for r in MATRIX.runs()]
-    jobs = holders.Scheduler() if executor() == "slurm" else None
-    found = holders.live_writers(specs, jobs)
+    if "jobs" not in EXECUTOR:  # one squeue for the whole DAG
+        EXECUTOR["jobs"] = holders.Scheduler() if executor() == "slurm" else None
+    found = holders.live_writers(specs, EXECUTOR["jobs"])
     if not found:
         return
     for line in found:
@@ -135,9 +149,9 @@ def settled(suite, runs):
     writable_results()
     warn_unslotted_timing()
     advise_after_interrupt()
-    refuse_live_writers()
     SETTLED.update(r.run_dir for r in todo)
     specs = [MATRIX.spec(r.suite, r.variant, r.hardware, r.seed) for r in todo]
+    refuse_live_writers(specs)
     # A run folder its job could not write is named now, before snakemake or the job meets it.
     for spec in [] if EXECUTOR["dry_run"] else specs:
         problem = io.writable_problem(spec.run_dir)

@@ -6,7 +6,7 @@ from hwsweep.run import startup
 
 held = startup.hold_collection(__name__)  # this job's imports without the collector's walks
 
-from hwsweep.analysis.status import Scheduler, write_status  # noqa: E402
+from hwsweep.analysis.status import Scheduler, Unwritten, write_status  # noqa: E402
 from hwsweep.contracts import io  # noqa: E402
 from hwsweep.plan.config import resolve  # noqa: E402
 
@@ -15,7 +15,12 @@ io.one_line_refusals()  # a full or read-only disk: one line naming the folder, 
 
 matrix = resolve(snakemake.config, config_dir=snakemake.params.config_dir)  # noqa: F821 - snakemake injects it
 scheduler = Scheduler()
-status = write_status(matrix, scheduler=scheduler)
+try:
+    status = write_status(matrix, scheduler=scheduler)
+except Unwritten as e:  # a full or read-only disk: the table on the terminal, then the one line of why
+    print(e.rows.to_string(index=False), file=sys.stderr)
+    print(f"hwsweep status: the table above was not written: {e}", file=sys.stderr)
+    sys.exit(1)
 if scheduler.note:
     print(f"hwsweep status: {scheduler.note}", file=sys.stderr)
 counts = status.state.value_counts()
