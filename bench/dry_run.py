@@ -79,7 +79,7 @@ def main():
         pairs = [(timed(ours, tmp / "ours"), timed(bare, tmp / "bare")) for _ in range(args.repeats)]
     for o, b in pairs:
         print(f"hwsweep {o:.2f} s, bare {b:.2f} s, ratio {o / b:.2f}")
-    print(f"dry run of {len(WIDTHS) * len(SEEDS) * len(HARDWARE) * 3} jobs: hwsweep / bare Snakefile "
+    print(f"dry run of {len(WIDTHS) * len(SEEDS) * len(HARDWARE) * 2} run jobs: hwsweep / bare Snakefile "
           f"median ratio {statistics.median(o / b for o, b in pairs):.2f} (goal <= 1.5)")
 
 
