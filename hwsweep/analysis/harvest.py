@@ -114,6 +114,8 @@ def harvest(specs: list[RunSpec], other, evaluated: bool, dry_run: bool = False)
             out.refused += quarantine.settle_run(spec, evaluated)[1]  # a damaged or stale record here: set aside
             Path(spec.run_dir).mkdir(parents=True, exist_ok=True)
             io.write_text(spec.path(SPEC_FILE), canonical_json(spec))
+            if EVAL_RECORD not in carried and spec.path(EVAL_RECORD).exists():  # this folder's, of no record here
+                os.replace(spec.path(EVAL_RECORD), quarantine.aside(spec.path(EVAL_RECORD), "replaced"))
             for n in carried:
                 _copy(theirs / n, spec.path(n))
             _logs(spec, root)

@@ -30,7 +30,8 @@ from hwsweep.contracts.spec import EVAL_RECORD, REPAIRS_LOG, SPEC_FILE, TRAIN_RE
 PIPELINE = (TRAIN_RECORD, EVAL_RECORD)  # a record is made from the ones before it
 
 
-def _aside(path: Path, why: str = "corrupt") -> Path:
+def aside(path: Path, why: str = "corrupt") -> Path:
+    """Where `path` goes when it is set aside: NAME.<why>, or NAME.<why>.N when that is taken."""
     target, n = path.with_name(f"{path.name}.{why}"), 0
     while target.exists():
         n += 1
@@ -54,7 +55,7 @@ def _move_aside(spec: RunSpec, first: str, why: str, dry_run: bool) -> list[str]
     for name in PIPELINE[PIPELINE.index(first):]:
         path = spec.path(name)
         if path.exists():
-            target = _aside(path, why)
+            target = aside(path, why)
             if not dry_run:
                 os.replace(path, target)
             moved.append(f"{path.name} -> {target.name}")
