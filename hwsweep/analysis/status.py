@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from hwsweep.analysis import quarantine
-from hwsweep.analysis.holders import STAGE_LOG, Scheduler, snakemake_waits
+from hwsweep.analysis.holders import STAGE_LOG, Scheduler, live_writer, snakemake_waits
 from hwsweep.analysis.aggregate import aggregate, prices_of
 from hwsweep.analysis.validation import DONE, FAILED, MISSING, TRAINED, run_state
 from hwsweep.contracts import failure, host, io, lease
@@ -104,10 +104,8 @@ def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler,
         where = _where(job) if job is not None else ""
         if evaluating:  # trained, and its evaluation runs (its log says nothing yet: no problem to name)
             state, problem = EVALUATING, ""
-    if state in (FAILED, MISSING) and not where:
-        held = lease.read(spec.run_dir)
-        if os.path.abspath(spec.path(SPEC_FILE)) in launched or (held and lease.holder(held, spec.run_dir)):
-            state, problem = RUNNING, ""  # no scheduler: its launcher runs on this node, or its lease's holder lives
+    if state in (FAILED, MISSING) and not where and live_writer(spec, None, launched) is not None:
+        state, problem = RUNNING, ""  # no scheduler: its launcher runs on this node, or its lease's holder lives
     if state in (RUNNING, PENDING, PREEMPTED, EVALUATING) and not problem:
         problem = unwaited(spec)
     return {"state": state, "problem": problem, "scheduler": where}

@@ -86,11 +86,16 @@ def _launchers():
     return _processes(lambda argv: LAUNCHER in argv)
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command's name (which may hold spaces and parentheses): state first."""
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+
+
 def process_start(pid: int) -> int | None:
     """When process `pid` started, in clock ticks since boot (Linux /proc/PID/stat); None if there is no such
     process (or no /proc). With the pid it names one process: a pid used again later has another start."""
     try:
-        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[19])
+        return int(_stat(pid)[19])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -100,7 +105,7 @@ def _ancestors() -> set[int]:
     while pid > 1:
         pids.add(pid)
         try:
-            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+            pid = int(_stat(pid)[1])
         except (OSError, ValueError, IndexError):
             break
     return pids
