@@ -18,6 +18,7 @@ configfile: "config/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/settle.smk"
+include: "workflow/rules/allocation.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"

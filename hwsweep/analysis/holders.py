@@ -1,5 +1,5 @@
 """Who still writes a run's folder: its train job as SLURM sees it (this folder's jobs, from one `squeue`, by the
-comment snakemake's slurm executor gives them), the holder of the run's lease (hwsweep.contracts.lease), or its
+comment snakemake's slurm executor gives them, a run's group job included), the holder of the run's lease (hwsweep.contracts.lease), or its
 launcher on this machine. Asked by `status` (where each run's job is) and by the workflow before a real run's
 first job, so that a run a killed snakemake left running gets no second writer. Reading only."""
 
@@ -25,6 +25,17 @@ def job_comment(rule: str, spec) -> str:
     return f"rule_{rule}_wildcards_" + "_".join(values).replace("/", "_")
 
 
+def job_comments(stage: str, spec) -> list[str]:
+    """Every comment a job doing this run's `stage` (train or evaluate) may carry: its rule's job, or the run's
+    group job (workflow/rules/allocation.smk: train and evaluate in one allocation; rule_<group>_<its rules>)."""
+    group = f"rule_run_{spec.suite}_{spec.variant}_{spec.hardware_name}_seed{spec.seed}"
+    return [job_comment(stage, spec), f"{group}_evaluate_train", f"{group}_{stage}"]
+
+
+def job_number(job: Job) -> int:
+    return int(job.id) if job.id.isdigit() else -1
+
+
 class Scheduler:
     """This folder's SLURM jobs, newest first per run and stage; empty where there is no SLURM client. `note`:
     the one line saying why the scheduler could not be asked, when it could not."""
@@ -43,14 +54,15 @@ class Scheduler:
         except SchedulerError as e:
             self.note = f"{e}; states from the runs' files only"
             return
-        for job in sorted(jobs, key=lambda j: int(j.id) if j.id.isdigit() else -1):
+        for job in sorted(jobs, key=job_number):
             if job.workdir and os.path.realpath(job.workdir) == self.workdir:
                 self._by_comment[job.comment] = job  # the newest job of a run and stage wins
 
     def job(self, spec, stage: str) -> Job | None:
         """The newest job of this run's `stage` (train or evaluate): the controller's, else, for the job the
         stage's log names in its newest attempt, the accounting database's (where the cluster keeps one)."""
-        found = self._by_comment.get(job_comment(stage, spec))
+        candidates = [self._by_comment.get(c) for c in job_comments(stage, spec)]
+        found = max((j for j in candidates if j is not None), key=job_number, default=None)
         if found is not None or not self.asked or self.note:
             return found
         logged = newest_logged_job(spec.log_path(STAGE_LOG[stage]))

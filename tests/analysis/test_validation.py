@@ -197,3 +197,11 @@ def test_status_says_evaluating_while_a_trained_runs_evaluation_runs_here_or_in_
     job = Job(id="12", state="RUNNING", nodes="h100-1", comment=job_comment("evaluate", run), workdir=os.getcwd())
     row = status.run_status(run, True, set(), Scheduler(ask=lambda: [job]))
     assert row == {"state": "evaluating", "problem": "", "scheduler": "job 12 RUNNING, on h100-1"}
+    # The run's one SLURM job (train and evaluate grouped: workflow/rules/allocation.smk), newer than an old one.
+    group = f"rule_run_{run.suite}_{run.variant}_{run.hardware_name}_seed{run.seed}_evaluate_train"
+    jobs = [job, Job(id="13", state="RUNNING", nodes="h100-2", comment=group, workdir=os.getcwd())]
+    row = status.run_status(run, True, set(), Scheduler(ask=lambda: jobs))
+    assert row == {"state": "evaluating", "problem": "", "scheduler": "job 13 RUNNING, on h100-2"}
+    run.path("train.json").unlink()  # not trained: the same job is training it
+    row = status.run_status(run, True, set(), Scheduler(ask=lambda: jobs[1:]))
+    assert row["state"] == "running" and row["scheduler"] == "job 13 RUNNING, on h100-2"

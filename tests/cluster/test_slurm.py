@@ -121,9 +121,20 @@ def jobs_of(workdir: Path, env: dict) -> list[dict]:
 WAITING = ("PENDING", "REQUEUED")  # a job back in the queue
 
 
+def train_comments(suite: str, hardware: str) -> set[str]:
+    """The comments of a job that trains the run (variant default, seed 0): its train rule's, or the run's group
+    job's (train alone, or train and evaluate: workflow/rules/allocation.smk)."""
+    group = f"rule_run_{suite}_default_{hardware}_seed0"
+    return {f"rule_train_wildcards_{suite}_default_{hardware}_0", f"{group}_train", f"{group}_evaluate_train"}
+
+
+def trains(comment: str) -> bool:
+    return comment.startswith("rule_train_") or (comment.startswith("rule_run_") and comment.endswith("_train"))
+
+
 def train_job(workdir: Path, suite: str, hardware: str, env: dict, states=("RUNNING",)) -> dict | None:
     """The newest train job of the run (variant default, seed 0) in `workdir`, if it is in one of `states`."""
-    mine = [j for j in jobs_of(workdir, env) if j["comment"] == f"rule_train_wildcards_{suite}_default_{hardware}_0"]
+    mine = [j for j in jobs_of(workdir, env) if j["comment"] in train_comments(suite, hardware)]
     newest = max(mine, key=lambda j: int(j["id"]), default=None)
     return newest if newest and newest["state"] in states else None
 
@@ -323,7 +334,7 @@ def test_a_run_preempted_again_and_again_requeues_itself_and_finishes_bitwise_wi
         assert "SignalException" not in text and "ChildFailedError" not in text  # torchrun's agent took no part
     # Seconds from the signal to the job back in the queue (the old path waited 30-60 s for torchrun's agent).
     assert max(signals.stop_seconds) < 30, signals.stop_seconds
-    (job,) = {j["id"] for j in jobs_of(folder, slurm) if j["comment"].endswith("_c1_0")}  # one job, requeued
+    (job,) = {j["id"] for j in jobs_of(folder, slurm) if j["comment"] in train_comments("tiny", "c1")}  # requeued
     assert scontrol_job(job, slurm)["JobState"] == "COMPLETED"
 
 
@@ -499,12 +510,18 @@ def test_gpus_are_asked_per_node_and_each_node_sees_its_ranks_gpus(matrix_done, 
         assert f"[node {node}]: 2 GPU(s) visible" in log, log[-3000:]
 
 
-def test_only_training_and_evaluation_queue_as_slurm_jobs(matrix_done, slurm):
-    """The rules that take seconds (aggregate, tables, plots, combine) run on the submit host: a sweep queues one
-    train and one evaluate job per run, nothing else."""
+def test_each_run_queues_once_and_nothing_else_queues(matrix_done, slurm):
+    """The rules that take seconds (aggregate, tables, plots, combine) run on the submit host, and a run's
+    evaluation runs in its train job's allocation: a sweep queues one SLURM job per run, nothing else. The
+    evaluation ran in that job (its record names it), after the training."""
     comments = sorted(j["comment"] for j in jobs_of(matrix_done, slurm))
-    runs = [f"tiny_default_{hw}_0" for hw in HARDWARE]
-    assert comments == sorted(f"rule_{rule}_wildcards_{run}" for rule in ("evaluate", "train") for run in runs)
+    runs = [f"tiny_default_{hw}_seed0" for hw in HARDWARE]
+    assert comments == sorted(f"rule_run_{run}_evaluate_train" for run in runs)
+    for hw in HARDWARE:
+        job = json.loads((matrix_done / f"results/tiny/default/{hw}/seed0/train.json").read_text())["provenance"]
+        logs = matrix_done / f".snakemake/slurm_logs/group_run_tiny_default_{hw}_seed0_evaluate_train"
+        text = (logs / f"{job['env']['SLURM_JOB_ID']}.log").read_text()
+        assert text.index("rule train:") < text.index("rule evaluate:"), text[-3000:]
 
 
 # -- no sweep --------------------------------------------------------------------------------------------------
@@ -576,8 +593,8 @@ def test_a_killed_snakemakes_running_job_gets_no_second_job_and_its_record_is_ta
     assert again.returncode != 0
     said = [line for line in again.stderr.splitlines() if "is still being trained" in line]
     assert len(said) == 1 and f"SLURM job {job['id']} (" in said[0] and f"scancel {job['id']}" in said[0], again.stderr
-    trains = [j for j in jobs_of(folder, slurm) if j["comment"].startswith("rule_train_")]
-    assert [j["id"] for j in trains] == [job["id"]]  # one job for the run, the first
+    found = [j for j in jobs_of(folder, slurm) if trains(j["comment"])]
+    assert [j["id"] for j in found] == [job["id"]]  # one job for the run, the first
     frame, _ = login_status(folder, slurm)
     assert frame.loc[("tiny", "cpu1"), "state"] in ("running", "pending", "preempted")
     assert frame.loc[("tiny", "cpu1"), "problem"].startswith("no snakemake waits for it"), frame.to_dict()
@@ -591,8 +608,8 @@ def test_a_killed_snakemakes_running_job_gets_no_second_job_and_its_record_is_ta
     last = subprocess.run(slurm_command(folder, cfg), cwd=folder, capture_output=True, text=True, env=slurm,
                           timeout=900)  # fmt: skip
     assert last.returncode == 0, last.stderr[-3000:]
-    trains = [j for j in jobs_of(folder, slurm) if j["comment"].startswith("rule_train_")]
-    assert [j["id"] for j in trains] == [job["id"]] and record.read_bytes() == made  # its record, as it was made
+    found = [j for j in jobs_of(folder, slurm) if trains(j["comment"])]
+    assert [j["id"] for j in found] == [job["id"]] and record.read_bytes() == made  # its record, as it was made
     data = json.loads(made)
     assert data["restarts"] == 0 and data["provenance"]["env"]["SLURM_JOB_ID"] == job["id"]
     assert (folder / "results/tiny/default/cpu1/seed0/eval.json").exists()

@@ -72,6 +72,8 @@ wildcard_constraints:
     seed=r"\d+",
 
 
+MAX_SIGNAL_LEAD_S = 65535  # sbatch --signal's largest sig_time
+
 # The interpreter running snakemake also runs the jobs, so local runs need no activated venv.
 PYTHON = shlex.quote(sys.executable)
 
@@ -179,20 +181,30 @@ def train_timing_slot(wildcards):
     return 0 if MATRIX.timing == "shared" else 1
 
 
-def profile_slurm_extra(rule):
-    """The slurm_extra a profile's set-resources (or --set-resources) gives `rule`, as snakemake evaluates it;
-    "" if none."""
-    given = workflow.resource_settings.overwrite_resources.get(rule, {})
-    given = given.get("slurm_extra")
+def setting(given, name, rule=None, wildcards=None):
+    """The value of resource `name` in a mapping of resources (a profile's set-resources or default-resources, a
+    rule's resources) as snakemake evaluates it for `rule`; None if it has none."""
+    given = given.get(name)
     if hasattr(given, "evaluate"):
-        # an expression: wildcards, input, attempt, threads, rule name, async runner
-        given = given.evaluate(None, None, 1, 1, rule, None).value
-    return str(given or "")
+        # an expression or a function: each takes the keywords it names
+        given = given.evaluate(
+            wildcards, input=None, attempt=1, threads=1, rulename=rule, async_run=None
+        ).value
+    elif callable(given):
+        given = given(wildcards)
+    return given
+
+
+def profile_slurm_extra(rule):
+    """The slurm_extra a profile's set-resources (or --set-resources) gives `rule`; "" if none."""
+    given = workflow.resource_settings.overwrite_resources.get(rule, {})
+    return str(setting(given, "slurm_extra", rule) or "")
 
 
 def train_slurm_extra(wildcards):
-    """sbatch options of a train job. SIGTERM 180 s before the time limit (a quarter of a limit under 12 minutes:
-    hwsweep.contracts.hardware.Hardware.signal_lead), to every process of the job's steps:
+    """sbatch options of a train job. SIGTERM 180 s before the training's time limit (a quarter of a limit under 12
+    minutes: hwsweep.contracts.hardware.Hardware.signal_lead; in a run's job that also evaluates, before the
+    evaluation's minutes too, so the evaluation runs in the time kept for it), to every process of the job's steps:
     the trainer checkpoints and the job requeues itself (hwsweep.run.preempt), which --requeue allows where a
     site's default does not; SLURM's own log of the job keeps every attempt (--open-mode=append). With
     timing: exclusive, whole nodes: no other job shares a timed run's cores, memory bandwidth or GPUs. A
@@ -201,6 +213,8 @@ def train_slurm_extra(wildcards):
     """
     exclusive = ["--exclusive"] if MATRIX.timing == "exclusive" else []
     lead = hardware_of(wildcards).signal_lead  # 180 s, less for a short time limit
+    if run_group(wildcards) is not None:
+        lead = min(lead + 60 * eval_runtime(wildcards), MAX_SIGNAL_LEAD_S)
     ours = [f"--signal=TERM@{lead}", "--requeue", "--open-mode=append"] + exclusive
     return placement.merged_options(profile_slurm_extra("train"), ours)
 
@@ -220,7 +234,10 @@ def train_mem_mb(wildcards):
 
 
 def train_runtime(wildcards):
-    return hardware_of(wildcards).runtime or DEFAULT_RUNTIME_MIN
+    """Minutes of a train job: the hardware's runtime, and the evaluation's where the run's job also evaluates
+    (allocation.smk): a job of the training alone then ends early, its signal still comes in time."""
+    minutes = hardware_of(wildcards).runtime or DEFAULT_RUNTIME_MIN
+    return minutes + (eval_runtime(wildcards) if run_group(wildcards) else 0)
 
 
 def eval_gpus(wildcards):

@@ -95,6 +95,8 @@ def writable_status(wildcards):
 
 
 SETTLED = set()
+# Each settled run's state (hwsweep.analysis.validation): what its train and evaluate jobs have left to do.
+SETTLED_STATES = {}
 
 
 def refuse_live_writers(specs):
@@ -173,6 +175,7 @@ def settled(suite, runs):
         print(line, file=sys.stderr)
     for spec in specs:
         verdict = verdicts[spec.run_dir]
+        SETTLED_STATES[spec.run_dir] = verdict.state
         forget_provenance(spec, verdict.state)
         if EXECUTOR["dry_run"] and verdict.path is not None:
             # What a real run moves aside, a dry run leaves: it lists the job that remakes it all the same.

@@ -45,6 +45,9 @@ rule train:
         log_file("train.log"),
     benchmark:
         "benchmarks/{suite}/{variant}/{hardware}/seed{seed}/train.tsv"
+    group:
+        # Under SLURM, one job trains and then evaluates the run (allocation.smk).
+        run_group
     threads: train_threads
     resources:
         # Read by the slurm executor; the profile's set-resources can override site names.
