@@ -116,18 +116,22 @@ def parse_squeue(text: str) -> list[Job]:
 
 
 def parse_sacct(text: str) -> list[Job]:
-    """Job records from `sacct --parsable2` with SACCT_FIELDS (the newest record of a requeued job last)."""
-    jobs = []
+    """Job records from `sacct --parsable2 --duplicates` with SACCT_FIELDS: one per job, its newest record (sacct
+    lists a job's records oldest first), with the records before it counted as its restarts (each requeue, by
+    preemption or by hwsweep after a checkpointed stop, ends one record REQUEUED or PREEMPTED)."""
+    jobs: dict[str, Job] = {}
     for line in text.splitlines():
         values = line.split("|", len(SACCT_FIELDS) - 1)
         if len(values) < len(SACCT_FIELDS) or not values[0].isdigit():
             continue
         job, state, code, nodes, elapsed, workdir = values
+        earlier = jobs.pop(job, None)
         # "CANCELLED by 0": the state, then who
-        jobs.append(Job(id=job, state=state.split()[0], reason=" ".join(state.split()[1:]),
-                        nodes="" if nodes in ("None assigned", "(null)") else nodes, exit_code=code, elapsed=elapsed,
-                        workdir=workdir))  # fmt: skip
-    return jobs
+        jobs[job] = Job(id=job, state=state.split()[0], reason=" ".join(state.split()[1:]),
+                        nodes="" if nodes in ("None assigned", "(null)") else nodes,
+                        restarts=0 if earlier is None else earlier.restarts + 1, exit_code=code, elapsed=elapsed,
+                        workdir=workdir)  # fmt: skip
+    return list(jobs.values())
 
 
 def job_state(job_id: str, timeout: float = TIMEOUT_S) -> str:
@@ -148,5 +152,6 @@ def accounted_jobs(ids: list[str], timeout: float = TIMEOUT_S) -> list[Job]:
     the cluster keeps no accounting."""
     if not ids:
         return []
-    cmd = ["sacct", "--noheader", "--parsable2", "-X", "--jobs", ",".join(ids), "--format", ",".join(SACCT_FIELDS)]
+    cmd = ["sacct", "--noheader", "--parsable2", "-X", "--duplicates", "--jobs", ",".join(ids), "--format",
+           ",".join(SACCT_FIELDS)]  # fmt: skip
     return parse_sacct(run(cmd, timeout))

@@ -107,6 +107,16 @@ def test_squeue_and_sacct_output_is_read_as_slurm_writes_it():
     assert (cancelled.state, cancelled.reason, cancelled.exit_code) == ("CANCELLED", "by 0", "0:15")
 
 
+def test_a_requeued_jobs_records_in_sacct_are_one_job_with_its_restarts():
+    """sacct --duplicates as slurmdbd 22.05 wrote it (tests/cluster/test_accounting.py): job 3 requeued once, its
+    records around another job's; without --duplicates sacct shows the newest alone and the requeues were lost."""
+    text = ("3|REQUEUED|0:0|cpu-1|00:00:02|/tmp\n4|CANCELLED by 0|0:0|cpu-1|00:00:02|/tmp\n"
+            "3|FAILED|2:0|cpu-1|00:00:05|/tmp\n3|RUNNING|0:0|cpu-1|00:00:01|/tmp\n")  # fmt: skip
+    cancelled, requeued = slurm.parse_sacct(text)
+    assert (cancelled.id, cancelled.restarts) == ("4", 0)
+    assert (requeued.id, requeued.state, requeued.exit_code, requeued.restarts) == ("3", "RUNNING", "0:0", 2)
+
+
 def test_a_slurm_client_with_no_cluster_to_ask_says_nothing_of_slurm(matrix, tmp_path, monkeypatch):
     """A machine with an squeue binary but no SLURM (a laptop, a CI image): status reads the files, silently."""
     bin_dir = tmp_path / "bin"

@@ -56,6 +56,8 @@ def slurm(tmp_path_factory):
     proc = subprocess.run(["hwsweep", "profile", "install", "slurm"], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert f"installed profile slurm: {env['XDG_CONFIG_HOME']}/snakemake/slurm/config.yaml" in proc.stdout
+    # No accounting here: snakemake asks squeue (test_accounting.py's cluster keeps accounting: sacct)
+    assert "\nslurm-status-command: squeue" in Path(env["XDG_CONFIG_HOME"], "snakemake/slurm/config.yaml").read_text()
     yield env
     if cluster.controller_up():  # a test may have stopped it; then scancel would retry for some 15 s
         subprocess.run(["scancel", "--user", "root"], env=env, check=False)
@@ -619,10 +621,12 @@ def test_a_killed_snakemakes_running_job_gets_no_second_job_and_its_record_is_ta
 
 def test_down_stops_the_daemons_and_leaves_no_client_config_behind(slurm, matrix_done, signals):
     """Last: it stops the session's cluster."""
-    files = [cluster.ROOT / "slurmctld.pid", cluster.MUNGE_PID, *(cluster.ROOT / f"slurmd-{n}.pid" for n in cluster.NODES)]
-    pids = [cluster._pid(f) for f in files]
-    assert all(cluster._alive(p) for p in pids), "every daemon must leave a PID file to be stopped by"
+    files = cluster.DEFAULT.pid_files()
+    pids = {f.name: cluster.pid_of(f) for f in files if "slurmdbd" not in f.name and "mariadbd" not in f.name}
+    assert all(map(cluster.alive, pids.values())), "every daemon must leave a PID file to be stopped by"
     cluster.down()
-    assert not any(cluster._alive(p) for p in pids)
-    # A leftover configless cache would stall every later SLURM client (and snakemake's start) by ~10 s.
-    assert not (cluster.CONFIG_CACHE.is_symlink() and os.readlink(cluster.CONFIG_CACHE).startswith(str(cluster.ROOT)))
+    assert not any(map(cluster.alive, pids.values()))
+    # Its slurmds saw their own /run/slurm: the machine's is untouched (a link there would send every other
+    # cluster's job steps here).
+    shared = Path("/run/slurm/conf")
+    assert not (shared.is_symlink() and os.readlink(shared).startswith(str(cluster.ROOT)))
