@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hwsweep.contracts.typed import Typed
+from hwsweep.contracts.typed import ORDERED, Typed
 
 ARG_STYLES = ("--k=v", "--k v", "k=v")
 # Value-map targets that turn a plan value into a bare flag, or into nothing (store_true flags).
@@ -78,7 +78,7 @@ class Invocation(Typed):
     command: list  # argument vector; the program is resolved against workdir, then PATH
     workdir: str  # absolute
     arg_style: str
-    args: dict  # script flag -> plan value name
+    args: dict = field(metadata=ORDERED)  # script flag -> plan value name, passed in this order
     values: dict  # plan value name, or script flag -> {rendered plan value: what the script wants}
     metrics_file: str | None  # JSON-lines file relative to the run directory; None: parse the output
     step_pattern: str
