@@ -105,3 +105,89 @@ def test_the_script_receives_the_argv_shown(tmp_path, capsys, monkeypatch):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     seen = json.loads((run / "argv.json").read_text())
     assert seen["argv"] == argv[2:] and seen["hidden"] == 64  # after the interpreter and the script's path
+
+
+# -- a script's dotted flags swept: LightningCLI's --model.learning_rate 0.01, Hydra's optim.lr=0.01 ---------------
+
+
+def cli_config(sweep=None):
+    return {
+        "trainer": {"command": ["python", "lightning_cli_like.py"], "workdir": str(SCRIPTS), "arg_style": "--k v",
+                    "args": {"trainer.max_steps": "steps", "data.batch_size": "micro_batch",
+                             "seed_everything": "seed"}},
+        "recipe": {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 0},
+                   "args": {"model.learning_rate": 0.1, "model.hidden": 16}},
+        "metrics": {"train_loss": {"goal": "min"}},
+        "suites": {"s": {"sweep": sweep or {"args.model.learning_rate": [0.001, 0.01]}}},
+        "seeds": [0],
+        "hardware": {"cpu1": {"accelerator": "cpu"}},
+        "baseline": "cpu1",
+    }  # fmt: skip
+
+
+def hydra_config(sweep=None):
+    return {
+        "trainer": {"command": ["python", "hydra_like.py"], "workdir": str(SCRIPTS), "arg_style": "k=v",
+                    "args": {"steps": "steps", "batch": "micro_batch", "seed": "seed"}},
+        "recipe": {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 0},
+                   "args": {"model.hidden": 16}},
+        "metrics": {"loss": {"goal": "min"}},
+        "suites": {"s": {"sweep": sweep or {"args": {"optim.lr": [0.001, 0.01]}}}},  # the nested form
+        "seeds": [0],
+        "hardware": {"cpu1": {"accelerator": "cpu"}},
+        "baseline": "cpu1",
+    }  # fmt: skip
+
+
+def variant_argvs(cfg) -> dict[str, list[str]]:
+    matrix = resolve(cfg)
+    return {c.variant: shlex.split(job_argv(matrix.spec("s", c.variant, "cpu1", 0))) for c in matrix.cells}
+
+
+@pytest.mark.parametrize("sweep", [{"args.model.learning_rate": [0.001, 0.01]},
+                                   {"args": {"model.learning_rate": [0.001, 0.01]}},
+                                   {"args": {"model": {"learning_rate": [0.001, 0.01]}}}])  # fmt: skip
+def test_a_dotted_flag_is_swept_in_its_scripts_style(sweep):
+    argvs = variant_argvs(cli_config(sweep))
+    assert sorted(argvs) == ["learning_rate-0.001", "learning_rate-0.01"]
+    for variant, argv in argvs.items():
+        value = variant.split("-", 1)[1]
+        assert argv[argv.index("--model.learning_rate") + 1] == value and argv.count("--model.learning_rate") == 1
+        assert argv[-4:-2] == ["--model.learning_rate", value]  # in recipe.args' place, before model.hidden
+    argvs = variant_argvs(hydra_config())
+    assert [a for argv in argvs.values() for a in argv if a.startswith("optim.lr=")] == ["optim.lr=0.001", "optim.lr=0.01"]
+
+
+@pytest.mark.parametrize("sweep, words", [
+    ({"model.learning_rate": [0.001, 0.01]},
+     "suites.s.sweep.model.learning_rate: not a recipe key; did you mean args.model.learning_rate? (a script's flag "
+     "is swept as args.<flag>; recipe.args has args.model.learning_rate, args.model.hidden)"),
+    ({"optimizer.lrr": [0.1, 0.2]}, "suites.s.sweep.optimizer.lrr: not a recipe key; did you mean optimizer.lr"),
+    ({"args.trainer.max_steps": [3, 4]}, "recipe.args.trainer.max_steps: trainer.args already passes"),
+])  # fmt: skip
+def test_a_sweep_key_neither_the_recipes_nor_a_flag_is_refused_naming_the_args(sweep, words):
+    from hwsweep.plan.config import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        resolve(cli_config(sweep))
+    assert str(e.value).startswith(words) and "\n" not in str(e.value)
+    assert "model.mlp_ratio" not in str(e.value)  # the built-in model's keys are not a script's
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config, read", [(cli_config, lambda seen: seen["learning_rate"]),
+                                          (hydra_config, lambda seen: seen["config"]["optim"]["lr"])])  # fmt: skip
+def test_each_swept_variant_runs_with_its_value(config, read, tmp_path):
+    matrix = resolve(config())
+    assert len(matrix.cells) == 2
+    for cell in matrix.cells:
+        spec = matrix.spec("s", cell.variant, "cpu1", 0)
+        run = tmp_path / spec.run_dir
+        run.mkdir(parents=True)
+        (run / "spec.json").write_text(canonical_json(spec))
+        proc = subprocess.run([sys.executable, "-m", "hwsweep.run.launch", f"{spec.run_dir}/spec.json", "--threads",
+                               "1"], cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        seen = json.loads((run / "argv.json").read_text())
+        assert read(seen) == float(cell.variant.split("-", 1)[1]) == list(cell.sweep_values.values())[0]
+        assert seen["argv"] == shlex.split(job_argv(spec))[2:]
