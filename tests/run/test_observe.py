@@ -287,7 +287,7 @@ def test_recipe_settings_no_flag_receives_are_warned_and_a_flag_map_follows_its_
     cfg = nanogpt_config(args={"batch_size": "micro_batch", "gradient_accumulation_steps": "micro_batches_per_step",
                                "device": "device", "backend": "device", "weight_decay": "weight_decay",
                                "beta1": "beta1", "beta2": "beta2", "grad_clip": "grad_clip", "min_lr": "min_lr",
-                               "lr": "lr"},
+                               "lr": "lr", "warmup": "warmup_steps", "optim": "optimizer", "dtype": "precision"},
                          values={"backend": {"cpu": "gloo", "cuda": "nccl"}})  # fmt: skip
     matrix = resolve(cfg)
     assert not any("not_passed" in w for w in matrix.warnings)
@@ -374,6 +374,7 @@ def test_a_runtime_api_script_started_as_one_plain_process_makes_its_own_group(t
     assert "torchrun" not in proc.stdout.splitlines()[0]
     record = read(RunRecord, tmp_path / "run" / "train.json")
     assert record.trainer == "builtin" or record.data_order["sampler"] != "script"  # the runtime wrote it
+    assert record.observed["optimizer_steps"] == 20 and record.observed["global_batch"] == 64  # and the observer saw it
 
 
 def test_show_commands_prints_what_the_train_job_runs(tmp_path, capsys, monkeypatch):
