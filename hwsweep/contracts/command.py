@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hwsweep.contracts.typed import ORDERED, Typed
+from hwsweep.contracts.typed import OMITTED_EMPTY, ORDERED, Typed
 
 ARG_STYLES = ("--k=v", "--k v", "k=v")
 # Value-map targets that turn a plan value into a bare flag, or into nothing (store_true flags).
@@ -76,6 +76,20 @@ OWN_VALUES = tuple(v for v in RECIPE_VALUES if v != "precision")
 BATCH_CARRIERS = ("accumulation", "micro_batches_per_step", "per_device_batch", "global_batch")
 DEVICE_COUNTS = ("world_size", "devices_per_node")  # what tells a plain-launched script how many workers to start
 LAUNCHES = ("auto", "torchrun", "plain")
+# Variables hwsweep and torchrun set for a command's processes: trainer.env may not set them (the run depends on
+# them); names starting with one of ENV_PREFIXES are theirs too.
+RESERVED_ENV = ("PYTHONPATH", "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+                "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+                "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES")  # fmt: skip
+ENV_PREFIXES = ("HWSWEEP_", "TORCHELASTIC_", "PET_", "SLURM_")
+
+
+def env_problem(name: str) -> str | None:
+    """Why trainer.env may not set `name` (a phrase with the fix), or None."""
+    if name in RESERVED_ENV or name.startswith(ENV_PREFIXES):
+        return ("is set by hwsweep or torchrun for every process of the run; remove it (trainer.env may not set "
+                f"{', '.join(RESERVED_ENV)} or names starting with {', '.join(ENV_PREFIXES)})")  # fmt: skip
+    return None
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,7 @@ class Trainer(Typed):
     cwd: str = "run_dir"  # where the command runs: run_dir (each run its own folder) or workdir
     observe: str = "fail"  # what ran differs from the plan: fail the run, flag it, or off
     batch_dim: int | None = 0  # the dimension of a model input that counts samples; None: batch not observed
+    env: dict = field(default_factory=dict, metadata=OMITTED_EMPTY)  # variables for the script's processes
 
     @property
     def seeded(self) -> bool:

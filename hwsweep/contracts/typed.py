@@ -14,6 +14,9 @@ import typing
 # order it is written as a list of [key, value] pairs, read back as the mapping in that order. A mapping whose
 # order sorting keeps stays a mapping, so its text (and hash) is what it was before order was kept.
 ORDERED = {"ordered": True}
+# Field metadata of a field added after specs were written: left out of the text while empty, so a spec without it
+# keeps its text and hash (and reads back with the field's default).
+OMITTED_EMPTY = {"omitted_empty": True}
 
 
 class SpecError(ValueError):
@@ -85,6 +88,8 @@ def _plain(value):
         out = {}
         for f in dataclasses.fields(value):
             item = _plain(getattr(value, f.name))
+            if f.metadata.get("omitted_empty") and not item:
+                continue
             if f.metadata.get("ordered") and isinstance(item, dict) and list(item) != sorted(item):
                 item = [[k, v] for k, v in item.items()]
             out[f.name] = item

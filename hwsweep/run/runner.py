@@ -29,6 +29,7 @@ from hwsweep.contracts.command import (
     logged_number,
     not_passed,
     plan_values,
+    render,
     script_provenance,
 )
 from hwsweep.contracts.metrics import TextParser, parse_jsonl_line, problems, summarise
@@ -193,7 +194,8 @@ class Stage:
 def _env(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None) -> dict:
     plan = spec.plan
     per_process = max(1, threads // plan.devices_per_node)
-    return (os.environ if base is None else base) | {
+    own = {k: render(v) for k, v in spec.trainer.env.items()}  # trainer.env: never one of the variables below
+    return (os.environ if base is None else base) | own | {
         "HWSWEEP_SPEC": str(Path(spec_path).resolve()),
         "HWSWEEP_RUN_DIR": str(Path(spec.run_dir).resolve()),
         "PYTHONUNBUFFERED": "1",  # lines as they happen, for parsing and for the log
