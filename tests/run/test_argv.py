@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, script_config
 
 from hwsweep import cli
 from hwsweep.contracts.spec import RunSpec, canonical_json, sha256
@@ -21,17 +21,11 @@ EXAMPLES = sorted((REPO / "examples").glob("*/config.yaml"))
 
 def order_config(**recipe_args):
     """order_matters.py, its flags written against the sorted order: --preset before --hidden (hidden wins)."""
-    return {
-        "trainer": {"command": ["python", "order_matters.py"], "workdir": str(SCRIPTS),
-                    "args": {"steps": "steps", "batch": "micro_batch", "seed": "seed"}},
-        "recipe": {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 0},
-                   "args": recipe_args or {"preset": "small", "hidden": 64}},
-        "metrics": {"loss": {"goal": "min"}},
-        "suites": {"s": {}},
-        "seeds": [0],
-        "hardware": {"cpu1": {"accelerator": "cpu"}},
-        "baseline": "cpu1",
-    }  # fmt: skip
+    return script_config(
+        {"command": ["python", "order_matters.py"], "args": {"steps": "steps", "batch": "micro_batch", "seed": "seed"}},
+        {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 0},
+         "args": recipe_args or {"preset": "small", "hidden": 64}},
+        {"loss": {"goal": "min"}})  # fmt: skip
 
 
 def shown(capsys, path) -> dict[str, str]:
@@ -111,32 +105,20 @@ def test_the_script_receives_the_argv_shown(tmp_path, capsys, monkeypatch):
 
 
 def cli_config(sweep=None):
-    return {
-        "trainer": {"command": ["python", "lightning_cli_like.py"], "workdir": str(SCRIPTS), "arg_style": "--k v",
-                    "args": {"trainer.max_steps": "steps", "data.batch_size": "micro_batch",
-                             "seed_everything": "seed"}},
-        "recipe": {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 0},
-                   "args": {"model.learning_rate": 0.1, "model.hidden": 16}},
-        "metrics": {"train_loss": {"goal": "min"}},
-        "suites": {"s": {"sweep": sweep or {"args.model.learning_rate": [0.001, 0.01]}}},
-        "seeds": [0],
-        "hardware": {"cpu1": {"accelerator": "cpu"}},
-        "baseline": "cpu1",
-    }  # fmt: skip
+    return script_config(
+        {"command": ["python", "lightning_cli_like.py"], "arg_style": "--k v",
+         "args": {"trainer.max_steps": "steps", "data.batch_size": "micro_batch", "seed_everything": "seed"}},
+        {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 0},
+         "args": {"model.learning_rate": 0.1, "model.hidden": 16}},
+        {"train_loss": {"goal": "min"}}, sweep or {"args.model.learning_rate": [0.001, 0.01]})  # fmt: skip
 
 
 def hydra_config(sweep=None):
-    return {
-        "trainer": {"command": ["python", "hydra_like.py"], "workdir": str(SCRIPTS), "arg_style": "k=v",
-                    "args": {"steps": "steps", "batch": "micro_batch", "seed": "seed"}},
-        "recipe": {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 0},
-                   "args": {"model.hidden": 16}},
-        "metrics": {"loss": {"goal": "min"}},
-        "suites": {"s": {"sweep": sweep or {"args": {"optim.lr": [0.001, 0.01]}}}},  # the nested form
-        "seeds": [0],
-        "hardware": {"cpu1": {"accelerator": "cpu"}},
-        "baseline": "cpu1",
-    }  # fmt: skip
+    return script_config(
+        {"command": ["python", "hydra_like.py"], "arg_style": "k=v",
+         "args": {"steps": "steps", "batch": "micro_batch", "seed": "seed"}},
+        {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 0}, "args": {"model.hidden": 16}},
+        {"loss": {"goal": "min"}}, sweep or {"args": {"optim.lr": [0.001, 0.01]}})  # the nested form  # fmt: skip
 
 
 def variant_argvs(cfg) -> dict[str, list[str]]:

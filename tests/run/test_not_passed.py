@@ -7,31 +7,23 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import script_config
 
 from hwsweep.contracts.records import RunRecord, read
 from hwsweep.contracts.spec import canonical_json
 from hwsweep.plan.config import resolve
 from hwsweep.plan.table import plan_rows
 
-SCRIPTS = REPO / "tests" / "data" / "scripts"
 UNPASSED = ["recipe.optimizer.lr", "recipe.optimizer.weight_decay", "recipe.optimizer.beta1", "recipe.optimizer.beta2",
             "recipe.optimizer.grad_clip", "recipe.optimizer.name", "recipe.schedule.warmup_steps",
             "recipe.schedule.min_lr_ratio", "recipe.precision"]  # fmt: skip
 
 
 def config(args=None, recipe_args=None):
-    return {
-        "trainer": {"command": ["python", "no_step.py"], "workdir": str(SCRIPTS),
-                    "args": args or {"steps": "steps", "batch": "micro_batch"}},
-        "recipe": {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 1},
-                   "args": recipe_args or {}},
-        "metrics": {"loss": {"goal": "min"}},
-        "suites": {"s": {}},
-        "seeds": [0],
-        "hardware": {"cpu1": {"accelerator": "cpu"}},
-        "baseline": "cpu1",
-    }  # fmt: skip
+    return script_config(
+        {"command": ["python", "no_step.py"], "args": args or {"steps": "steps", "batch": "micro_batch"}},
+        {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 1}, "args": recipe_args or {}},
+        {"loss": {"goal": "min"}})
 
 
 def test_every_setting_no_flag_passes_is_warned_once_and_shown_in_the_plan():

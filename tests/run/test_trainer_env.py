@@ -7,27 +7,18 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import script_config
 
 from hwsweep import cli
 from hwsweep.contracts.spec import canonical_json
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run import runner
 
-SCRIPTS = REPO / "tests" / "data" / "scripts"
-
 
 def config(env=None):
-    trainer = {"command": ["python", "needs_env.py"], "workdir": str(SCRIPTS)} | ({"env": env} if env is not None else {})
-    return {
-        "trainer": trainer,
-        "recipe": {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 0}},
-        "metrics": {"loss": {"goal": "min"}},
-        "suites": {"s": {}},
-        "seeds": [0],
-        "hardware": {"cpu1": {"accelerator": "cpu"}},
-        "baseline": "cpu1",
-    }
+    trainer = {"command": ["python", "needs_env.py"]} | ({"env": env} if env is not None else {})
+    return script_config(trainer, {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 0}},
+                         {"loss": {"goal": "min"}})
 
 
 @pytest.mark.parametrize("env, words", [
