@@ -49,8 +49,17 @@ def show_commands(matrix) -> list[str]:
         lines += [f"{run.suite}/{run.variant}/{run.hardware}/seed{run.seed}:",
                   f"  argv: {shlex.join(launch.command_line(spec, path, threads, slurm))}",
                   f"  cwd:  {cwd}",
-                  f"  env:  {' '.join(f'{k}={shlex.quote(v)}' for k, v in sorted(env.items()))}"]  # fmt: skip
+                  f"  env:  {' '.join(_shown(k, v) for k, v in sorted(env.items()))}"]  # fmt: skip
     return lines
+
+
+def _shown(name: str, value: str) -> str:
+    """NAME=value as a shell would take it, a secret-looking one (by its name or its URI's credentials) masked."""
+    from hwsweep.contracts import secrets
+
+    if secrets.redact(f"{name}=x") != f"{name}=x":
+        return f"{name}={secrets.MASK}"
+    return f"{name}={shlex.quote(secrets.redact(value))}"
 
 
 def _print_plan(raw: dict, fmt: str, config_dir: Path, executor: str | None = placement.LOCAL,

@@ -204,6 +204,19 @@ def workers(workdir: Path, program: str) -> list[int]:
     return pids
 
 
+def script_config(trainer: dict, recipe: dict, metrics: dict, sweep: dict | None = None) -> dict:
+    """A config of one user's script (tests/data/scripts) run once: suite s, seed 0, hardware cpu1."""
+    return {
+        "trainer": {"workdir": str(REPO / "tests" / "data" / "scripts")} | trainer,
+        "recipe": recipe,
+        "metrics": metrics,
+        "suites": {"s": {"sweep": sweep} if sweep else {}},
+        "seeds": [0],
+        "hardware": {"cpu1": {"accelerator": "cpu"}},
+        "baseline": "cpu1",
+    }
+
+
 @pytest.fixture
 def small_config():
     return copy.deepcopy(SMALL)

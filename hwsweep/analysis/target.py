@@ -82,7 +82,8 @@ def seconds_at(record: RunRecord, steps) -> tuple[np.ndarray, str]:
     if not record.step_seconds or sizes[-1] < 0:
         trained = record.stopped_at_step or record.plan.get("steps") or 0  # the steps train_seconds covers
         last = max(float(trained), float(steps.max(initial=0)), 1.0)
-        return record.startup_seconds + record.train_seconds * np.minimum(steps, last) / last, PRO_RATA
+        startup = record.startup_seconds or 0.0  # unknown: train_seconds holds it
+        return startup + record.train_seconds * np.minimum(steps, last) / last, PRO_RATA
     timed = np.concatenate([np.arange(a + 2, a + 2 + n) for a, n in zip(starts, sizes)])
     clock = np.concatenate([[0.0], np.cumsum(record.step_seconds)])
     startup = np.array([g["startup_seconds"] for g in record.segments] or [record.startup_seconds], float)

@@ -59,7 +59,7 @@ def schema_problems(record) -> list[str]:
         value = getattr(record, f.name)
         if not _is(value, hints[f.name]):
             out.append(f"{f.name} is {value!r}, not {getattr(hints[f.name], '__name__', hints[f.name])}")
-        elif f.name in NOT_NEGATIVE and not (math.isfinite(value) and value >= 0):
+        elif f.name in NOT_NEGATIVE and value is not None and not (math.isfinite(value) and value >= 0):
             out.append(f"{f.name} is {value!r}, not a finite number >= 0")
     return out
 

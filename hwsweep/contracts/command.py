@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hwsweep.contracts.typed import Typed
+from hwsweep.contracts.typed import OMITTED_EMPTY, ORDERED, Typed
 
 ARG_STYLES = ("--k=v", "--k v", "k=v")
 # Value-map targets that turn a plan value into a bare flag, or into nothing (store_true flags).
@@ -56,19 +56,40 @@ PLAN_VALUES = {
     "fsdp": "true | false: whether recipe.parallel.strategy shards the model, fsdp or hsdp (a script's own --fsdp switch)",
     "reshard_after_forward": "true | false: recipe.parallel.reshard_after_forward",
     "activation_checkpointing": "none | full | selective: recipe.activation_checkpointing",
+    "optimizer": "adamw | adam_atan2 | sgd: recipe.optimizer.name (for a script that can choose its optimizer)",
     "device": "cpu | cuda",
     "run_dir": "the run's directory, absolute: write checkpoints and outputs here",
 }
-# Recipe settings a script only follows through a flag: unmapped, they are recorded as not passed.
+# Recipe settings a script only follows through a flag (plan value -> recipe key): unmapped, they are recorded as
+# not passed (the script used its own). Two plan values carry the decay's end (min_lr, min_lr_ratio).
 RECIPE_VALUES = {
     "lr": "optimizer.lr", "weight_decay": "optimizer.weight_decay", "beta1": "optimizer.beta1",
-    "beta2": "optimizer.beta2", "grad_clip": "optimizer.grad_clip", "min_lr": "schedule.min_lr_ratio",
+    "beta2": "optimizer.beta2", "grad_clip": "optimizer.grad_clip", "optimizer": "optimizer.name",
+    "warmup_steps": "schedule.warmup_steps", "min_lr": "schedule.min_lr_ratio", "min_lr_ratio": "schedule.min_lr_ratio",
+    "precision": "precision",
 }
+# Those a script's own value in recipe.args, under the plan value's name, stands for on record (lr: 20); the
+# precision is a lock across hardware (docs/own_script.md): a flag passes it, or it is not passed.
+OWN_VALUES = tuple(v for v in RECIPE_VALUES if v != "precision")
 # Plan values that carry the per-device batch to a script, beside micro_batch (with which accumulation and
 # micro_batches_per_step make it); a script that gets micro_batch alone accumulates by its own default.
 BATCH_CARRIERS = ("accumulation", "micro_batches_per_step", "per_device_batch", "global_batch")
 DEVICE_COUNTS = ("world_size", "devices_per_node")  # what tells a plain-launched script how many workers to start
 LAUNCHES = ("auto", "torchrun", "plain")
+# Variables hwsweep and torchrun set for a command's processes: trainer.env may not set them (the run depends on
+# them); names starting with one of ENV_PREFIXES are theirs too.
+RESERVED_ENV = ("PYTHONPATH", "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+                "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+                "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES")  # fmt: skip
+ENV_PREFIXES = ("HWSWEEP_", "TORCHELASTIC_", "PET_", "SLURM_")
+
+
+def env_problem(name: str) -> str | None:
+    """Why trainer.env may not set `name` (a phrase with the fix), or None."""
+    if name in RESERVED_ENV or name.startswith(ENV_PREFIXES):
+        return ("is set by hwsweep or torchrun for every process of the run; remove it (trainer.env may not set "
+                f"{', '.join(RESERVED_ENV)} or names starting with {', '.join(ENV_PREFIXES)})")  # fmt: skip
+    return None
 
 
 @dataclass(frozen=True)
@@ -78,7 +99,7 @@ class Invocation(Typed):
     command: list  # argument vector; the program is resolved against workdir, then PATH
     workdir: str  # absolute
     arg_style: str
-    args: dict  # script flag -> plan value name
+    args: dict = field(metadata=ORDERED)  # script flag -> plan value name, passed in this order
     values: dict  # plan value name, or script flag -> {rendered plan value: what the script wants}
     metrics_file: str | None  # JSON-lines file relative to the run directory; None: parse the output
     step_pattern: str
@@ -99,6 +120,7 @@ class Trainer(Typed):
     cwd: str = "run_dir"  # where the command runs: run_dir (each run its own folder) or workdir
     observe: str = "fail"  # what ran differs from the plan: fail the run, flag it, or off
     batch_dim: int | None = 0  # the dimension of a model input that counts samples; None: batch not observed
+    env: dict = field(default_factory=dict, metadata=OMITTED_EMPTY)  # variables for the script's processes
 
     @property
     def seeded(self) -> bool:
@@ -154,6 +176,7 @@ def plan_values(spec) -> dict:
         "fsdp": spec.recipe.parallel.sharded,
         "reshard_after_forward": spec.recipe.parallel.reshard_after_forward,
         "activation_checkpointing": spec.recipe.activation_checkpointing,
+        "optimizer": spec.recipe.optimizer.name,
         "device": plan.accelerator,
         "run_dir": str(Path(spec.run_dir).resolve()),
     }
@@ -188,7 +211,7 @@ def args_values(trainer: Trainer, script_args: dict) -> dict:
     if trainer.invocation is None:
         return {}
     mapped = set(trainer.invocation.args.values())
-    return {name: value for name, value in script_args.items() if name in RECIPE_VALUES and name not in mapped}
+    return {name: value for name, value in script_args.items() if name in OWN_VALUES and name not in mapped}
 
 
 def as_passed(spec) -> tuple[dict, dict]:
@@ -198,8 +221,10 @@ def as_passed(spec) -> tuple[dict, dict]:
     given = args_values(spec.trainer, spec.recipe.args)
     plan = spec.plan.__dict__ | {k: v for k, v in given.items() if k in spec.plan.__dict__}
     spec_dict = spec.to_dict()
-    optimizer = spec_dict["recipe"]["optimizer"]
-    optimizer |= {k: v for k, v in given.items() if k in optimizer}
+    for name, value in given.items():  # in the recipe's key for it: optimizer.lr, schedule.warmup_steps, optimizer.name
+        if name != "min_lr":  # an absolute learning rate, where the recipe holds a ratio: in the plan's place only
+            section, key = RECIPE_VALUES[name].split(".")
+            spec_dict["recipe"][section][key] = value
     return plan, spec_dict
 
 
@@ -207,7 +232,8 @@ def not_passed(trainer: Trainer, script_args: dict) -> list[str]:
     """The recipe settings (RECIPE_VALUES) that reach the script neither by trainer.args nor by recipe.args: the
     script used its own values for them."""
     passed = set(trainer.invocation.args.values()) | set(args_values(trainer, script_args))
-    return [f"recipe.{key}" for value, key in RECIPE_VALUES.items() if value not in passed]
+    keys = {key: None for key in RECIPE_VALUES.values()}  # in order, once each
+    return [f"recipe.{key}" for key in keys if not any(RECIPE_VALUES[v] == key for v in passed if v in RECIPE_VALUES)]
 
 
 def command_argv(spec, inv: Invocation) -> list[str]:

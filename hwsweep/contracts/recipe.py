@@ -5,10 +5,10 @@ their `name`: a family takes exactly its own keys."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from hwsweep.contracts.typed import Typed
+from hwsweep.contracts.typed import ORDERED, Typed
 
 
 class Section:
@@ -231,5 +231,5 @@ class Recipe(Typed):
     num_workers: int
     eval_every: int  # built-in trainer: periodic evaluation curves eval_<name>; 0 = off
     eval_subset: int
-    args: dict  # a user script's own settings, passed as flags
+    args: dict = field(metadata=ORDERED)  # a user script's own settings, passed as flags in this order
     activation_checkpointing: str = "none"  # none | full | selective (hwsweep.run.recompute)

@@ -53,7 +53,7 @@ class RunRecord(Typed):
     metrics: dict  # final value of every train-stage metric, by name
     curves: dict  # name -> Curve (as a dict), every series logged per step
     train_seconds: float
-    startup_seconds: float
+    startup_seconds: float | None  # None: unknown (a command that printed no step); train_seconds then holds it
     wall_seconds: float
     samples_per_second: float
     data_order: dict  # sampler, dataset size, num_workers

@@ -5,8 +5,18 @@ instead of silently falling back to a default."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import typing
+
+# Field metadata of a mapping whose order is meaning (a script's flags, passed in the order written). Spec text is
+# JSON with sorted keys (one spec, one text, one hash), which would sort it: where its keys are not in sorted
+# order it is written as a list of [key, value] pairs, read back as the mapping in that order. A mapping whose
+# order sorting keeps stays a mapping, so its text (and hash) is what it was before order was kept.
+ORDERED = {"ordered": True}
+# Field metadata of a field added after specs were written: left out of the text while empty, so a spec without it
+# keeps its text and hash (and reads back with the field's default).
+OMITTED_EMPTY = {"omitted_empty": True}
 
 
 class SpecError(ValueError):
@@ -28,8 +38,18 @@ def from_dict(cls, data, path: str = ""):
             if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
                 continue
             raise SpecError(f"{where}: missing")
-        values[name] = _value(hints[name], data[name], where)
+        value = data[name]
+        if f.metadata.get("ordered") and isinstance(value, list):
+            value = _pairs(value, where)
+        values[name] = _value(hints[name], value, where)
     return cls(**values)
+
+
+def _pairs(value: list, where: str) -> dict:
+    """An ordered mapping written as [[key, value], ...], in that order."""
+    if not all(isinstance(p, (list, tuple)) and len(p) == 2 and isinstance(p[0], str) for p in value):
+        raise SpecError(f"{where}: expected a mapping or a list of [name, value] pairs")
+    return dict(value)
 
 
 def _value(hint, value, where: str):
@@ -58,7 +78,27 @@ def _tagged(classes, name, where: str):
 
 
 def to_dict(obj) -> dict:
-    return dataclasses.asdict(obj)
+    """A record as plain data (dataclasses.asdict), an ORDERED mapping whose keys sorting would reorder written
+    as its list of pairs."""
+    return _plain(obj)
+
+
+def _plain(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for f in dataclasses.fields(value):
+            item = _plain(getattr(value, f.name))
+            if f.metadata.get("omitted_empty") and not item:
+                continue
+            if f.metadata.get("ordered") and isinstance(item, dict) and list(item) != sorted(item):
+                item = [[k, v] for k, v in item.items()]
+            out[f.name] = item
+        return out
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return copy.deepcopy(value)
 
 
 class Typed:

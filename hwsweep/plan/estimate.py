@@ -169,7 +169,8 @@ def measure(record: dict, spec) -> Measured | None:
         resumed = int(record.get("resumed_from_step") or 0)
         steps = len(record.get("step_seconds") or []) or int(record["plan"]["steps"]) - resumed
         per_step = float(record["train_seconds"]) / steps
-        startup = float(record["startup_seconds"]) / max(1, len(record.get("segments") or []))
+        # unknown (None): a command that printed no step, whose train_seconds holds its startup
+        startup = float(record["startup_seconds"] or 0.0) / max(1, len(record.get("segments") or []))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
     if not (per_step > 0 and startup >= 0):

@@ -1,11 +1,14 @@
-"""The plan table: one row per suite x variant x hardware, as the `plan` command and rule show it."""
+"""The plan table: one row per suite x variant x hardware, as the `plan` command and rule show it (a script's
+values as it gets them, and the recipe settings it gets not: not_passed)."""
 
 from __future__ import annotations
+
+from hwsweep.contracts.command import RECIPE_VALUES, as_passed, not_passed
 
 COLUMNS = [
     "suite", "variant", "hardware", "gpu_type", "nodes", "devices_per_node", "strategy", "micro_batch", "accumulation",
     "global_batch", "est_memory_gb", "memory_source", "memory_gb", "steps", "epochs", "lr", "precision", "tf32",
-    "reproducibility", "comparable", "warnings",
+    "reproducibility", "comparable", "not_passed", "warnings",
 ]  # fmt: skip
 
 
@@ -13,11 +16,21 @@ def plan_rows(matrix) -> list[dict]:
     rows = []
     for cell in matrix.cells:
         for hw in cell.hardware:
-            plan = matrix.spec(cell.suite, cell.variant, hw, matrix.seeds[0]).plan
-            row = {"suite": cell.suite, "variant": cell.variant, "hardware": hw} | plan.__dict__
+            spec = matrix.spec(cell.suite, cell.variant, hw, matrix.seeds[0])
+            plan = spec.plan
+            # A script's values as it gets them (lr 20 from recipe.args), and the settings it gets none of.
+            shown = as_passed(spec)[0] if spec.trainer.kind == "command" else plan.__dict__
+            unpassed = not_passed(spec.trainer, spec.recipe.args) if spec.trainer.kind == "command" else []
+            row = {"suite": cell.suite, "variant": cell.variant, "hardware": hw} | shown
+            row["not_passed"] = " ".join(_plan_value(key) for key in unpassed)
             row["warnings"] = "; ".join(plan.warnings + [w for w in matrix.warnings if f": {hw} (" in w and cell.variant in w])
             rows.append({k: row[k] for k in COLUMNS})
     return rows
+
+
+def _plan_value(recipe_key: str) -> str:
+    """The plan value that would pass a recipe setting (recipe.optimizer.name: optimizer), as trainer.args maps it."""
+    return next(value for value, key in RECIPE_VALUES.items() if f"recipe.{key}" == recipe_key)
 
 
 def _cell(value) -> str:

@@ -10,6 +10,7 @@ stage found, finite and within its bounds. Torch-free, so it adds little to a ru
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import re
@@ -28,6 +29,7 @@ from hwsweep.contracts.command import (
     logged_number,
     not_passed,
     plan_values,
+    render,
     script_provenance,
 )
 from hwsweep.contracts.metrics import TextParser, parse_jsonl_line, problems, summarise
@@ -192,7 +194,8 @@ class Stage:
 def _env(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None) -> dict:
     plan = spec.plan
     per_process = max(1, threads // plan.devices_per_node)
-    return (os.environ if base is None else base) | {
+    own = {k: render(v) for k, v in spec.trainer.env.items()}  # trainer.env: never one of the variables below
+    return (os.environ if base is None else base) | own | {
         "HWSWEEP_SPEC": str(Path(spec_path).resolve()),
         "HWSWEEP_RUN_DIR": str(Path(spec.run_dir).resolve()),
         "PYTHONUNBUFFERED": "1",  # lines as they happen, for parsing and for the log
@@ -351,17 +354,20 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
         seen_run, departures, unverified = _observed(spec, run_dir, planned if fresh else None)
         if departures and trainer.observe == "fail":
             raise RunFailed(f"what trained is not the plan: {'; '.join(departures)} (trainer.observe: flag keeps such runs)")
-        if own is not None:
+        if own is not None:  # a runtime-API script wrote the full RunRecord itself; what the observer saw joins it
+            own = dataclasses.replace(own, observed=seen_run,
+                                      checks=own.checks + [f"observed: {d}" for d in departures] + unverified)
+            io.write_json(spec.path(TRAIN_RECORD), own.to_dict())
             feed.close()
-            return 0  # a runtime-API script wrote the full RunRecord itself
+            return 0
     except RunFailed as e:
         print(f"hwsweep: {spec.suite}/{spec.variant}/{spec.hardware_name}/seed{spec.seed}: {e}", file=sys.stderr)
         feed.close(failed=stage.signalled is None, preempted=stage.signalled is not None)
         # A runtime-API script resumes from its own checkpoints without trainer.resume.
         resumable = trainer.resume_when or any(Path(spec.run_dir, CHECKPOINT_DIR).glob(CHECKPOINTS))
         return EXIT_PREEMPTED if stage.signalled is not None and resumable else 1
-    startup = stage.first_step_seconds if stage.first_step_seconds is not None else 0.0
-    train_seconds = max(seconds - startup, 1e-9)
+    startup = stage.first_step_seconds  # None: the script printed no step, so where startup ends is unknown
+    train_seconds = max(seconds - (startup or 0.0), 1e-9)
     segments = attempts + [{"start_step": first_step, "resumed": resuming}]
     plan, spec_dict = as_passed(spec)
     record = RunRecord(

@@ -124,6 +124,78 @@ def test_the_observer_counts_training_forwards_per_step_and_every_step(tmp_path)
     assert r["process_group"] is None and r["device"] == "cpu"
 
 
+def test_the_observer_counts_a_closure_optimizers_step_once_however_often_it_calls_the_closure(tmp_path):
+    """torch's LBFGS forwards the same 97 samples some 20 times per step (time_sequence_prediction): 97 a step."""
+    reports = run_script(tmp_path, """
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+        x, y = torch.randn(97, 3), torch.randn(97, 1)
+        optimizer = torch.optim.LBFGS(model.parameters(), lr=0.8)
+        calls = []
+        def closure():
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            calls.append(1)
+            return loss
+        for step in range(5):
+            optimizer.step(closure)
+        assert len(calls) > 5 * 2, len(calls)  # the closure ran several times a step
+    """)
+    [r] = reports
+    assert r["samples_per_step"] == [97] * 4 and r["optimizer_steps"] == 5 and r["backward_passes"] > 10
+
+
+@pytest.mark.parametrize("style", ["closure", "first_step"])
+def test_the_observer_counts_a_two_pass_update_once_and_accumulation_fully(tmp_path, style):
+    """SAM: forward and backward, perturb the weights, forward the same batch again, step the base optimizer (in
+    step(closure), or first_step/second_step by hand): one batch a step. Accumulation of micro-batches, weights
+    unmoved between them, counts each."""
+    update = ("optimizer.step(closure)" if style == "closure"
+              else "optimizer.first_step(); closure(); optimizer.second_step()")  # fmt: skip
+    reports = run_script(tmp_path, f"""
+        import torch
+
+        class SAM(torch.optim.Optimizer):
+            def __init__(self, params, rho=0.05):
+                super().__init__(params, dict(rho=rho))
+                self.base = torch.optim.SGD(self.param_groups, lr=0.1)
+
+            @torch.no_grad()
+            def first_step(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        self.state[p]["e"] = e = group["rho"] * p.grad / (p.grad.norm() + 1e-12)
+                        p.add_(e)
+
+            @torch.no_grad()
+            def second_step(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        p.sub_(self.state[p]["e"])
+                self.base.step()
+
+            def step(self, closure):
+                self.first_step()
+                with torch.enable_grad():
+                    closure()
+                self.second_step()
+
+        model = torch.nn.Linear(3, 1)
+        optimizer = SAM(model.parameters())
+        for step in range(6):
+            x = torch.randn(12, 3)
+            def closure():
+                optimizer.zero_grad()
+                model(x).pow(2).mean().backward()
+            closure()
+            {update}
+    """)
+    [r] = reports
+    assert r["samples_per_step"] == [12] * 4 and r["optimizer_steps"] == 6 and r["backward_passes"] == 12
+
+
 def test_the_observer_counts_the_backward_passes_of_a_script_that_updates_its_weights_itself(tmp_path):
     reports = run_script(tmp_path, """
         import torch
@@ -215,7 +287,7 @@ def test_recipe_settings_no_flag_receives_are_warned_and_a_flag_map_follows_its_
     cfg = nanogpt_config(args={"batch_size": "micro_batch", "gradient_accumulation_steps": "micro_batches_per_step",
                                "device": "device", "backend": "device", "weight_decay": "weight_decay",
                                "beta1": "beta1", "beta2": "beta2", "grad_clip": "grad_clip", "min_lr": "min_lr",
-                               "lr": "lr"},
+                               "lr": "lr", "warmup": "warmup_steps", "optim": "optimizer", "dtype": "precision"},
                          values={"backend": {"cpu": "gloo", "cuda": "nccl"}})  # fmt: skip
     matrix = resolve(cfg)
     assert not any("not_passed" in w for w in matrix.warnings)
@@ -302,6 +374,7 @@ def test_a_runtime_api_script_started_as_one_plain_process_makes_its_own_group(t
     assert "torchrun" not in proc.stdout.splitlines()[0]
     record = read(RunRecord, tmp_path / "run" / "train.json")
     assert record.trainer == "builtin" or record.data_order["sampler"] != "script"  # the runtime wrote it
+    assert record.observed["optimizer_steps"] == 20 and record.observed["global_batch"] == 64  # and the observer saw it
 
 
 def test_show_commands_prints_what_the_train_job_runs(tmp_path, capsys, monkeypatch):

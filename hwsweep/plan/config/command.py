@@ -14,6 +14,7 @@ from hwsweep.contracts.command import (
     Evaluation,
     Invocation,
     Trainer,
+    env_problem,
     expression_value,
     plan_values,
     resolve_program,
@@ -89,6 +90,10 @@ def _trainer(raw: dict, config_dir: Path, schema: dict) -> Trainer:
             check = {"pattern": check, "equals": name}
         _check_pattern(f"{where}.pattern", check["pattern"])
         plan_check[name] = check
+    for name in filled["env"]:
+        problem = env_problem(name)
+        if problem:
+            raise ConfigError(f"trainer.env.{name}: {problem}")
     return Trainer(
         kind="command",
         invocation=_invocation(raw, "trainer", config_dir, schema),
@@ -100,6 +105,7 @@ def _trainer(raw: dict, config_dir: Path, schema: dict) -> Trainer:
         cwd=filled["cwd"],
         observe=filled["observe"],
         batch_dim=filled["batch_dim"],
+        env=dict(filled["env"]),
     )
 
 

@@ -68,12 +68,21 @@ def check_document(raw) -> None:
         stack += [(value, entry, key, depth + 1) for key, value in reversed(list(items))]
 
 
+def sweep_entries(sweep: dict, prefix: str = "") -> dict:
+    """A suite's sweep with its nested mappings as dotted keys ({args: {model.lr: [...]}} is {args.model.lr: [...]}):
+    the key -> values lists its variants are made from."""
+    out = {}
+    for key, choices in sweep.items():
+        out |= sweep_entries(choices, f"{prefix}{key}.") if isinstance(choices, dict) else {f"{prefix}{key}": choices}
+    return out
+
+
 def _run_count(raw: dict) -> int:
     """Runs the (schema-valid) config plans, counted before any variant is made: a sweep's variants are the
     product of its value lists."""
     total = 0
     for body in raw["suites"].values():
-        variants = math.prod(len(choices) for choices in body.get("sweep", {}).values())
+        variants = math.prod(len(choices) for choices in sweep_entries(body.get("sweep", {})).values())
         total += variants * len(body.get("hardware", raw["hardware"])) * len(raw["seeds"])
     return total
 

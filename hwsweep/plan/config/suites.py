@@ -16,6 +16,7 @@ from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.spec import name_problem
 from hwsweep.contracts.target import Target
 from hwsweep.plan.batch import Advisor, PlanError, make_plan
+from hwsweep.plan.config.limits import sweep_entries
 from hwsweep.plan.config.metrics import _check_producible, _check_targets
 from hwsweep.plan.config.recipe import _check_recipe
 from hwsweep.plan.config.schema import _fill_defaults
@@ -24,6 +25,7 @@ from hwsweep.plan.matrix import Cell
 
 # Suite names taken by the workflow itself: results/partial/ is the status rule's folder (a suite of
 # that name collides with it); the rule names are kept free so a suite never reads like a workflow target.
+ARGS = "args."  # a swept key that names a script's flag (recipe.args)
 RESERVED_SUITES = ("partial", "all", "plan", "spec", "train", "evaluate", "combine", "status", "report")
 
 
@@ -111,15 +113,20 @@ def _suite_recipe(overrides: dict, where: str, resolved: Resolved) -> dict:
 
 
 def _check_sweep_keys(axes: list[list[dict]], recipe: dict, where: str, builtin: bool) -> None:
-    """Every swept key is a key of the suite's recipe (a script's recipe.args take any name)."""
-    leaves = _leaf_keys(recipe)
+    """Every swept key is a key of the suite's recipe, or a script setting: args.<flag>, the flag any name the
+    script takes, dotted or not (args.model.learning_rate for LightningCLI's --model.learning_rate)."""
+    leaves = {k for k in _leaf_keys(recipe) if builtin or k.split(".")[0] not in ("task", "model")}
+    script = [f"{ARGS}{flag}" for flag in recipe.get("args", {})]
     for key in (k for axis in axes for k in axis[0]):
-        if key.startswith("args.") and key.count(".") == 1:
-            continue  # a script setting: any name the script takes
-        if key not in leaves or (not builtin and key.split(".")[0] in ("task", "model")):
-            near = difflib.get_close_matches(key, sorted(leaves), n=3, cutoff=0.5)
-            hint = f"did you mean {' or '.join(near)}?" if near else "see recipe keys in hwsweep/schemas/config.schema.yaml"
-            raise ConfigError(f"{where}.sweep.{key}: not a recipe key; {hint}")
+        if key.startswith(ARGS) or key in leaves:
+            continue
+        near = difflib.get_close_matches(key, sorted(leaves) + script, n=3, cutoff=0.5)
+        near += [f"{ARGS}{key}"] if not builtin and f"{ARGS}{key}" not in near else []
+        hint = f"did you mean {' or '.join(near)}?" if near else "see recipe keys in hwsweep/schemas/config.schema.yaml"
+        if not builtin:
+            hint += (f" (a script's flag is swept as args.<flag>; recipe.args has {', '.join(script)})" if script
+                     else " (a script's flag is swept as args.<flag>)")  # fmt: skip
+        raise ConfigError(f"{where}.sweep.{key}: not a recipe key; {hint}")
 
 
 def _variants(recipe: dict, axes: list[list[dict]], where: str):
@@ -172,6 +179,8 @@ def _set_dotted(d: dict, dotted: str, value) -> dict:
     out = copy.deepcopy(d)
     node = out
     *parents, leaf = dotted.split(".")
+    if dotted.startswith(ARGS):  # a script's flag: recipe.args is flat, its keys may hold dots themselves
+        parents, leaf = ["args"], dotted.removeprefix(ARGS)
     for p in parents:
         node = node[p]
     node[leaf] = value
@@ -190,7 +199,7 @@ def _sweep_axes(sweep: dict, where: str) -> list[list[dict]]:
     """Each sweep entry as its list of choices {key: value}; an entry naming several keys,
     'model.h_cycles,model.l_cycles': [[1, 1], [2, 2]], sweeps them together (no cross product)."""
     axes = []
-    for entry, choices in sweep.items():
+    for entry, choices in sweep_entries(sweep).items():
         keys = entry.split(",")
         for choice in choices:
             if len(keys) > 1 and not (isinstance(choice, list) and len(choice) == len(keys)):

@@ -104,7 +104,7 @@ def _unmapped_warnings(trainer: Trainer, cells=()) -> tuple[str, ...]:
                 "every seed repeats the same run, so the seed axis measures run-to-run noise only"
                 if what == "the seed"
                 else "the script uses its own, so hwsweep cannot lock it across hardware"
-            )
+            ) + (", and records say not_passed" if any(v in RECIPE_VALUES for v in values) else "")
             out.append(f"trainer.args maps no flag to {' or '.join(values)}: {what} is not passed; {consequence} "
                        "(a script on hwsweep.runtime reads the plan itself: nothing to do)")
     if "micro_batch" in mapped and not mapped & set(BATCH_CARRIERS):
@@ -112,7 +112,8 @@ def _unmapped_warnings(trainer: Trainer, cells=()) -> tuple[str, ...]:
                    "must be 1 (the run fails if the global batch it is seen to train differs from the plan's)")
     # a recipe setting given in recipe.args under its name in every cell (lr: 20) is passed: its value is on record
     everywhere = [k for k in (cells[0].recipe.args if cells else {}) if all(k in c.recipe.args for c in cells)]
-    unpassed = not_passed(trainer, dict.fromkeys(everywhere))
+    locked = {f"recipe.{RECIPE_VALUES[v]}" for values in LOCKED_BY.values() for v in values if v in RECIPE_VALUES}
+    unpassed = [key for key in not_passed(trainer, dict.fromkeys(everywhere)) if key not in locked]  # said above
     if unpassed:
         names = [v for v, key in RECIPE_VALUES.items() if f"recipe.{key}" in unpassed]
         out.append(f"{', '.join(unpassed)} reach no flag of the script: it uses its own values, and records say "

@@ -4,7 +4,8 @@ hwsweep's runner puts this folder first on the command's PYTHONPATH, so every Py
 command starts (torchrun's workers, processes a script spawns itself, data-loader workers) runs this
 at startup. Nothing happens until the process imports torch; then hooks count, for the first few
 optimizer steps, the samples each step's training forwards saw (the outermost module call, training
-mode, gradients on, the first input tensor's `batch_dim`), every optimizer step, and every backward
+mode, gradients on, the first input tensor's `batch_dim`; once the weights moved within a step, forwards
+re-evaluate its samples: a closure's, SAM's second pass), every optimizer step, and every backward
 pass with the samples its forwards saw: a script that updates its weights by hand (`p.data.add_(p.grad,
 alpha=-lr)`, no torch.optim) is seen through its backward passes. A process that ran a backward pass or
 stepped an optimizer writes one small JSON file: its rank and world size (the process group's, else the
@@ -37,6 +38,7 @@ class _State:
         self.depth, self.top, self.samples, self.per_step = 0, None, 0, []
         self.steps, self.main, self.device, self.group, self.unpatch = 0, None, None, None, None
         self.backwards, self.per_backward, self.since_backward = 0, [], 0
+        self.weight, self.version = None, None  # a trained weight of the model, and its version at the step's start
 
     def forward(self, module, args, kwargs):
         if self.top is None:
@@ -50,8 +52,21 @@ class _State:
             param = next(module.parameters(), None)
             self.device = str(param.device if param is not None else tensor.device)
         if self.batch_dim is not None and tensor.dim() > self.batch_dim:
-            self.samples += int(tensor.shape[self.batch_dim])
+            if self._same_weights(module):  # else the step re-evaluates samples it has: not new ones
+                self.samples += int(tensor.shape[self.batch_dim])
             self.since_backward += int(tensor.shape[self.batch_dim])
+
+    def _same_weights(self, module):
+        """Whether the model's weights are still those of this step's first forward. An optimizer whose step calls
+        its closure again (LBFGS's line search) or a two-pass update (SAM: forward, perturb the weights, forward the
+        same batch again) moves the weights before it forwards the step's samples again; accumulation does not
+        (micro-batches meet the same weights). A weight's in-place version counter says which."""
+        if self.weight is None:
+            self.weight = next((p for p in module.parameters() if p.requires_grad), False)
+        version = getattr(self.weight, "_version", None)
+        if self.version is None:
+            self.version = version
+        return version == self.version
 
     def backward(self):
         """A backward pass: with no torch optimizer, what a step is made of (the script updates by hand)."""
@@ -72,6 +87,7 @@ class _State:
             return  # a second optimizer (a GAN's) steps on the same samples
         self.steps += 1
         self.depth = 0  # a forward that raised never came back down
+        self.version = None  # the next step's first forward reads the weights anew
         self.since_backward = 0
         if self.group is None:
             self._group()
