@@ -77,18 +77,14 @@ def expression(value: str) -> str:
     return json.dumps(f"'{value}'")
 
 
-def render(template: str, source: Path, site: dict, summary: list[str], status_command: str | None = None) -> str:
-    """The template with site values under default-resources, the status command this cluster answers, and
-    a header saying where it came from."""
+def render(template: str, source: Path, site: dict, summary: list[str]) -> str:
+    """The template with site values under default-resources, and a header saying where it came from."""
     header = [f"# Installed by `hwsweep profile install` from {source}.", "# Partitions when installed (sinfo):",
               *(summary or ["#   (not read: no reachable SLURM controller)"]),
               "# `hwsweep resources` shows what is free now, with ready-to-paste hardware entries."]  # fmt: skip
     given = {key: (flag, value) for key, (flag, value) in site.items() if value}
     values = [f"  {key}: {expression(value)}  # from --{flag}" for key, (flag, value) in given.items()]
     lines = [line for line in template.splitlines() if not any(re.match(rf"\s*# {key}:", line) for key in given)]
-    if status_command:  # the template's choice of status command, replaced by what this cluster can answer
-        lines = [re.sub(r"^slurm-status-command:\s*\S+", f"slurm-status-command: {status_command}", line)
-                 for line in lines]  # fmt: skip
     at = next((i + 1 for i, line in enumerate(lines) if line.startswith("default-resources:")), None)
     if at is None:
         lines += (["default-resources:"] + values) if values else []
@@ -148,8 +144,12 @@ def install(kind: str, name: str, account: str | None, partition: str | None, fo
         raise ProfileError(f"profile {name!r} already exists at {target}; pass --force to replace it "
                            f"(the old one is kept as {free_backup(target).name}) or --name OTHER to install beside it")  # fmt: skip
     site = {"slurm_account": ("account", account), "slurm_partition": ("partition", partition)}
-    status = slurm.status_command() if nodes else None
-    text = render(source.read_text(), source, site, site_summary(nodes), status)
+    text = render(source.read_text(), source, site, site_summary(nodes))
+    age = slurm.short_job_age() if nodes else None
+    if age is not None:
+        out.append(f"note: this controller forgets an ended job after {age} s (MinJobAge), so snakemake's slurm "
+                   "executor asks sacct for job states, where (plugin 2.8) it never sees the end of a job ended by "
+                   "`scancel`: after cancelling a job, stop snakemake (Ctrl-C) once its other jobs end and run it again")  # fmt: skip
     staged = target.with_name(f".{name}.new")
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)

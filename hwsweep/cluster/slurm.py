@@ -73,16 +73,19 @@ def run_sinfo(timeout: float = TIMEOUT_S) -> str:
     return run(SINFO, timeout)
 
 
-def status_command(timeout: float = TIMEOUT_S) -> str:
-    """How snakemake's slurm executor should ask for job states: sacct where the controller keeps accounting
-    (it says why a job failed), squeue otherwise (sacct has nothing to answer without slurmdbd)."""
+STATUS_CHECK_WAIT_S = 20  # the profile's slurm-init-seconds-before-status-checks
+
+
+def short_job_age(timeout: float = TIMEOUT_S) -> int | None:
+    """The controller's MinJobAge in seconds where it is under 3x the profile's wait before status checks (then
+    snakemake's slurm executor asks sacct instead of squeue); None where it is longer or cannot be read."""
     try:
         proc = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
-        return "squeue"
-    storage = re.search(r"^AccountingStorageType\s*=\s*(\S+)", proc.stdout, re.M)
-    usable = proc.returncode == 0 and storage and storage.group(1) != "accounting_storage/none"
-    return "sacct" if usable and shutil.which("sacct") else "squeue"
+        return None
+    found = re.search(r"^MinJobAge\s*=\s*(\d+)", proc.stdout, re.M)
+    age = int(found.group(1)) if proc.returncode == 0 and found else None
+    return age if age is not None and age < 3 * STATUS_CHECK_WAIT_S else None
 
 
 def read_nodes(timeout: float = TIMEOUT_S) -> list[Node]:

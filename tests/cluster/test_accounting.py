@@ -1,5 +1,5 @@
 """The accounting path against a real slurmdbd (tests/slurm/cluster.py's cluster with accounting: MariaDB and
-slurmdbd beside the controller): `hwsweep profile install` picks sacct, and `status` from a login node's view reads
+slurmdbd beside the controller): `hwsweep profile install` still picks squeue, and `status` from a login node's view reads
 jobs that have left squeue from sacct: one completed, one failed (the crash's cause from its log), one requeued
 after a preemption and then cancelled, one at its time limit. The squeue-only path is test_slurm.py's (its cluster
 keeps no accounting).
@@ -51,6 +51,7 @@ def accounted(tmp_path_factory):
         proc = subprocess.run(["hwsweep", "profile", "install", "slurm"], capture_output=True, text=True, env=env,
                               timeout=60)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
+        assert "forgets an ended job after 2 s (MinJobAge)" in proc.stdout, proc.stdout  # the executor asks sacct
         yield env
     finally:
         if site.controller_up():
@@ -58,9 +59,11 @@ def accounted(tmp_path_factory):
         site.down()
 
 
-def test_the_profile_asks_sacct_where_the_cluster_keeps_accounting(accounted):
+def test_the_profile_asks_squeue_even_where_the_cluster_keeps_accounting(accounted):
+    """With sacct, snakemake-executor-plugin-slurm 2.8 never sees the end of a cancelled job ("CANCELLED by 0");
+    `hwsweep status` reads sacct itself (below)."""
     profile = yaml.safe_load(open(f"{accounted['XDG_CONFIG_HOME']}/snakemake/slurm/config.yaml"))
-    assert profile["slurm-status-command"] == "sacct"
+    assert profile["slurm-status-command"] == "squeue"
 
 
 def test_sacct_answers_nothing_for_a_job_it_never_saw(accounted, monkeypatch):
