@@ -36,7 +36,7 @@ _TOKEN = re.compile(rf"(?<![A-Za-z0-9])(?P<v>{_PREFIXED})")
 # name=value, name: 'value', --name value: the name is judged by secret_name.
 _ASSIGNED = re.compile(r"(?<![\w.?&;-])-{0,2}(?P<n>[A-Za-z_][\w.-]*)=(?P<v>[^\s'\"&,;)\]}]+)")
 _QUOTED = re.compile(r"(?P<n>[A-Za-z_][\w.-]*)['\"]?\s*[:=]\s*(?P<q>['\"])(?P<v>[^'\"]*)(?P=q)")
-_COLON = re.compile(r"(?P<n>[A-Za-z_][\w.-]*)\s*:\s+(?P<v>[^\s,'\"{}\[\]]+)")  # YAML's `api_key: value`
+_COLON = re.compile(r"(?<![\w./-])(?P<n>[A-Za-z_][\w.-]*)\s*:\s+(?P<v>[^\s,'\"{}\[\]]+)")  # YAML's `api_key: value`
 _SPACED = re.compile(r"(?<![\w-])--?(?P<n>[A-Za-z_][\w.-]*)\s+(?P<v>[^\s'\"-][^\s'\"]*)")
 PLACEHOLDER = re.compile(r"@@(HWSWEEP_SECRET_[A-Z0-9_]+)@@")
 PREFIX = "HWSWEEP_SECRET_"
@@ -47,9 +47,16 @@ class SecretMissing(RuntimeError):
 
 
 def secret_name(name: str) -> bool:
-    """Whether a flag, argument or variable called `name` holds a secret (the module's rule)."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", str(name))
+    """Whether a flag, argument or variable called `name` holds a secret (the module's rule); a dotted name (a
+    config path, recipe.args.api_key) by its last part, so a file name (dup_key.yaml) is none."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", str(name).rsplit(".", 1)[-1])
     return any(w.endswith(_NAME_ENDS) for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w)
+
+
+def _wordlike(value: str) -> bool:
+    """An unquoted value after `name: ` that may be a secret rather than the first word of a sentence (a message
+    about the field): 8 characters or more, or a digit in it."""
+    return len(value) >= 8 or any(c.isdigit() for c in value)
 
 
 def plain_value(value) -> bool:
@@ -62,7 +69,8 @@ def spans(text: str) -> list[tuple[int, int]]:
     """Where the secrets in `text` are (start, end), in order, not overlapping."""
     found = [m.span("v") for rx in (_USERINFO, _QUERY, _TOKEN) for m in rx.finditer(text)]
     for rx in (_ASSIGNED, _QUOTED, _COLON, _SPACED):
-        found += [m.span("v") for m in rx.finditer(text) if secret_name(m["n"]) and not plain_value(m["v"])]
+        found += [m.span("v") for m in rx.finditer(text) if secret_name(m["n"]) and not plain_value(m["v"])
+                  and (rx is not _COLON or _wordlike(m["v"]))]  # fmt: skip
     found = [s for s in sorted(set(found)) if s[1] > s[0] and not PLACEHOLDER.fullmatch(text[s[0]:s[1]])]
     merged: list[tuple[int, int]] = []
     for start, end in found:

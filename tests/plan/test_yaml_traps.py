@@ -14,6 +14,7 @@ from conftest import BIN, SMALL, snakemake
 
 from hwsweep.contracts import secrets
 from hwsweep.plan.config import ConfigError, load_file, parse_override, resolve
+from hwsweep.plan.config.sealing import seal_config
 
 SECRET = "S3CRETpw"
 
@@ -25,9 +26,34 @@ SECRET = "S3CRETpw"
     ("https://store/b?sig=S3CRETpw", "https://store/b?sig=***"),
     ("WANDB_API_KEY=S3CRETpw HF_TOKEN=S3CRETpw", "WANDB_API_KEY=*** HF_TOKEN=***"),
     ("--signal=TERM@180 monkey=1 http://host:5000", "--signal=TERM@180 monkey=1 http://host:5000"),  # nothing secret
+    ("--api-key=S3CRETpw --hf_token S3CRETpw --max_tokens 512", "--api-key=*** --hf_token *** --max_tokens 512"),
+    ("recipe.args.api_key: 'S3C RETpw!' is invalid", "recipe.args.api_key: '***' is invalid"),
+    ("recipe={args: {clientSecret: S3CRETpw, key_dim: 64}}", "recipe={args: {clientSecret: ***, key_dim: 64}}"),
+    ("hf_S3CRETpwXYZ ghp_S3CRETpwXYZ sk-S3CRETpwXYZ AKIAS3CRETPWXYZ12345", "*** *** *** ***"),
+    ("tokenizer=gpt2 author=bob token_acc=0.93 /tmp/dup_key.yaml: line 3", "tokenizer=gpt2 author=bob token_acc=0.93 "
+     "/tmp/dup_key.yaml: line 3"),  # nothing secret
 ])  # fmt: skip
 def test_secrets_are_masked_and_nothing_else(text, shown):
     assert secrets.redact(text) == shown
+
+
+def test_a_configs_secrets_are_sealed_and_only_the_users_command_gets_them_back():
+    cfg = copy.deepcopy(SMALL) | {"trainer": {"command": ["python", "-c", "pass", "--hf_token", SECRET,
+                                                          f"--db=postgresql://u:{SECRET}@h/x"]}}  # fmt: skip
+    cfg["recipe"]["args"] = {"api_key": SECRET, "depth": 2, "key_dim": 64}
+    env = {}
+    carried = seal_config(cfg, env)
+    assert SECRET not in repr(cfg) and set(carried.values()) == {SECRET, f"u:{SECRET}"} and env == carried
+    assert cfg["recipe"]["args"] == {"api_key": "@@HWSWEEP_SECRET_RECIPE_ARGS_API_KEY@@", "depth": 2, "key_dim": 64}
+    assert secrets.unseal(cfg["trainer"]["command"], env)[3:] == ["--hf_token", SECRET, f"--db=postgresql://u:{SECRET}@h/x"]
+    assert secrets.redact_argv(["--hf_token", SECRET, "--lr", "0.1"]) == ["--hf_token", "***", "--lr", "0.1"]
+    with pytest.raises(secrets.SecretMissing, match="HWSWEEP_SECRET_RECIPE_ARGS_API_KEY is not set"):
+        secrets.unseal(["--api_key=@@HWSWEEP_SECRET_RECIPE_ARGS_API_KEY@@"], {})
+    assert secrets.mask_known(f"got {SECRET} and {SECRET}", [SECRET]) == "got *** and ***"
+    swept = copy.deepcopy(SMALL)
+    swept["suites"]["tiny"]["sweep"] = {"args.api_key": [SECRET]}
+    with pytest.raises(ConfigError, match="suites.tiny.sweep.args.api_key: is a secret"):
+        seal_config(swept, {})
 
 
 @pytest.mark.parametrize("uri", ["http://alice:S3CRETpw@127.0.0.1:5000", "http://127.0.0.1:5000/?token=S3CRETpw",
@@ -71,6 +97,16 @@ def test_a_config_path_that_is_no_regular_file_is_refused_at_once(tmp_path, make
     ("seeds: [1:30, 2]\n", ["1:30 is read as 90", "base 60", "write 90", "'1:30'"]),
     ("seeds: [010, 2]\n", ["010 is read as 8", "octal", "write 8"]),
     ("seeds:\n  - 0\n  - -07\n", ["-07 is read as -7"]),
+    ("seeds: [0x1F]\n", ["0x1F is read as 31", "hexadecimal", "write 31"]),
+    ("seeds: [0b101]\n", ["0b101 is read as 5", "binary", "write 5"]),
+    ("seeds: [1_000]\n", ["1_000 is read as 1000", "write 1000"]),
+    ("seeds: [0o17]\n", ["0o17 is read as the text '0o17'", "write 15"]),
+    ("recipe: {schedule: {steps: 1e3}}\n", ["1e3 is read as the text '1e3'", "write 1000"]),
+    ("suites: {on: {}}\n", ["key on is read as True", "quote it ('on')"]),
+    ("suites:\n  tiny: {}\n  ~: {}\n", ["key ~ is read as None", "quote it"]),
+    ("baseline: !!python/object:os.system {}\n", ["tag !!python/object:os.system is not read", "safe loader"]),
+    ("baseline: !!binary aGVsbG8=\n", ["tag !!binary is not read"]),
+    ("suites:\n\ttiny: {}\n", ["a tab", "spaces"]),
 ])  # fmt: skip
 def test_yaml_1_1s_silent_traps_are_refused_in_one_line_saying_what_was_read(tmp_path, text, words):
     path = tmp_path / "c.yaml"
@@ -84,8 +120,10 @@ def test_yaml_1_1s_silent_traps_are_refused_in_one_line_saying_what_was_read(tmp
 
 def test_quoted_and_ordinary_numbers_are_read_as_written(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text("a: '010'\nb: \"1:30\"\nc: [0, 10, 0.5, 1e3, 0x1F]\nd: {x: 1}\ne: {x: 1}\n")
-    assert load_file(path) == {"a": "010", "b": "1:30", "c": [0, 10, 0.5, "1e3", 31], "d": {"x": 1}, "e": {"x": 1}}
+    path.write_text("a: '010'\nb: \"1:30\"\nc: [0, 10, 0.5, 1.0e+3, '0x1F', !!str 1e3]\nd: {x: 1}\ne: {x: 1}\n"
+                    "f: {'on': 1, 'null': 2}\ng: &a {x: 1}\nh: {<<: *a, y: 2}\n")
+    assert load_file(path) == {"a": "010", "b": "1:30", "c": [0, 10, 0.5, 1000.0, "0x1F", "1e3"], "d": {"x": 1},
+                               "e": {"x": 1}, "f": {"on": 1, "null": 2}, "g": {"x": 1}, "h": {"x": 1, "y": 2}}
 
 
 @pytest.mark.parametrize("change, words", [

@@ -35,8 +35,8 @@ def seal_config(raw, environ=None) -> dict:
             named = any(secrets.secret_name(k.split(".")[-1]) for k in str(key).split(",") if k.startswith("args."))
             items = values if isinstance(values, list) else [values]
             if any(isinstance(v, str) and (secrets.spans(v) or named and not secrets.plain_value(v)) for v in items):
-                raise ConfigError(f"suites.{suite}.sweep.{key}: a secret is swept, and swept values name the variants' "
-                                  "folders; give it once in recipe.args (or the suite's overrides.args) instead")  # fmt: skip
+                raise ConfigError(f"suites.{suite}.sweep.{key}: is a secret, and swept values name the variants' "
+                                  "folders: give it once in recipe.args (or the suite's overrides.args) instead")  # fmt: skip
     (os.environ if environ is None else environ).update(carried)
     return carried
 
