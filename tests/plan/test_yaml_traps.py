@@ -4,6 +4,7 @@ case), and `snakemake --config` overrides read as a config file's YAML."""
 
 import copy
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -159,3 +160,93 @@ def test_snakemake_config_overrides_for_seeds_hardware_and_suites_plan_as_writte
     assert refused.returncode != 0 and errors == ["hwsweep config error: --config seeds=...: 010 is read as 8 "
                                                   "(YAML 1.1 reads a leading 0 as octal); write 8 if that is meant, "
                                                   "else the number without it, or quote it ('010') for text"]  # fmt: skip
+
+
+BASE = yaml.safe_dump(SMALL, sort_keys=False)
+# Mutations of a base config that plans: (id, text, words its one line holds); None words: it plans.
+MUTATIONS = [
+    ("suite on", BASE.replace("  tiny:", "  on:"), "key on is read as True"),
+    ("suite y", BASE.replace("  tiny:", "  y:"), None),  # PyYAML reads y and n as text
+    ("hardware no", BASE.replace("  cpu2:", "  no:"), "key no is read as False"),
+    ("suite null", BASE.replace("  tiny:", "  null:"), "key null is read as None"),
+    ("suite 1", BASE.replace("  tiny:", "  1:"), "suites: name 1 is not allowed"),
+    ("seed 0x1F", BASE.replace("- 1\n", "- 0x1F\n"), "write 31"),
+    ("seed 0o17", BASE.replace("- 1\n", "- 0o17\n"), "write 15"),
+    ("seed 1_000", BASE.replace("- 1\n", "- 1_000\n"), "write 1000"),
+    ("seed 0b101", BASE.replace("- 1\n", "- 0b101\n"), "write 5"),
+    ("seed 1e3", BASE.replace("- 1\n", "- 1e3\n"), "write 1000"),
+    ("seed 1.0", BASE.replace("- 1\n", "- 1.0\n"), "seeds.1: 1.0 is invalid; write 1"),
+    ("seed ~", BASE.replace("- 1\n", "- ~\n"), "seeds.1: None is invalid"),
+    ("seed yes", BASE.replace("- 1\n", "- yes\n"), "seeds.1: True is invalid"),
+    ("seed 1:30", BASE.replace("- 1\n", "- 1:30\n"), "write 90"),
+    ("seed 010", BASE.replace("- 1\n", "- 010\n"), "write 8"),
+    ("steps 1.5e+2", BASE.replace("steps: 60", "steps: 1.5e+2"), "recipe.schedule.steps: 150.0 is invalid; write 150"),
+    ("steps .inf", BASE.replace("steps: 60", "steps: .inf"), "recipe.schedule.steps: inf is not a finite number"),
+    ("lr .nan", BASE.replace("global_batch: 32", "global_batch: 32\n  optimizer: {lr: .nan}"), "lr: nan is not a finite"),
+    ("baseline ~", BASE.replace("baseline: cpu1", "baseline: ~"), "baseline: None is invalid"),
+    ("description off", BASE.replace("description: test suite", "description: off"), "quote the word"),
+    ("python tag", BASE.replace("baseline: cpu1", "baseline: !!python/object:os.system {}"), "tag !!python/object"),
+    ("set tag", BASE.replace("baseline: cpu1", "baseline: !!set {a, b}"), "tag !!set is not read"),
+    ("null key", BASE + "null: x\n", "key null is read as None"),
+    ("int key", BASE + "1: x\n", "config.1: unknown key"),
+    ("tab", BASE.replace("  tiny:", "\ttiny:"), "a tab"),
+    ("duplicate deep", BASE.replace("global_batch: 32", "global_batch: 32\n  global_batch: 16"), "given twice"),
+    ("suites Tiny", BASE.replace("  tiny:\n", "  tiny: {}\n  Tiny:\n"), "differ only in case"),
+    ("hardware CPU1", BASE.replace("  cpu2:", "  CPU1:"), "differ only in case"),
+    ("empty", "", "is empty"),
+    ("comment only", "# nothing\n", "is empty"),
+    ("second document", BASE + "---\nseeds: [3]\n", "another document"),
+    ("BOM", "\ufeff" + BASE, None),
+    ("CRLF", BASE.replace("\n", "\r\n"), None),
+    ("merge key", BASE.replace("  cpu2:\n", "  cpu3: &h {accelerator: cpu}\n  cpu2:\n    <<: *h\n"), None),
+    ("quoted on", BASE.replace("  tiny:", "  'on':"), None),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text, words", [m[1:] for m in MUTATIONS], ids=[m[0] for m in MUTATIONS])
+def test_mutated_configs_are_refused_in_one_line_or_plan_through_hwsweep_plan(tmp_path, text, words):
+    path = tmp_path / "c.yaml"
+    path.write_bytes(text.encode())
+    start = time.monotonic()
+    proc = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(path)], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert time.monotonic() - start < 10  # ~1 s here; a generous bound on a shared machine
+    if words is None:
+        assert proc.returncode == 0, proc.stderr
+        return
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("warning:")]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("hwsweep config error: ") and words in lines[0], lines[0]
+
+
+SPECIAL = {
+    "directory": lambda d: d,
+    "socket": lambda d: (socket.socket(socket.AF_UNIX).bind(str(d / "s")), d / "s")[1],
+    "symlink to a FIFO": lambda d: (os.mkfifo(d / "f"), os.symlink(d / "f", d / "l"), d / "l")[2],
+    "/dev/stdin": lambda d: "/dev/stdin",
+    "missing": lambda d: d / "missing.yaml",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(SPECIAL))
+def test_a_special_config_path_is_one_line_naming_it(tmp_path, kind):
+    path = SPECIAL[kind](tmp_path)
+    start = time.monotonic()
+    proc = subprocess.run([str(BIN / "hwsweep"), "plan", "--configfile", str(path)], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.PIPE)  # fmt: skip
+    assert proc.returncode != 0 and time.monotonic() - start < 10 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and f"{path}: " in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+# (A tag PyYAML cannot make, a tab and an empty file are snakemake's own refusals, before the workflow: docs/safety.md.)
+@pytest.mark.parametrize("name", ["suite on", "seed 0x1F", "seed 1e3", "seed 1.0", "null key", "suites Tiny"])
+def test_mutated_configs_are_refused_in_one_line_through_snakemake(tmp_path, name):
+    text, words = next(m[1:] for m in MUTATIONS if m[0] == name)
+    (tmp_path / "config.yaml").write_text(text)
+    proc = snakemake(tmp_path, None, "-n", "--cores", "1", "all")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("hwsweep config error")]
+    assert proc.returncode != 0 and "Traceback" not in proc.stdout + proc.stderr and len(errors) == 1, proc.stderr
+    assert words in errors[0]

@@ -73,7 +73,7 @@ def _key_trap(event) -> str | None:
     kind = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))
     if kind in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"):
         read = yaml.safe_load(event.value)
-        what = "yes/no/on/off/y/n/true/false as booleans" if kind.endswith("bool") else "~, null and nothing as null"
+        what = "yes/no/on/off/true/false as booleans" if kind.endswith("bool") else "~, null and nothing as null"
         return (f"key {event.value or '(empty)'} is read as {read} (YAML 1.1 reads {what}), not as a name; quote it "
                 f"('{event.value}')")  # fmt: skip
     return None

@@ -68,7 +68,7 @@ def _fix(err: jsonschema.ValidationError) -> str:
         if "integer" in wanted and isinstance(value, float) and value.is_integer():
             return f"write {int(value)}, an integer without a dot or an exponent"
         if isinstance(value, bool) and "boolean" not in wanted:
-            return f"give a value of type {wanted} (YAML 1.1 reads yes/no/on/off/y/n unquoted as booleans: quote the word)"
+            return f"give a value of type {wanted} (YAML 1.1 reads yes/no/on/off unquoted as booleans: quote the word)"
         if value is None:
             return f"give a value of type {wanted} (~, null or nothing is read as null)"
         return f"give a value of type {wanted}"
