@@ -150,11 +150,15 @@ def test_config_overrides_are_read_as_the_config_files_yaml():
 def test_snakemake_config_overrides_for_seeds_hardware_and_suites_plan_as_written(tmp_path):
     cfg = copy.deepcopy(SMALL)
     proc = snakemake(tmp_path, cfg, "-n", "--cores", "1", "--config", "seeds=[3,4,5]",
-                     "suites={tiny: {description: x}, wide: {overrides: {model: {width: 64}}}}")  # fmt: skip
+                     "suites={tiny: {description: x}, wide: {overrides: {model: {width: 64}}}}",
+                     "hardware={cpu1: {accelerator: cpu}, cpu4: {accelerator: cpu, devices_per_node: 4}}",
+                     "tracking=[tensorboard]")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     trains = [line for line in proc.stdout.splitlines() if line.strip().startswith("wildcards: suite=")]
     seeds = {line.rsplit("seed=", 1)[1] for line in trains if "seed=" in line}
     assert seeds == {"3", "4", "5"} and any("suite=wide" in line for line in trains), proc.stdout[-2000:]
+    hardware = {part.split("=")[1] for line in trains for part in line.replace(",", " ").split() if part.startswith("hardware=")}
+    assert hardware == {"cpu1", "cpu2", "cpu4"}, proc.stdout[-2000:]  # a mapping merges into the file's: cpu4 added
     refused = snakemake(tmp_path, cfg, "-n", "--cores", "1", "--config", "seeds=[0,010]")
     errors = [line for line in refused.stderr.splitlines() if line.startswith("hwsweep config error")]
     assert refused.returncode != 0 and errors == ["hwsweep config error: --config seeds=...: 010 is read as 8 "
