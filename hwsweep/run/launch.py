@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hwsweep.contracts import command, io
+from hwsweep.contracts import command, io, secrets
 from hwsweep.contracts.spec import (CHECKPOINT_DIR, CHECKPOINT_TEMPORARIES, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec,
                                     sha256)  # fmt: skip
 from hwsweep.run import preempt, runner, tether
@@ -180,7 +180,7 @@ def supervise(cmd: list[str], env: dict, ranks: int, node: str = "0", agent: boo
     try:
         for sig in tether.AGENT_IGNORES:
             signal.signal(sig, stop)
-        child = subprocess.Popen(cmd, env=env | {preempt.STOPPED_DIR: notes}, process_group=0,
+        child = subprocess.Popen(secrets.unseal(cmd, env), env=env | {preempt.STOPPED_DIR: notes}, process_group=0,
                                  preexec_fn=tether.agent_preexec() if agent else tether.preexec())  # fmt: skip
         started.append(child)
         tether.stop_when_workflow_ends(child, signal.SIGKILL)
@@ -225,6 +225,10 @@ def main(argv=None) -> int:
               flush=True)  # fmt: skip
     trainer = spec.trainer
     cmd = command_line(spec, args.spec, args.threads, dict(os.environ))
+    try:  # the config's secrets travel in the environment: named here, before anything starts
+        secrets.unseal(cmd, os.environ)
+    except secrets.SecretMissing as e:
+        sys.exit(f"hwsweep.run.launch: {e}")
     print(f"hwsweep.run.launch [node {node}]: {shlex.join(cmd)}", flush=True)
     agent = trainer.launcher(spec.plan.world_size) == "torchrun"
     logs = None

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from hwsweep.contracts import failure, guard, host, io
+from hwsweep.contracts import failure, guard, host, io, secrets
 from hwsweep.contracts.command import (
     Invocation,
     as_passed,
@@ -108,10 +108,15 @@ class Stage:
         (the trackers)."""
         self.child, self.forward_as, self.skip_launcher = None, forward_as, skip_launcher
         handlers = {s: signal.signal(s, self._forward) for s in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)}
+        try:  # the config's secrets reach the command's own arguments only (hwsweep.contracts.secrets)
+            argv = secrets.unseal(self.argv, self.env)
+        except secrets.SecretMissing as e:
+            raise SystemExit(f"hwsweep: {e}") from None
+        hidden = secrets.known(self.env)  # what the command may echo of its arguments or environment
         t0 = time.perf_counter()
         try:
             self.child = subprocess.Popen(
-                self.argv, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
+                argv, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
                 process_group=0,
                 preexec_fn=tether.agent_preexec() if skip_launcher else tether.preexec(signal.SIGTERM),
@@ -119,6 +124,7 @@ class Stage:
             # torchrun's agent ignores SIGTERM: killed, its tethered workers die with it.
             tether.stop_when_workflow_ends(self.child, signal.SIGKILL if skip_launcher else signal.SIGTERM)
             for line in self.child.stdout:
+                line = secrets.mask_known(line, hidden)
                 sys.stdout.write(line)
                 self.tail.append(line.rstrip("\n"))
                 if on_line:

@@ -175,10 +175,10 @@ def test_declared_metrics_replace_the_reference_defaults_and_get_their_own_defau
 @pytest.mark.parametrize(
     "path, value, expected",
     [
-        (("recipe", "global_batch"), 32.0, "recipe.global_batch: 32.0 is invalid; give a value of type integer"),
-        (("recipe", "schedule", "steps"), 40.0, "recipe.schedule.steps: 40.0 is invalid; give a value of type integer"),
+        (("recipe", "global_batch"), 32.0, "recipe.global_batch: 32.0 is invalid; write 32, an integer without a dot or an exponent"),
+        (("recipe", "schedule", "steps"), 40.0, "recipe.schedule.steps: 40.0 is invalid; write 40, an integer without a dot or an exponent"),
         (("hardware", "cpu2", "devices_per_node"), 2.0, "hardware.cpu2.devices_per_node: 2.0 is invalid"),
-        (("seeds",), [0.0, 1.0], "give a value of type integer"),
+        (("seeds",), [0.0, 1.0], "an integer without a dot"),
         (("suites",), {"partial": {}}, "suites: name 'partial' is reserved"),
         (("suites",), {"status": {}}, "suites: name 'status' is reserved"),
     ],
@@ -322,9 +322,9 @@ UNREADABLE = [
     (lambda p: p.mkdir(), "is a directory, not a config file"),
     (lambda p: p.write_bytes(b"seeds: [\xff\xfe]\n"), "not UTF-8 text (byte 8); save the file as UTF-8"),
     (lambda p: p.write_text("recipe: {a: [1\n"), "line 2, column 1: expected ',' or ']'"),
-    (lambda p: p.write_text("recipe:\n\tsteps: 3\n"), "line 2, column 1: found character '\\t'"),
+    (lambda p: p.write_text("recipe:\n\tsteps: 3\n"), "line 2, column 1: a tab; YAML indents with spaces only"),
     (lambda p: p.write_text("- 1\n- 2\n"), "the top level is list, not a mapping"),
-    (lambda p: p.write_text(""), "the top level is NoneType, not a mapping"),
+    (lambda p: p.write_text(""), "is empty (nothing but comments or blanks)"),
 ]
 
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from hwsweep.analysis.aggregate import prices_of
-from hwsweep.contracts import io, lease
+from hwsweep.contracts import io, lease, secrets
 from hwsweep.contracts.hardware import DEFAULT_RUNTIME_MIN
 from hwsweep.contracts import spec as layout
 from hwsweep.contracts import tracking as tracking_contract
@@ -50,7 +50,12 @@ if not IS_JOB:
         print(f"hwsweep config error: {e}", file=sys.stderr)
         sys.exit(1)
 
-# Validates the config (schema + plan) before any job is scheduled; one line on error.
+# snakemake prints its own command line (sys.argv) to the console and .snakemake/log once the workflow starts: a
+# secret given in a --config override is masked there (the override itself was read above).
+sys.argv[:] = secrets.redact_argv(sys.argv)
+
+# Validates the config (schema + plan) before any job is scheduled; one line on error. Its secrets are sealed in
+# place (hwsweep.plan.config.sealing): the config shared with the jobs below holds none, the jobs inherit them.
 MATRIX = resolve_or_exit(config, CONFIG_DIR)
 if not IS_JOB:
     try:

@@ -25,20 +25,57 @@ class _Refused(Exception):
 
 
 # YAML 1.1's numbers that YAML 1.2, JSON and people read otherwise (PyYAML reads 1.1): digits joined by ':' are base
-# 60 (a seed 1:30 is 90), a leading 0 makes an octal (010 is 8). Refused unquoted, with what was read.
+# 60 (a seed 1:30 is 90), a leading 0 makes an octal (010 is 8), 0x and 0b prefixes and '_' between digits are
+# read too (0x1F is 31, 1_000 is 1000). Refused unquoted, with what was read.
 TRAPS = ((re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"), "digits joined by ':' as base 60"),
-         (re.compile(r"[-+]?0[0-7_]+"), "a leading 0 as octal"))  # fmt: skip
+         (re.compile(r"[-+]?0[0-7_]+"), "a leading 0 as octal"),
+         (re.compile(r"[-+]?0x[0-9a-fA-F_]+"), "0x as hexadecimal"),
+         (re.compile(r"[-+]?0b[01_]+"), "0b as binary"),
+         (re.compile(r"[-+]?(?:[0-9][0-9_]*_[0-9_]*(?:\.[0-9_]*)?|[0-9]+\.[0-9]*_[0-9_]*)"), "'_' between digits as nothing"))  # fmt: skip
+# Numbers YAML 1.2 reads that YAML 1.1 reads as text: an exponent without a dot (1e3) and a 0o prefix.
+AS_TEXT = ((re.compile(r"[-+]?(?:[0-9]+|[0-9]*\.[0-9]+)[eE][-+]?[0-9]+"), "an exponent only after a dot, 1.0e+3"),
+           (re.compile(r"[-+]?0o[0-7]+"), "no 0o prefix"))  # fmt: skip
+# The tags a safe load makes plain values of; any other (!!python/object, !!binary, !!set, !custom) is refused.
+PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+_RESOLVER = yaml.resolver.Resolver()
+
+
+def _number(text: str):
+    """The number a text says, as YAML 1.2 and Python read it, written plainly (1000, 31, 0.001)."""
+    value = float(text) if re.search(r"[eE.]", text) else int(text.replace("_", ""), 0)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _trap(event) -> str | None:
-    """Why an unquoted scalar is read as another number than it shows (the fix included), or None."""
-    if event.style or not event.implicit[0] or event.tag:
+    """Why an unquoted scalar is read as another value than it shows (the fix included), or None."""
+    if event.tag and event.tag not in PLAIN_TAGS and event.tag != "!":
+        return (f"tag {event.tag.replace('tag:yaml.org,2002:', '!!')} is not read (a config is read with YAML's safe "
+                "loader, which makes no objects); remove the tag and write the value plainly")  # fmt: skip
+    if not isinstance(event, yaml.ScalarEvent) or event.style or not event.implicit[0] or event.tag:
         return None
     for pattern, how in TRAPS:
         if pattern.fullmatch(event.value):
             read = yaml.safe_load(event.value)
             return (f"{event.value} is read as {read} (YAML 1.1 reads {how}); write {read} if that is meant, "
                     f"else the number without it, or quote it ('{event.value}') for text")  # fmt: skip
+    text = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False)) == "tag:yaml.org,2002:str"
+    for pattern, how in AS_TEXT if text else ():
+        if pattern.fullmatch(event.value):
+            return (f"{event.value} is read as the text {event.value!r} (YAML 1.1 reads {how}); write "
+                    f"{_number(event.value)} for the number, or quote it for text")  # fmt: skip
+    return None
+
+
+def _key_trap(event) -> str | None:
+    """Why an unquoted mapping key is not the name it shows (on, no, y, null, ~), or None."""
+    if not isinstance(event, yaml.ScalarEvent) or event.style or event.tag:
+        return None
+    kind = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))
+    if kind in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"):
+        read = yaml.safe_load(event.value)
+        what = "yes/no/on/off/true/false as booleans" if kind.endswith("bool") else "~, null and nothing as null"
+        return (f"key {event.value or '(empty)'} is read as {read} (YAML 1.1 reads {what}), not as a name; quote it "
+                f"('{event.value}')")  # fmt: skip
     return None
 
 
@@ -68,10 +105,14 @@ def _check_events(text: str) -> None:
                 raise _Refused(event.start_mark, f"alias *{event.anchor} is used inside its own anchor "
                                f"&{event.anchor}, a value that contains itself; write the value out without the alias")  # fmt: skip
             count += 0 if key else sizes.get(event.anchor, 0)  # an undefined alias is the YAML error the load names
-        elif isinstance(event, yaml.ScalarEvent):
+        elif isinstance(event, yaml.ScalarEvent) or (event.tag and (why := _trap(event))):
+            if not isinstance(event, yaml.ScalarEvent):
+                raise _Refused(event.start_mark, why)
             count += 0 if key else 1
             if event.anchor:
                 sizes[event.anchor] = 1
+            if key and (why := _key_trap(event)) is not None:
+                raise _Refused(event.start_mark, why)
             if key:
                 here = (event.start_mark.line + 1, event.start_mark.column + 1)
                 first = parent[3].setdefault(event.value, here)
@@ -145,10 +186,15 @@ def load_file(path: Path | str) -> dict:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         what = " ".join(str(getattr(e, "problem", None) or "not valid YAML").split())
+        if "'\\t'" in what:  # PyYAML's words for a tab
+            raise ConfigError(f"{path}: {where}a tab; YAML indents with spaces only: replace the tab by spaces") from None
         raise ConfigError(f"{path}: {where}{what}; fix the YAML syntax there") from None
     except ValueError as e:  # a value Python refuses to make, e.g. an integer of more than 4300 digits
         what = " ".join(re.split(r"[:;]", str(e))[0].split())[:120]  # its first clause: the rest names Python's fix
         raise ConfigError(f"{path}: {what}; give a shorter value") from None
+    if raw is None:
+        raise ConfigError(f"{path}: is empty (nothing but comments or blanks); write the config's keys: recipe, suites, "
+                          "seeds, hardware, baseline")  # fmt: skip
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level is {type(raw).__name__}, not a mapping; start with keys like recipe:")
     return raw

@@ -19,6 +19,7 @@ from hwsweep.plan.config.hardware import _hardware
 from hwsweep.plan.config.limits import _check_run_count, check_document
 from hwsweep.plan.config.metrics import _metrics
 from hwsweep.plan.config.recipe import _base_recipe
+from hwsweep.plan.config.sealing import seal_config
 from hwsweep.plan.config.schema import Validator, _section_defaults, load_schema
 from hwsweep.plan.config.suites import Resolved, _suites
 from hwsweep.plan.config.tracking import _tracking
@@ -28,9 +29,11 @@ from hwsweep.plan.matrix import Matrix
 
 
 def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".") -> Matrix:
-    """Validate `raw` and expand it; raises ConfigError with a one-line message. Relative
+    """Validate `raw` and expand it; raises ConfigError with a one-line message. Its secrets are sealed in place
+    (hwsweep.plan.config.sealing). Relative
     workdirs of commands are taken from `config_dir` (the config file's folder)."""
     schema = schema or load_schema()
+    seal_config(raw)  # in place: nothing read from here on holds a secret of the config
     _validate(raw, schema)
     trainer = _trainer(raw.get("trainer", {}), Path(config_dir), schema)
     recipe = _base_recipe(raw.get("recipe", {}), trainer.kind == "builtin", schema)

@@ -63,7 +63,15 @@ def _fix(err: jsonschema.ValidationError) -> str:
     if v == "type" and isinstance(err.instance, bool) and "enum" in err.schema:  # a bare off, read as false
         v, s = "enum", err.schema["enum"]
     if v == "type":
-        return f"give a value of type {s if isinstance(s, str) else ' or '.join(s)}"
+        wanted = s if isinstance(s, str) else " or ".join(s)
+        value = err.instance
+        if "integer" in wanted and isinstance(value, float) and value.is_integer():
+            return f"write {int(value)}, an integer without a dot or an exponent"
+        if isinstance(value, bool) and "boolean" not in wanted:
+            return f"give a value of type {wanted} (YAML 1.1 reads yes/no/on/off unquoted as booleans: quote the word)"
+        if value is None:
+            return f"give a value of type {wanted} (~, null or nothing is read as null)"
+        return f"give a value of type {wanted}"
     if v == "enum":
         bare = [w for w in s if isinstance(err.instance, bool) and str(w).lower() in YAML_BOOLEANS[err.instance]]
         quote = f' (YAML reads a bare {bare[0]} as {str(err.instance).lower()}: write "{bare[0]}")' if bare else ""
