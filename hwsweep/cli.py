@@ -32,6 +32,7 @@ def show_commands(matrix) -> list[str]:
     environment hwsweep adds (multi-node runs show one node's launcher, its rank and address as SLURM gives them)."""
     import shlex
 
+    from hwsweep.contracts import secrets
     from hwsweep.contracts.spec import SPEC_FILE
     from hwsweep.run import launch, runner
 
@@ -45,9 +46,10 @@ def show_commands(matrix) -> list[str]:
         if spec.trainer.kind == "builtin":
             env, cwd = {"OMP_NUM_THREADS": "1"}, "."
         else:
-            env, cwd = runner.train_environment(spec, path, threads, base={}), runner.train_folder(spec)
+            env, cwd = runner.train_environment(spec, path, threads, base={}, reveal=False), runner.train_folder(spec)
+        argv = [secrets.PLACEHOLDER.sub(secrets.MASK, a) for a in launch.command_line(spec, path, threads, slurm)]
         lines += [f"{run.suite}/{run.variant}/{run.hardware}/seed{run.seed}:",
-                  f"  argv: {shlex.join(launch.command_line(spec, path, threads, slurm))}",
+                  f"  argv: {shlex.join(argv)}",
                   f"  cwd:  {cwd}",
                   f"  env:  {' '.join(_shown(k, v) for k, v in sorted(env.items()))}"]  # fmt: skip
     return lines
@@ -59,7 +61,7 @@ def _shown(name: str, value: str) -> str:
 
     if secrets.redact(f"{name}=x") != f"{name}=x":
         return f"{name}={secrets.MASK}"
-    return f"{name}={shlex.quote(secrets.redact(value))}"
+    return f"{name}={shlex.quote(secrets.redact(secrets.PLACEHOLDER.sub(secrets.MASK, value)))}"
 
 
 def _print_plan(raw: dict, fmt: str, config_dir: Path, executor: str | None = placement.LOCAL,

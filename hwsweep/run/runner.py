@@ -197,11 +197,16 @@ class Stage:
         return finals, curves
 
 
-def _env(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None) -> dict:
+def _env(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None, reveal: bool = True) -> dict:
     plan = spec.plan
     per_process = max(1, threads // plan.devices_per_node)
-    own = {k: render(v) for k, v in spec.trainer.env.items()}  # trainer.env: never one of the variables below
-    return (os.environ if base is None else base) | own | {
+    base = os.environ if base is None else base
+    # trainer.env: never one of the variables below; a sealed secret's value from the job's environment (`reveal`),
+    # else its placeholder (a command shown, not run)
+    own = {k: render(v) for k, v in spec.trainer.env.items()}
+    if reveal:
+        own = dict(zip(own, secrets.unseal(list(own.values()), base)))
+    return base | own | {
         "HWSWEEP_SPEC": str(Path(spec_path).resolve()),
         "HWSWEEP_RUN_DIR": str(Path(spec.run_dir).resolve()),
         "PYTHONUNBUFFERED": "1",  # lines as they happen, for parsing and for the log
@@ -209,9 +214,11 @@ def _env(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None) 
     }
 
 
-def train_environment(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None) -> dict:
-    """The environment the training command gets (`base`: the job's own, default this process's)."""
-    env = _env(spec, spec_path, threads, base)
+def train_environment(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None,
+                      reveal: bool = True) -> dict:  # fmt: skip
+    """The environment the training command gets (`base`: the job's own, default this process's; `reveal`: False
+    to show it, its secrets left sealed)."""
+    env = _env(spec, spec_path, threads, base, reveal)
     return observe.environment(Path(spec.run_dir), spec.trainer, env) if spec.trainer.observe != "off" else env
 
 

@@ -77,7 +77,10 @@ def left_squeue(accounted, tmp_path_factory):
     waited for until squeue has forgotten every job of it: status.csv as a login node sees it then, each run's job
     (from its log) and snakemake's output."""
     folder = tmp_path_factory.mktemp("accounted")
-    cfg = copy.deepcopy(SMALL) | {"seeds": [0], "baseline": "ok", "hardware": {k: v for k, (_, v) in RUNS.items()}}
+    # No evaluation: each job trains alone, its time limit the hardware's runtime (an evaluated run's job also holds
+    # its evaluation's minutes: workflow/rules/allocation.smk).
+    cfg = copy.deepcopy(SMALL) | {"seeds": [0], "baseline": "ok", "hardware": {k: v for k, (_, v) in RUNS.items()},
+                                  "evaluation": "none"}  # fmt: skip
     cfg["recipe"] |= {"checkpoint_every": 10, "schedule": {"steps": 20, "warmup_steps": 2}}
     cfg["suites"]["long"] = {"overrides": {"schedule": {"steps": 10**6, "warmup_steps": 5}}}
     targets = [f"results/{suite}/default/{hw}/seed0/train.json" for hw, (suite, _) in RUNS.items()]
@@ -111,7 +114,7 @@ def test_status_reads_the_jobs_that_left_squeue_from_sacct(left_squeue):
     frame, jobs, err = left_squeue
     assert "Error in rule train" in err and "hardware=crash" in err and "Finished jobid" in err
     assert all(jobs.values()), jobs  # each attempt's log names its job
-    assert frame.loc[("tiny", "ok"), "state"] == "trained" and frame.loc[("tiny", "ok"), "scheduler"] == ""
+    assert frame.loc[("tiny", "ok"), "state"] == "done" and frame.loc[("tiny", "ok"), "scheduler"] == ""
 
     crash = frame.loc[("tiny", "crash")]
     job = jobs["crash"]

@@ -2,6 +2,7 @@
 and torchrun set), shown by --show-commands with secrets masked, and given to the script's processes."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import yaml
 from conftest import script_config
 
 from hwsweep import cli
+from hwsweep.contracts import secrets
 from hwsweep.contracts.spec import canonical_json
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run import runner
@@ -37,9 +39,14 @@ def test_a_variable_hwsweep_sets_or_no_shell_could_name_is_refused_in_one_line(e
 
 def test_the_variables_reach_the_command_and_show_masked_where_secret(tmp_path, capsys, monkeypatch):
     env = {"NEEDS_ENV_FLAG": 1, "WANDB_API_KEY": "s3cr3t", "DATA_URL": "https://user:pw@host/data", "NOTE": "a b"}
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # where resolve puts the sealed secrets, for the jobs
     spec = resolve(config(env)).spec("s", "default", "cpu1", 0)
-    given = runner.train_environment(spec, "spec.json", 1, base={})
+    assert "s3cr3t" not in canonical_json(spec) and "pw@" not in canonical_json(spec)  # sealed in spec.json
+    given = runner.train_environment(spec, "spec.json", 1, base=dict(os.environ))
     assert given["NEEDS_ENV_FLAG"] == "1" and given["WANDB_API_KEY"] == "s3cr3t" and given["NOTE"] == "a b"
+    assert given["DATA_URL"] == "https://user:pw@host/data"
+    with pytest.raises(secrets.SecretMissing, match="HWSWEEP_SECRET_TRAINER_ENV_WANDB_API_KEY is not set"):
+        runner.train_environment(spec, "spec.json", 1, base={})  # a job started without the sealed values
     monkeypatch.chdir(tmp_path)
     (tmp_path / "my.yaml").write_text(yaml.safe_dump(config(env)))
     assert cli.main(["plan", "--configfile", str(tmp_path / "my.yaml"), "--show-commands"]) == 0

@@ -29,6 +29,7 @@ CANARIES = {
     "environment HF_TOKEN": "CANARYenvhf4t",
     "environment AWS_SECRET_ACCESS_KEY": "CANARYenvaws1m",
     "environment MLFLOW_TRACKING_PASSWORD": "CANARYenvmlflow0p",
+    "trainer.env by name": "CANARYtrainerenv3d",
 }
 SCRIPT = """
 import hashlib, json, os, sys
@@ -40,7 +41,7 @@ print("the script got", seen, flush=True)  # a script that echoes its arguments 
 for step in range(1, 6):
     print(f"step {step}: loss {1 / step}", flush=True)
 """
-ENV = ("WANDB_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "MLFLOW_TRACKING_PASSWORD")
+ENV = ("WANDB_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "MLFLOW_TRACKING_PASSWORD", "SERVICE_TOKEN")
 
 
 def _config(folder: Path) -> dict:
@@ -53,7 +54,8 @@ def _config(folder: Path) -> dict:
         },
         "trainer": {"command": ["python", "script.py", "--hf_token", c["trainer.command flag value"],
                                 f"--password={c['trainer.command --k=v']}"],
-                    "workdir": str(folder), "launch": "plain", "args": {"steps": "steps", "seed": "seed"}},
+                    "workdir": str(folder), "launch": "plain", "args": {"steps": "steps", "seed": "seed"},
+                    "env": {"SERVICE_TOKEN": c["trainer.env by name"]}},
         "metrics": {"loss": {"goal": "min", "margin": 0.5}},
         "evaluation": "none",
         "tracking": {"backends": ["mlflow"], "mlflow": {"uri": str(folder / "mlruns")}},
@@ -65,7 +67,7 @@ def _config(folder: Path) -> dict:
 
 
 def _env() -> dict:
-    planted = {name: CANARIES[f"environment {name}"] for name in ENV}
+    planted = {name: CANARIES[f"environment {name}"] for name in ENV[:4]}
     return os.environ | planted | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
 
 
@@ -114,7 +116,8 @@ def test_no_canary_in_any_byte_written_or_printed(swept):
     work, printed = swept
     assert (work / "report.html").stat().st_size > 0 and (work / "results/tiny/default/cpu1b/seed1/train.json").exists()
     assert _leaks(printed) == []
-    assert _every_byte(work) == {"config.yaml": list(CANARIES)[:5]}  # the user's own file, and nothing else
+    # the user's own file, and nothing else
+    assert _every_byte(work) == {"config.yaml": list(CANARIES)[:5] + ["trainer.env by name"]}
     log = (work / "logs/tiny/default/cpu1/seed0/train.log").read_text()
     assert "the script got" in log and "***" in log  # the script's echo reached the log, masked
 
@@ -129,7 +132,8 @@ def test_the_script_received_every_real_value(swept):
                   f"--endpoint=https://bob:{c['recipe.args URI userinfo']}@example.com/x",
                   f"--api_token={c['--config override']}"):  # fmt: skip
         assert digest(given) in seen["argv"], given
-    assert seen["env"] == {name: digest(c[f"environment {name}"]) for name in ENV}
+    planted = {name: c[f"environment {name}"] for name in ENV[:4]} | {"SERVICE_TOKEN": c["trainer.env by name"]}
+    assert seen["env"] == {name: digest(value) for name, value in planted.items()}
     spec = (work / "results/tiny/default/cpu1/seed0/spec.json").read_text()
     assert "@@HWSWEEP_SECRET_RECIPE_ARGS_API_KEY@@" in spec  # what the files hold in its place
 

@@ -1,5 +1,5 @@
 """The config's secrets sealed before anything reads it (hwsweep.contracts.secrets): in recipe.args (the config's
-and each suite's overrides), in trainer.command, trainer.resume.args and evaluation.command. Each is replaced in
+and each suite's overrides), in trainer.command, trainer.resume.args, trainer.env and evaluation.command. Each is replaced in
 place by a placeholder and carried in this process's environment, which snakemake's jobs inherit; the config the
 main process shares with its jobs, spec.json, the records, the plan and the trackers hold the placeholder, and
 only the user's command receives the value (hwsweep.run.runner, hwsweep.run.launch)."""
@@ -24,6 +24,8 @@ def seal_config(raw, environ=None) -> dict:
         _argv(block, "command", f"{section}.command", carried)
         if isinstance(block.get("resume"), dict):
             _argv(block["resume"], "args", f"{section}.resume.args", carried)
+        if section == "trainer":
+            _args(block, "trainer.env", carried, key="env")
     if isinstance(raw.get("recipe"), dict):
         _args(raw["recipe"], "recipe.args", carried)
     for suite, body in (raw.get("suites") or {}).items() if isinstance(raw.get("suites"), dict) else ():
@@ -47,9 +49,10 @@ def _argv(block: dict, key: str, where: str, carried: dict) -> None:
         block[key] = secrets.seal_argv(value, where, carried)
 
 
-def _args(recipe: dict, where: str, carried: dict) -> None:
-    """A recipe's script settings: a value is sealed as a whole under a secret's name, else what it holds."""
-    args = recipe.get("args")
+def _args(recipe: dict, where: str, carried: dict, key: str = "args") -> None:
+    """A recipe's script settings (or trainer.env's variables): a value is sealed as a whole under a secret's
+    name, else what it holds."""
+    args = recipe.get(key)
     if not isinstance(args, dict):
         return
     for name, value in args.items():
