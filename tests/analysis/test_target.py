@@ -103,13 +103,15 @@ def test_censored_runs_make_the_comparison_inconclusive_never_an_average_of_the_
     runs = pd.concat([frame("a", [100, 110, 90], [True] * 3, [10, 11, 9]),
                       frame("b", [100, 120, 130], [True, True, False], [5, 6, 7])])  # fmt: skip
     row = tt.compare(runs, "a", {}).set_index("hardware").loc["b"]
-    assert row.steps_verdict == "inconclusive" and row.note == "inconclusive: 1 of 6 runs did not reach the target"
+    assert row.steps_verdict == "inconclusive" and row.binds == "censoring"
+    assert row.note == ("inconclusive: 1 of 6 runs did not reach the target by step 130: more seeds or evaluations cannot place them; "
+                        "a longer run or an easier target")
     assert math.isnan(row.get("speedup", math.nan)) and row.share_reached == pytest.approx(2 / 3)
     # 3 pairs are too few for the sign test by seed (6 needed): the log-rank test over all 6 runs, which says
     # that 3 and 3 seeds cannot reach p < 0.05 either (and what would)
     assert row.rcp_method == tt.LOGRANK_RCP and row.rcp_smallest_p == pytest.approx(0.1)
     text = words.sentence(row.to_dict() | {"hardware": "b"}, "a")
-    assert "in 2 of 3 runs against 3 of 3 on a" in text and "inconclusive: 1 of 6 runs" in text
+    assert "in 2 of 3 runs against 3 of 3 on a" in text and "1 of 6 runs did not reach the target" in text
     assert ("the log-rank permutation test cannot reach p < 0.05 with 3 and 3 seeds (smallest p 0.1): it needs ≥ 4 "
             "seeds per hardware, or ≥ 6 shared seeds for the sign test by seed") in text
 
@@ -247,8 +249,10 @@ def test_seeds_on_one_coarse_evaluation_are_not_the_same_steps_and_the_note_says
     assert 0 < finest < 25 and row["finest_eval_interval"] == finest
     text = words.sentence(row | {"hardware": "b"}, "a")
     assert "the same" not in text and "p = 0" not in text and "Converges" not in text
-    assert (f"evaluations every 25 steps (33% of the baseline's median 75) are too coarse to show ±10% with 3 pairs: "
-            f"evaluate every ≤ {finest} steps") in text
+    assert row["binds"] == "grid" and 1 <= row["advised_eval_interval"] < 25 and "seeds per hardware" not in row["note"]
+    advised = int(row["advised_eval_interval"])
+    assert (f"evaluations every 25 steps are too coarse for ±10% with 3 pairs: evaluate "
+            f"{'every step' if advised == 1 else f'every ≤ {advised} steps'}") in text
 
 
 def test_identical_repeats_are_inconclusive_with_the_fixed_step_sentence_and_no_flag():
