@@ -42,13 +42,13 @@ def plain(value: float, digits: int = 3, signed: bool = False) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text  # as %g: no trailing zeros
 
 
-def percent(share: float, signed: bool = False) -> str:
+def percent(share: float, signed: bool = False, digits: int = 3) -> str:
     """A share as a percentage at its own precision: 0.005 '0.5%', 0.125 '12.5%', 0.1 '10%', 0.995 '99.5%'; more
     digits where rounding would land on 0 or ±100% and the share is neither (0.9996: '99.96%')."""
     if not finite(share):
         return "n/a"
     v = float(share) * 100
-    for d in range(3, MAX_DIGITS + 1):
+    for d in range(digits, MAX_DIGITS + 1):
         text = plain(v, d, signed)
         shown = abs(float(text.replace(",", "")))
         if not (shown in (0, 100) and abs(v) != shown):
@@ -63,7 +63,7 @@ def change(ratio: float) -> str:
         return "n/a"
     if abs(ratio - 1) < 5e-6:
         return "+0%"
-    return percent(ratio - 1, signed=True)
+    return percent(ratio - 1, signed=True, digits=2)
 
 
 def times(ratio: float, *others: float) -> str:
