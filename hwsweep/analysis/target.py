@@ -16,11 +16,13 @@ Per hardware (`compare`), with the baseline's runs as the reference:
 - steps: TOST on log steps-to-target at ±log(1 + steps_margin), paired by seed when seeds are shared (Welch
   with its smallest df otherwise), holding for every placement of the true steps inside the runs' intervals
   (stats.interval_decide): 'the same' at most 1 - confidence of the time at the margin whatever the grid, never
-  p = 0; where the grid is too coarse for the margin, the note says how often to evaluate (finest_interval).
+  p = 0; where a verdict is undecided, the note is the advice of the constraint that binds (hwsweep.analysis.advice:
+  the grid, the seeds or censoring, with its number; binds, advice, advised_eval_interval, advised_seeds).
   With any censored run no average is formed: "inconclusive: N of M runs did not reach the target";
 - RCP-style check (MLPerf's Reference Convergence Points: the baseline's seeds are the reference distribution):
-  flagged faster or slower when steps differ at the 1 - confidence level: the t-test on log steps (over the
-  intervals as above) when every run reached the target; with censored runs a test valid under censoring: the
+  flagged faster or slower when the steps lie beyond ±steps_margin at the 1 - confidence level, one-sided (the
+  t-test on log steps over the intervals as above) when every run reached the target; a shift inside the margin
+  is no flag but steps_shifted ('equivalent, but shifted', steps_shift_p the two-sided test of no shift); with censored runs a test valid under censoring: the
   exact sign test over the seeds whose order is known from seeds_to_flag shared seeds, else a log-rank
   permutation test over every run (the statistic lifelines gives), which assume both hardware ran the same
   steps and evaluation interval (censoring at the same point); the note says when the seeds cannot reach p <
@@ -40,7 +42,8 @@ import numpy as np
 import pandas as pd
 import scipy  # scipy.stats loads on first use (the Snakefile imports this module through the report)
 
-from hwsweep.analysis import stats
+from hwsweep.analysis import advice, stats
+from hwsweep.analysis.advice import finest_interval
 from hwsweep.analysis.stats import CELL
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.records import KEYS, RunRecord
@@ -51,7 +54,8 @@ MEASURED = "measured step times (startup included, periodic evaluation excluded)
 PRO_RATA = "training time pro rata (step times not measured; periodic evaluation included)"
 # The tests' names as the sentences give them; each holds at the evaluations' resolution (interval_decide).
 PAIRED_STEPS, WELCH_STEPS = "paired TOST on log steps", "Welch TOST on log steps"
-T_RCP = "t-test on log steps at the evaluations' resolution (every run reached the target)"
+T_RCP = ("one-sided t-test on log steps beyond ±steps_margin at the evaluations' resolution (MLPerf's reference "
+         "convergence question; every run reached the target)")  # fmt: skip
 SIGN_RCP, LOGRANK_RCP = "exact sign test by seed (censoring-valid)", "log-rank permutation test (censoring-valid)"
 SAME_STEP = "every run reached the target at one known step: no spread to test from"
 GEOMETRIC_TARGET = "geometric mean of per-seed ratios, t CI on log ratios"
@@ -237,10 +241,6 @@ def seeds_to_flag(alpha: float, paired: bool) -> int:
 # -- per hardware against the baseline ----------------------------------------------------
 
 
-def not_reached(n_missing: int, n: int) -> str:
-    return f"inconclusive: {n_missing} of {n} runs did not reach the target"
-
-
 def cost_ratio(speedup: tuple, price: float, price_base: float, devices: int, devices_base: int) -> list[float]:
     """Cost-to-target ratio (estimate, low, high) from the time speedup and its CI: price and device ratios
     over the speedup, so the cost follows the speedup's own mean."""
@@ -255,8 +255,12 @@ def finite_positive(x) -> bool:
 def steps_box(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Log steps-to-target as intervals: after the evaluation before (at least step 1) and by the one that
     reached the target."""
-    high = frame.steps_to_target.to_numpy(float)
-    return np.log(np.maximum(frame.steps_to_target_low.to_numpy(float), 1)), np.log(np.maximum(high, 1))
+    return tuple(np.log(np.maximum(x, 1)) for x in steps_box_steps(frame))
+
+
+def steps_box_steps(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Steps-to-target as intervals in steps (after the evaluation before, by the one that reached it)."""
+    return frame.steps_to_target_low.to_numpy(float), frame.steps_to_target.to_numpy(float)
 
 
 def time_box(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -264,37 +268,6 @@ def time_box(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     reached the target."""
     return (np.log(frame.time_to_target_low_seconds.to_numpy(float)),
             np.log(frame.time_to_target_seconds.to_numpy(float)))  # fmt: skip
-
-
-def finest_interval(n_a: int, n_b: int, steps: float, margin: float, alpha: float, paired: bool) -> int:
-    """The largest evaluation interval at which these seeds could show steps within ±margin at all: were every
-    run of both hardware to reach the target at the same evaluation (`steps`), the steps TOST says 'the same'
-    up to this interval (0: at none)."""
-
-    def shows(g: int) -> bool:
-        lo, hi = math.log(max(steps - g, 1)), math.log(steps)
-        box = [np.full((1, n), x) for n in (n_a, n_b) for x in (lo, hi)]
-        return stats.interval_decide(*box, math.log1p(margin), alpha, paired)["verdict"][0] == "equivalent"
-
-    low, high = 0, int(steps)  # shows(low) holds (0: vacuously), shows(high) does not: at most one run's steps apart
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if shows(mid) else (low, mid)
-    return low
-
-
-def resolution(r: dict) -> str:
-    """'evaluations every 25 steps (33% of the median 75) are too coarse to show ±10% with 3 seeds: evaluate every
-    <= 7 steps' where the grid, not the spread, keeps the steps from being shown the same; '' elsewhere."""
-    finest, interval = r.get("finest_eval_interval", math.nan), r.get("eval_interval", math.nan)
-    known = finite_positive(interval) and isinstance(finest, (int, float)) and math.isfinite(finest)
-    if not known or finest >= interval:
-        return ""
-    pairs, median = r.get("n_pairs"), r["baseline_steps_to_target_median"]
-    seeds = f"{pairs:.0f} pairs" if pairs else f"{r['n_runs']:.0f} and {r['baseline_n_runs']:.0f} seeds"
-    coarse = (f"evaluations every {interval:.0f} steps ({interval / median:.0%} of the baseline's median "
-              f"{median:.0f}) are too coarse to show ±{r['steps_margin']:.0%} with {seeds}")  # fmt: skip
-    return f"{coarse}: evaluate every ≤ {finest:.0f} steps" if finest >= 1 else f"{coarse}: add seeds"
 
 
 def censored_check(base: pd.DataFrame, sub: pd.DataFrame, shared: list, alpha: float) -> dict:
@@ -344,29 +317,39 @@ def compare_one(base: pd.DataFrame, sub: pd.DataFrame, margin: float, confidence
            "n_pairs": len(shared) if paired else 0, "steps_margin": margin,
            "eval_interval": float(pd.concat([base, sub]).eval_interval.max()),
            } | median(sub) | {f"baseline_{k}": v for k, v in median(base).items()}  # fmt: skip
+    out |= advice.none() | {"speedup_advice": ""}
     if len(b) < 2 or len(s) < 2:
         return out | {"steps_verdict": "inconclusive", "steps_test": "", "rcp_flag": "",
                       "note": "needs >= 2 seeds on both"}  # fmt: skip
     if stats.repeats(s.curve_digest.to_numpy(), b.curve_digest.to_numpy()):
         return out | {"steps_verdict": "inconclusive", "steps_test": "", "rcp_flag": "", "note": stats.REPEATS}
     if missing:
-        return out | {"steps_verdict": "inconclusive", "steps_test": "", "note": not_reached(missing, n)} | \
+        last = float(pd.concat([b, s]).steps_to_target[~pd.concat([b, s]).reached.astype(bool)].max())
+        said = advice.censored(missing, n, last)
+        return out | said | {"steps_verdict": "inconclusive", "steps_test": "", "note": f"inconclusive: {said['advice']}"} | \
             censored_check(base, sub, shared, alpha)  # fmt: skip
     tested = {k: v[0] for k, v in stats.interval_decide(*steps_box(s), *steps_box(b), math.log1p(margin), alpha,
                                                          paired).items()}  # fmt: skip
     if not tested["spread"]:  # every run exactly at one step on both: no spread, nothing to test from
         return out | {"steps_verdict": "inconclusive", "steps_test": "", "rcp_flag": "", "note": SAME_STEP}
     ratio = {k: math.exp(tested[k]) for k in ("difference", "ci_low", "ci_high", "tost_ci_low", "tost_ci_high")}
-    flag = ("slower" if tested["difference"] > 0 else "faster") if tested["p_difference"] < alpha else ""
+    # The RCP-style flag asks MLPerf's question, one-sided: beyond the margin the reference's spread allows. A
+    # shift inside it is 'equivalent, but shifted' (steps_shifted), never a flag beside 'the same'.
+    flag = ("slower" if tested["beyond_above"] else "faster") if tested["p_beyond"] < alpha else ""
     finest = finest_interval(len(s), len(b), float(b.steps_to_target.median()), margin, alpha, paired)
     out |= {"steps_ratio": ratio["difference"], "steps_ci_low": ratio["ci_low"], "steps_ci_high": ratio["ci_high"],
             "steps_tost_ci_low": ratio["tost_ci_low"], "steps_tost_ci_high": ratio["tost_ci_high"],
             "steps_test": PAIRED_STEPS if paired else WELCH_STEPS, "steps_verdict": str(tested["verdict"]),
             "steps_p_tost": tested["p_tost"], "finest_eval_interval": finest, "rcp_method": T_RCP,
-            "rcp_p": tested["p_difference"], "rcp_flag": flag, "note": ""}  # fmt: skip
-    out["note"] = resolution(out) if out["steps_verdict"] == "inconclusive" else ""
+            "rcp_p": tested["p_beyond"], "rcp_flag": flag, "note": "", "steps_shift_p": tested["p_difference"],
+            "steps_shifted": tested["verdict"] == "equivalent" and tested["p_difference"] < alpha}  # fmt: skip
+    if out["steps_verdict"] == "inconclusive":
+        out |= advice.steps(*steps_box_steps(s), *steps_box_steps(b), margin, alpha, paired, out["eval_interval"])
+        out["note"] = out["advice"]
     times = stats.interval_decide(*time_box(b), *time_box(s), math.nan, alpha, paired)
     speed = [math.exp(times[k][0]) for k in ("difference", "ci_low", "ci_high")]
+    mids = [np.exp(sum(time_box(f)) / 2) for f in (b, s)]  # each run's time at the middle of its interval
+    out["speedup_advice"] = advice.speedup(*mids, speed[1], speed[2], alpha, paired)["advice"]
     cost = cost_ratio(speed, sub.price_per_device_hour.iloc[0], base.price_per_device_hour.iloc[0],
                       int(sub.world_size.iloc[0]), int(base.world_size.iloc[0]))  # fmt: skip
     return out | {"speedup": speed[0], "speedup_ci_low": speed[1], "speedup_ci_high": speed[2],

@@ -5,8 +5,10 @@ better, worse) is written only when the whole interval lies on one side of "no d
 otherwise the sentence says "no clear difference" and gives the interval. Headline, tables and
 findings all call it, so a sentence never says more than its interval.
 
-`figures`, `money` and `duration` write numbers for people: enough significant digits that
-different numbers read different, money never in exponent notation, durations in h/min/s."""
+`figures`, `plain`, `percent`, `change`, `money` and `duration` write numbers for people (the one formatting module,
+issue 68): enough significant digits that different numbers read different and a margin reads at its own precision
+(0.005 as ±0.5%, never ±0%), nothing rounded onto a landmark it is not (+99.5% never +100%), numbers read against
+each other in the ratio they have, and never exponent notation (1,590×, not 1.59e+03)."""
 
 from __future__ import annotations
 
@@ -27,11 +29,53 @@ def finite(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def plain(value: float, digits: int = 3, signed: bool = False) -> str:
+    """`value` to `digits` significant digits in positional notation, never exponent notation: '1,590', '0.00031',
+    '12.5'; signed: '+0.39'. Non-finite: 'n/a'."""
+    if not finite(value):
+        return "n/a"
+    rounded = float(f"{float(value):.{digits}g}")  # %g's rounding, then written out: 1.59e+03 as 1,590
+    if rounded == 0:
+        return "+0" if signed else "0"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(rounded))), 0)
+    text = f"{rounded:+,.{decimals}f}" if signed else f"{rounded:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text  # as %g: no trailing zeros
+
+
+def percent(share: float, signed: bool = False, digits: int = 3) -> str:
+    """A share as a percentage at its own precision: 0.005 '0.5%', 0.125 '12.5%', 0.1 '10%', 0.995 '99.5%'; more
+    digits where rounding would land on 0 or ±100% and the share is neither (0.9996: '99.96%')."""
+    if not finite(share):
+        return "n/a"
+    v = float(share) * 100
+    for d in range(digits, MAX_DIGITS + 1):
+        text = plain(v, d, signed)
+        shown = abs(float(text.replace(",", "")))
+        if not (shown in (0, 100) and abs(v) != shown):
+            break
+    return f"{text}%"
+
+
+def change(ratio: float) -> str:
+    """A ratio as a change: '+28%', '-0.3%' (never '-0%'), '+99.5%' and '-99.5%' (never ±100%: double, or
+    nothing at all), '+0%' for a ratio of 1 up to float noise (-4e-14%)."""
+    if not finite(ratio):
+        return "n/a"
+    if abs(ratio - 1) < 5e-6:
+        return "+0%"
+    return percent(ratio - 1, signed=True, digits=2)
+
+
+def times(ratio: float, *others: float) -> str:
+    """A ratio as '1.22×', '1,590×' (never '1.59e+03×'), with digits enough to differ from `others`."""
+    return f"{figures(ratio, *others)[0]}×" if finite(ratio) else "n/a"
+
+
 def figures(*values: float, digits: int = 3, signed: bool = False) -> list[str]:
     """Each value with at least `digits` significant digits and more where two different values
-    would otherwise print the same (1.0004 against 1: '1.0004', '1'); signed: '+0.39'."""
+    would otherwise print the same (1.0004 against 1: '1.0004', '1'); signed: '+0.39'; never exponent notation."""
     for d in range(digits, MAX_DIGITS + 1):
-        text = [f"{v:+.{d}g}" if signed else f"{v:.{d}g}" for v in values]
+        text = [plain(v, d, signed) for v in values]
         if all(a == b or ta != tb for a, ta in zip(values, text) for b, tb in zip(values, text)):
             return text
     return text
@@ -74,8 +118,13 @@ def money(value: float, currency: str = "USD", *others: float) -> str:
     return f"{symbol}{text}" if symbol else f"{text} {currency}"
 
 
-def duration(seconds: float) -> str:
-    """'10 h 2 min', '3 min 5 s', '4.2 s': hours and minutes for what lasts hours, never '3.61e+04 s'."""
+DURATION_TOLERANCE = 0.01  # durations read against each other keep their ratio to within this share
+
+
+def duration(seconds: float, *others: float) -> str:
+    """'10 h 2 min', '3 min 5 s', '4.2 s': hours and minutes for what lasts hours, never '3.61e+04 s'. Under a
+    minute, more decimals where `others` (the durations it is read against) would otherwise read in another ratio
+    than they have: '9.5 s against 11.6 s' for 1.22×, never '9.5 s against 12 s'."""
     if not finite(seconds):
         return "n/a"
     sign, s = ("-" if seconds < 0 else ""), abs(float(seconds))
@@ -85,7 +134,15 @@ def duration(seconds: float) -> str:
     if round(s) >= 60:
         m, r = divmod(round(s), 60)
         return f"{sign}{m} min {r} s" if r else f"{sign}{m} min"
-    return f"{sign}{s:.2g} s" if s < 10 else f"{sign}{s:.0f} s"
+    values = [s] + [abs(float(x)) for x in others if finite(x) and 0 < abs(float(x)) < 60]
+    digits = 2 if s < 10 else 0  # significant digits below 10 s, decimals above
+    for extra in range(MAX_DIGITS):
+        shown = [float(f"{v:.{2 + extra}g}") if v < 10 else round(v, extra) for v in values]
+        if all(b > 0 and abs((a / b) / (v / u) - 1) <= DURATION_TOLERANCE
+               for v, a in zip(values, shown) for u, b in zip(values, shown)):  # fmt: skip
+            break
+    text = plain(s, digits + extra) if s < 10 else f"{s:.{extra}f}"
+    return f"{sign}{text} s"
 
 
 def side(low: float, high: float, reference: float, goal: str = "max") -> str:

@@ -12,6 +12,7 @@ import pandas as pd
 from hwsweep.analysis import variants as versus
 from hwsweep.analysis.stats import BITWISE, seeds_words, shift_words, untestable
 from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money, span
+from hwsweep.analysis.words import change as percent  # the one formatting module (issue 68)
 from hwsweep.contracts.host import LOAD_FACTOR
 
 
@@ -150,19 +151,6 @@ def utilisation(row) -> str:
     return f"MFU {mfu:.2g}" + (f" ({tflops:.2g} TFLOP/s per device)" if finite(tflops) else "")
 
 
-def percent(ratio: float) -> str:
-    """'+28%', '-0.3%' (never '-0%'), '-99.5%' (never '-100%': no device-hours at all)."""
-    v = (ratio - 1) * 100
-    if abs(v) < 0.05:  # rounds to nothing (float noise of an equal ratio: -4e-14%)
-        return "+0%"
-    if abs(v) < 1:
-        return f"{v:+.1g}%"
-    decimals = 0
-    while decimals < 6 and round(v, decimals) == -100 and v != -100:
-        decimals += 1
-    return f"{v:+.{decimals}f}%"
-
-
 def no_interval(row) -> dict:
     """in_words' `why` for a speedup row without an interval (identical repeats, no spread: its speedup_note);
     {} elsewhere."""
@@ -217,7 +205,7 @@ def _means(row, baseline: str) -> str:
     currency = row.get("currency", "USD")
     if not (finite(t) and finite(tb)):
         return ""
-    mine, theirs = f"training {duration(t)}", f"{duration(tb)}"
+    mine, theirs = f"training {duration(t, tb)}", f"{duration(tb, t)}"  # read against each other
     if finite(c) and finite(cb):
         mine, theirs = f"{mine} and {money(c, currency, cb)}", f"{theirs} and {money(cb, currency, c)}"
     return f"Mean per run: {mine} against {theirs} on {baseline}."

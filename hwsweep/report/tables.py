@@ -11,7 +11,7 @@ import pandas as pd
 
 from hwsweep.analysis import stats
 from hwsweep.analysis.variants import FLOPS_TOLERANCE
-from hwsweep.analysis.words import COST, SPEED, amount, devices, duration, finite, in_words, money
+from hwsweep.analysis.words import COST, SPEED, amount, devices, duration, finite, in_words, money, plain
 from hwsweep.report import headline
 
 # Text marks first, so the verdict reads without colour; the colour repeats it.
@@ -74,13 +74,13 @@ def _num(x, digits: int = 3) -> str:
         return ""
     if isinstance(x, (int,)) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e6):
         return f"{int(x)}"
-    return f"{x:.{digits}g}"
+    return plain(x, digits)  # never exponent notation (issue 68)
 
 
 def _interval(low, high, digits: int = 3, scale: float = 1.0) -> str:
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (low, high)):
         return ""
-    return f"[{low * scale:.{digits}g}, {high * scale:.{digits}g}]"
+    return f"[{plain(low * scale, digits)}, {plain(high * scale, digits)}]"
 
 
 def verdict_cell(verdict: str, text: str | None = None) -> str:

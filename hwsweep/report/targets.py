@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from hwsweep.analysis.target import seeds_to_flag, smallest_p
-from hwsweep.analysis.words import COST, SOONER, STEPS, duration, figures, finite, in_words, money
+from hwsweep.analysis.words import COST, SOONER, STEPS, duration, figures, finite, in_words, money, percent, plain, times
 from hwsweep.report.tables import _interval, _num, _td, page, verdict_cell
 
 MAX_TARGET_PANELS = 3  # (metric, variant) rows in the figure
@@ -24,9 +24,12 @@ def target_name(metric: str, value: float) -> str:
 def steps_words(r, confidence: float) -> str:
     """What the steps comparison showed, with the interval it tested: 'the same within ±10% (90% interval
     0.96–1.05×, paired TOST on log steps)', or the difference in words and why it is not shown the same."""
-    within, tost = f"±{r['steps_margin']:.0%}", 1 - 2 * (1 - confidence)
+    within, tost = f"±{percent(r['steps_margin'])}", 1 - 2 * (1 - confidence)
     low, high, _, _ = tost_ends(r)
     tested = f"{tost:.0%} interval {low}–{high}×, {r['steps_test']} at the evaluations' resolution"
+    if r["steps_verdict"] == "equivalent" and r.get("steps_shifted") is True:  # one verdict: never a ⚠ beside it
+        return (f"equivalent, but shifted: {times(r['steps_ratio'], 1.0)} the steps, inside {within} ({tested}; "
+                f"shift p = {plain(r['steps_shift_p'], 2)})")  # fmt: skip
     if r["steps_verdict"] == "equivalent":
         return f"the same within {within} ({tested})"
     said = in_words(STEPS, r["steps_ratio"], r["steps_ci_low"], r["steps_ci_high"], confidence)
@@ -67,8 +70,8 @@ def sentence(r: dict, baseline: str, confidence: float = 0.95) -> str:
             text += f" (mean {duration(mean)}{money_text} to the target)"
     flag = r.get("rcp_flag")
     if isinstance(flag, str) and flag:
-        text += (f". ⚠ **Converges {flag}** than {baseline}'s seeds (RCP-style check: median {median_words(r)} "
-                 f"against {median_words(r, 'baseline_')} steps, p = {r['rcp_p']:.2g}, {r['rcp_method']})")  # fmt: skip
+        text += (f". ⚠ **Converges {flag}** than {baseline}'s seeds allow (RCP-style check: median {median_words(r)} "
+                 f"against {median_words(r, 'baseline_')} steps, p = {plain(r['rcp_p'], 2)}, {r['rcp_method']})")  # fmt: skip
     note = r.get("rcp_note")
     if isinstance(note, str) and note:
         text += f"; the RCP-style check: {note}"
@@ -144,7 +147,7 @@ def page_html(table: pd.DataFrame, confidence: float = 0.95) -> str:
     rows = []
     for r in table.to_dict("records"):
         flag = r.get("rcp_flag") if isinstance(r.get("rcp_flag"), str) else ""
-        p = f" (p = {r['rcp_p']:.2g})" if finite(r.get("rcp_p", math.nan)) else ""
+        p = f" (p = {plain(r['rcp_p'], 2)})" if finite(r.get("rcp_p", math.nan)) else ""
         rows.append([
             _td(r["variant"], "text"), _td(r["hardware"], "text"), _td(target_name(r["metric"], r["target"]), "text"),
             _td(f"{r['n_reached']} of {r['n_runs']}"), _td(median_words(r)),

@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+
 import pytest
 
 from hwsweep.analysis import words
@@ -72,3 +74,27 @@ def test_figures_add_digits_only_where_numbers_would_read_equal():
     assert words.figures(1.5714, 1.21, 2.04) == ["1.57", "1.21", "2.04"]
     assert words.figures(1.0004, 1.0) == ["1.0004", "1"]
     assert words.figures(2.0, 2.0) == ["2", "2"]
+
+
+@pytest.mark.parametrize("call, expected", [
+    (lambda: words.percent(0.005), "0.5%"), (lambda: words.percent(0.125), "12.5%"), (lambda: words.percent(0.1), "10%"),
+    (lambda: words.percent(0.995, signed=True), "+99.5%"), (lambda: words.percent(0.9996), "99.96%"),
+    (lambda: words.percent(0.00004), "0.004%"), (lambda: words.change(1.995), "+99.5%"),
+    (lambda: words.change(0.005), "-99.5%"), (lambda: words.change(0.997), "-0.3%"), (lambda: words.change(1.28), "+28%"),
+    (lambda: words.change(1 - 4e-16), "+0%"), (lambda: words.times(1590.4), "1,590×"),
+    (lambda: words.times(1.0004, 1.0), "1.0004×"), (lambda: words.plain(0.00031), "0.00031"),
+    (lambda: words.plain(1.59e7), "15,900,000"), (lambda: words.plain(-0.0004567, signed=True), "-0.000457"),
+    (lambda: words.duration(9.5, 11.6) + " against " + words.duration(11.6, 9.5), "9.5 s against 11.6 s"),
+    (lambda: words.duration(12.0), "12 s"), (lambda: words.figures(1590.0, 1600.0)[0], "1,590"),
+])  # fmt: skip
+def test_numbers_at_their_own_precision_never_in_exponent_notation(call, expected):
+    assert call() == expected
+
+
+def test_durations_read_against_each_other_keep_their_ratio():
+    """'9.5 s against 12 s' reads 1.26× for 1.22×: over many pairs the printed ratio is within 1% of the true one."""
+    rng = np.random.default_rng(5)
+    for a, b in rng.uniform(0.05, 59, (500, 2)):
+        shown = [float(words.duration(x, y).removesuffix(" s")) for x, y in ((a, b), (b, a))]
+        assert abs(shown[0] / shown[1] / (a / b) - 1) <= words.DURATION_TOLERANCE, (a, b, shown)
+        assert "e" not in words.duration(a, b)

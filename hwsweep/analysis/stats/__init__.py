@@ -27,7 +27,8 @@ from hwsweep.analysis.stats.interval_tost import (  # the private three: tests/a
     interval_decide,
 )
 from hwsweep.analysis.stats.normality import SPREAD_LEVEL, grubbs, spread_check
-from hwsweep.analysis.stats.power_analysis import POWER, SEEDS_CAP, power, seeds_needed, seeds_words, spread_bound
+from hwsweep.analysis.stats.power_analysis import (POWER, SEEDS_CAP, power, seeds_needed, seeds_to_decide,
+                                                    seeds_words, spread_bound)
 from hwsweep.analysis.stats.seed_pairing import pairing, sides
 from hwsweep.analysis.stats.settings import CELL, Settings
 from hwsweep.analysis.stats.speedup_ratio import GEOMETRIC, RATIO_OF_MEANS, speedup_ci
@@ -45,7 +46,7 @@ __all__ = [
     "POWER", "RATIO_OF_MEANS", "REPEATS", "SEEDS_CAP", "SPREAD_LEVEL", "Settings", "WELCH", "_ball_bound",
     "_ball_bound_welch", "_corner_moments", "amdahl_fit", "comparison", "compare", "constant", "curve_band",
     "curve_difference", "decide", "equivalence", "finding", "grubbs", "interval_decide", "known_speedup", "mean_ci",
-    "overall", "paired_stats", "pairing", "power", "repeats", "seed_summary", "seeds_needed", "seeds_words",
+    "overall", "paired_stats", "pairing", "power", "repeats", "seed_summary", "seeds_needed", "seeds_to_decide", "seeds_words",
     "shift_words", "sides", "speedup", "speedup_ci", "spread_bound", "spread_check", "t_half_width", "untestable",
     "welch_stats",
 ]  # fmt: skip

@@ -108,7 +108,9 @@ def interval_decide(a_lo, a_hi, b_lo, b_hi, margin: float, alpha: float, paired:
     """decide() for values known only to their intervals: every statement holds for every placement of the
     true values inside them, so its error rate is at most that of the test on the true values. The intervals
     are the union over the box of the t intervals; a p-value is the largest over the box. Where the standard
-    error is 0 at every corner (no spread and exact values) nothing is tested: p NaN, inconclusive."""
+    error is 0 at every corner (no spread and exact values) nothing is tested: p NaN, inconclusive. p_beyond: the
+    one-sided p that the difference lies beyond the margin on its side (beyond_above: above +margin), the test of
+    an RCP-style flag that a shift inside the margin never raises."""
     um, us, lm, ls, df = interval_moments(a_lo, a_hi, b_lo, b_hi, paired)
     with np.errstate(invalid="ignore"):
         t1, t2 = scipy.stats.t.ppf(1 - alpha, df), scipy.stats.t.ppf(1 - alpha / 2, df)
@@ -118,6 +120,9 @@ def interval_decide(a_lo, a_hi, b_lo, b_hi, margin: float, alpha: float, paired:
     d = mids[0].mean(axis=1) - mids[1].mean(axis=1) if not paired else (mids[0] - mids[1]).mean(axis=1)
     tost = np.minimum(_largest_t(margin - um, us), _largest_t(lm + margin, ls))  # TOST rejects for t below it
     apart = np.maximum(_largest_t(lm, ls), _largest_t(-um, us))  # the CI excludes 0 for t below it
+    # One-sided beyond the margin (MLPerf's reference-convergence question: does it converge slower, or faster,
+    # than the reference's spread allows): the lower bound above +margin, or the upper below -margin.
+    above, below = _largest_t(lm - margin, ls), _largest_t(-um - margin, us)
     nan = np.full(len(d), np.nan)
     p_tost = np.where(spread, scipy.stats.t.sf(tost, df), nan)
     p_diff = np.where(spread, np.minimum(1.0, 2 * scipy.stats.t.sf(apart, df)), nan)
@@ -128,4 +133,6 @@ def interval_decide(a_lo, a_hi, b_lo, b_hi, margin: float, alpha: float, paired:
     return {"difference": d, "df": np.full(len(d), df), "ci_low": ci_low, "ci_high": ci_high,
             "tost_ci_low": np.where(spread, (lm - t1 * ls).min(axis=1), nan),
             "tost_ci_high": np.where(spread, (um + t1 * us).max(axis=1), nan),
-            "p_difference": p_diff, "p_tost": p_tost, "verdict": verdict, "spread": spread}  # fmt: skip
+            "p_difference": p_diff, "p_tost": p_tost, "verdict": verdict, "spread": spread,
+            "p_beyond": np.where(spread, scipy.stats.t.sf(np.maximum(above, below), df), nan),
+            "beyond_above": above >= below}  # fmt: skip

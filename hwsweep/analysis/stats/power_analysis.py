@@ -77,6 +77,31 @@ def seeds_needed(sd: float, margin: float, alpha: float, paired: bool, df: float
     return float(lo)
 
 
+def seeds_to_decide(sd: float, d: float, margin: float, alpha: float, paired: bool, df: float = math.inf,
+                    slack: float = 0.0, target: float = POWER, cap: int = SEEDS_CAP) -> float:
+    """Fewest seeds per hardware that decide a difference observed as `d` either way `target` of the time, were it
+    the true one: inside ±margin, the TOST's one-sided (1 - alpha) bound within it; outside (or margin 0: a
+    direction), the two-sided (1 - alpha) interval beyond it. `slack`: what the evaluation grid's worst case takes
+    off the room (time to target). The spread is planned with at its SPREAD_BOUND upper bound; inf above cap or
+    where the difference lies at the margin."""
+    if not (np.isfinite(sd) and np.isfinite(d)):
+        return math.nan
+    inside = abs(d) < margin
+    room = (margin - abs(d) if inside else abs(d) - margin) - slack
+    if room <= 0:
+        return math.inf
+    if sd == 0:
+        return 2.0
+    sd, k = spread_bound(sd, df), 1.0 if paired else 2.0
+    z = scipy.stats.norm.ppf(target)
+    for n in range(2, cap + 1):
+        dof = n - 1 if paired else 2 * n - 2
+        t = scipy.stats.t.ppf(1 - alpha if inside else 1 - alpha / 2, dof)
+        if (t + z) * sd * math.sqrt(k / n) <= room:
+            return float(n)
+    return math.inf
+
+
 def seeds_words(needed: float) -> str:
     """What seeds_needed promises, in words (the finding's and the headline's)."""
     if needed == math.inf:
