@@ -11,18 +11,11 @@ import socket
 from pathlib import Path
 
 from hwsweep.contracts import failure, host, lease
-from hwsweep.contracts.scheduler import (LIVE, SQUEUE, Job, NoCluster, SchedulerError, accounted_jobs, job_state,
-                                        my_jobs)
+from hwsweep.contracts.scheduler import (LIVE, SQUEUE, Job, NoCluster, SchedulerError, accounted_jobs, job_comment,
+                                        job_state, my_jobs)
 from hwsweep.contracts.spec import SPEC_FILE
 
 STAGE_LOG = {"train": "train.log", "evaluate": "evaluate.log"}
-
-
-def job_comment(rule: str, spec) -> str:
-    """The comment snakemake's slurm executor gives a job of `rule` for this run: rule_<rule>_wildcards_ and the
-    wildcard values in the order of the rule's output path (suite, variant, hardware, seed) joined by _."""
-    values = [spec.suite, spec.variant, spec.hardware_name, str(spec.seed)]
-    return f"rule_{rule}_wildcards_" + "_".join(values).replace("/", "_")
 
 
 class Scheduler:

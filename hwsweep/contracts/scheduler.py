@@ -130,6 +130,13 @@ def parse_sacct(text: str) -> list[Job]:
     return jobs
 
 
+def job_comment(rule: str, spec) -> str:
+    """The comment snakemake's slurm executor gives a job of `rule` for this run: rule_<rule>_wildcards_ and the
+    wildcard values in the order of the rule's output path (suite, variant, hardware, seed) joined by _."""
+    values = [spec.suite, spec.variant, spec.hardware_name, str(spec.seed)]
+    return f"rule_{rule}_wildcards_" + "_".join(values).replace("/", "_")
+
+
 def job_state(job_id: str, timeout: float = TIMEOUT_S) -> str:
     """SLURM's state of one job now (RUNNING, CANCELLED, PREEMPTED, ...); SchedulerError if it cannot be asked."""
     found = re.search(r"\bJobState=(\S+)", run(["scontrol", "show", "job", "-o", job_id], timeout))

@@ -179,6 +179,7 @@ def supervise(cmd: list[str], env: dict, ranks: int, node: str = "0", agent: boo
     def stop(signum, frame):
         name = signal.Signals(signum).name
         signalled.append((name, time.monotonic()))
+        stops.received.append(signum)
         stops.request(notes)
         if not started:
             return
@@ -191,6 +192,7 @@ def supervise(cmd: list[str], env: dict, ranks: int, node: str = "0", agent: boo
         for pid in workers:
             forward_to(pid, signum)
 
+    handlers = {sig: signal.getsignal(sig) for sig in tether.AGENT_IGNORES}
     try:
         for sig in tether.AGENT_IGNORES:
             signal.signal(sig, stop)
@@ -206,6 +208,8 @@ def supervise(cmd: list[str], env: dict, ranks: int, node: str = "0", agent: boo
         phases = stops.startup_phases(notes)
     finally:
         shutil.rmtree(notes, ignore_errors=True)
+        for sig, handler in handlers.items():  # stops.catch()'s, in the launcher: a late signal is still no death
+            signal.signal(sig, handler)
     if step is not None:
         after = f", {time.monotonic() - signalled[0][1]:.1f} s after {signalled[0][0]}" if signalled else ""
         print(f"hwsweep.run.launch [node {node}]: every worker stopped after the checkpoint at step {step}{after}; "
