@@ -8,7 +8,7 @@ for a job the controller has forgotten, where the cluster keeps accounting): pen
 preempted (requeued after its checkpoint, waiting to resume), running (on which nodes), failed (SLURM's state
 and exit code, then the cause from the log) or timeout; the scheduler column says it as SLURM does. Without a
 scheduler, a run whose launcher runs on this node is running. A run whose job or trainer no snakemake waits for
-(its snakemake was killed) says so. It reads only: the next `all` moves a corrupt
+(its snakemake was killed) says so; one its user stopped for good (`hwsweep stop`) is stopped, and who did when. It reads only: the next `all` moves a corrupt
 record aside (hwsweep.analysis.quarantine), not this; the repairs column names what that `all` will set right
 and what earlier ones did; the tracking column, which tracker did not take what a run sent it, as its records
 say. It writes results/partial/ and nothing else."""
@@ -24,13 +24,16 @@ from hwsweep.analysis import quarantine
 from hwsweep.analysis.holders import STAGE_LOG, Scheduler, live_writer, snakemake_waits
 from hwsweep.analysis.aggregate import aggregate, prices_of
 from hwsweep.analysis.validation import DONE, FAILED, MISSING, TRAINED, run_state
-from hwsweep.contracts import failure, host, io, lease
+from hwsweep.contracts import failure, host, io, lease, stopped
 from hwsweep.contracts.scheduler import ACTIVE, ENDED_BADLY, WAITING, Job
 from hwsweep.contracts.spec import EVAL_RECORD, SPEC_FILE, TRAIN_RECORD
 from hwsweep.contracts.tracking import delivery_problem
 
 RUNNING, PENDING, PREEMPTED, TIMEOUT = "running", "pending", "preempted", "timeout"
 EVALUATING = "evaluating"  # trained; its evaluation runs now
+STOPPED = "stopped"  # its user stopped it for good (hwsweep stop): no attempt starts until --undo
+
+
 def _where(job: Job) -> str:
     """The scheduler column: SLURM's view of the job, as SLURM says it."""
     parts = [f"job {job.id} {job.state}"]
@@ -106,6 +109,9 @@ def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler,
             state, problem = EVALUATING, ""
     if state in (FAILED, MISSING) and not where and live_writer(spec, None, launched) is not None:
         state, problem = RUNNING, ""  # no scheduler: its launcher runs on this node, or its lease's holder lives
+    mark = stopped.read(spec.run_dir) if state not in (DONE, TRAINED, EVALUATING) else None  # it stops training
+    if mark is not None:  # whatever SLURM still says of its cancelled job: no attempt of it starts
+        state, problem = STOPPED, f"{mark.said()}; `hwsweep stop --undo {mark.run}` lets it run again"
     if state in (RUNNING, PENDING, PREEMPTED, EVALUATING) and not problem:
         problem = unwaited(spec)
     return {"state": state, "problem": problem, "scheduler": where}

@@ -134,6 +134,24 @@ def parse_sacct(text: str) -> list[Job]:
     return list(jobs.values())
 
 
+def job_comment(rule: str, spec) -> str:
+    """The comment snakemake's slurm executor gives a job of `rule` for this run: rule_<rule>_wildcards_ and the
+    wildcard values in the order of the rule's output path (suite, variant, hardware, seed) joined by _."""
+    values = [spec.suite, spec.variant, spec.hardware_name, str(spec.seed)]
+    return f"rule_{rule}_wildcards_" + "_".join(values).replace("/", "_")
+
+
+def job_comments(stage: str, spec) -> list[str]:
+    """Every comment a job doing this run's `stage` (train or evaluate) may carry: its rule's job, or the run's
+    group job (workflow/rules/allocation.smk: train and evaluate in one allocation; rule_<group>_<its rules>)."""
+    group = f"rule_run_{spec.suite}_{spec.variant}_{spec.hardware_name}_seed{spec.seed}"
+    return [job_comment(stage, spec), f"{group}_evaluate_train", f"{group}_{stage}"]
+
+
+def job_number(job: Job) -> int:
+    return int(job.id) if job.id.isdigit() else -1
+
+
 def job_state(job_id: str, timeout: float = TIMEOUT_S) -> str:
     """SLURM's state of one job now (RUNNING, CANCELLED, PREEMPTED, ...); SchedulerError if it cannot be asked."""
     found = re.search(r"\bJobState=(\S+)", run(["scontrol", "show", "job", "-o", job_id], timeout))

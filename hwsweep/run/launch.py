@@ -12,10 +12,18 @@ processes per node) comes from the RunSpec's plan, never from the command line.
 A stop signal (SIGTERM: preemption, the time limit; SIGUSR2) reaches each worker exactly once: in a SLURM job
 step SLURM signals every process of the step itself, elsewhere this launcher passes it to the workers;
 torchrun's agent ignores it (it would otherwise stop on it, signal the workers a second time and exit 1).
-Workers that stop after their checkpoint say so (hwsweep.run.preempt) and this launcher exits 75.
+Workers that stop after their checkpoint say so (hwsweep.run.preempt) and this launcher exits 75. So it does after a
+stop signal at any other moment (hwsweep.run.stops): before it starts torchrun, while the agent starts, while the
+workers start (each stops at its next phase, the ones started later at their first, and once one did, the rest,
+which may wait for it in a collective, are ended after STARTUP_GRACE seconds), or when they ended otherwise.
 """
 
 from __future__ import annotations
+
+from hwsweep.run import stops
+
+if __name__ == "__main__":  # before the imports below: a stop from the first moment is a preemption
+    stops.catch()
 
 import argparse
 import importlib.metadata
@@ -44,6 +52,9 @@ RENDEZVOUS_TIMEOUT = 120
 # stops it and its workers). An older agent stops on SIGTERM itself and exits 1; the exit is still 75 when
 # every worker stopped after its checkpoint, but the workers get the signal twice.
 AGENT_SIGNALS = ["--signals-to-handle", "SIGQUIT"]
+# Once a worker stopped during start-up, the seconds its peers get to stop too before the agent and they are
+# killed: a peer past that phase waits in a collective for the stopped one; none of them can checkpoint without it.
+STARTUP_GRACE = 5.0
 
 
 def agent_takes_signal_list() -> bool:
@@ -151,22 +162,27 @@ def forward_to(pid: int, signum: int) -> None:
         pass
 
 
-def supervise(cmd: list[str], env: dict, ranks: int, node: str = "0", agent: bool = True) -> int:
+def supervise(cmd: list[str], env: dict, ranks: int, node: str = "0", agent: bool = True,
+              run_dir: Path | None = None) -> int:  # fmt: skip
     """Run torchrun's agent (its `ranks` workers on this node; `agent` False: a command that is its only
     worker) as a tethered child in its own process group and wait for it. A stop signal reaches the workers
     once: SLURM signals every process of a job step, so in one this launcher only notes it; elsewhere it passes
-    it to the workers (the agent's children), never to the agent. If this launcher is killed outright, or
-    snakemake is, the agent and then its workers die too. Returns 75 when every worker stopped after its
-    checkpoint, else the child's exit code."""
-    started = []  # the agent, once started; a signal before that only stops this launcher from starting it
-    signalled = []  # (name, time) of the first stop signal
+    it to the workers (the agent's children), never to the agent; either way it leaves the request for workers
+    not started yet (hwsweep.run.stops). If this launcher is killed outright, or snakemake is, the agent and then
+    its workers die too. Returns 75 when every worker stopped after its checkpoint, or after a stop signal
+    unless the run ended well all the same; else the child's exit code. `run_dir`: where the checkpoints are."""
+    started = []  # the agent, once started
+    signalled = [(signal.Signals(s).name, time.monotonic()) for s in stops.received[:1]]  # the first stop signal
     in_step = "SLURM_STEP_ID" in env
+    notes = tempfile.mkdtemp(prefix="hwsweep-stopped-")
 
     def stop(signum, frame):
-        if not started:
-            sys.exit(128 + signum)
         name = signal.Signals(signum).name
         signalled.append((name, time.monotonic()))
+        stops.received.append(signum)
+        stops.request(notes)
+        if not started:
+            return
         if in_step:
             print(f"hwsweep.run.launch [node {node}]: {name}: SLURM gave it to every process of the job step; the "
                   "workers checkpoint and stop", flush=True)  # fmt: skip
@@ -176,24 +192,61 @@ def supervise(cmd: list[str], env: dict, ranks: int, node: str = "0", agent: boo
         for pid in workers:
             forward_to(pid, signum)
 
-    notes = tempfile.mkdtemp(prefix="hwsweep-stopped-")
+    handlers = {sig: signal.getsignal(sig) for sig in tether.AGENT_IGNORES}
     try:
         for sig in tether.AGENT_IGNORES:
             signal.signal(sig, stop)
-        child = subprocess.Popen(secrets.unseal(cmd, env), env=env | {preempt.STOPPED_DIR: notes}, process_group=0,
+        stops.hold("launcher")  # tests: a stop before the agent starts
+        if signalled:
+            return stopped_in_startup(node, signalled[0][0], [], run_dir)
+        child = subprocess.Popen(secrets.unseal(cmd, env), env=env | {stops.STOPPED_DIR: notes}, process_group=0,
                                  preexec_fn=tether.agent_preexec() if agent else tether.preexec())  # fmt: skip
         started.append(child)
         tether.stop_when_workflow_ends(child, signal.SIGKILL)
-        code = child.wait()
+        code = wait_ending_startup(child, notes)
         step = preempt.stopped_step(notes, ranks)
+        phases = stops.startup_phases(notes)
     finally:
         shutil.rmtree(notes, ignore_errors=True)
+        for sig, handler in handlers.items():  # stops.catch()'s, in the launcher: a late signal is still no death
+            signal.signal(sig, handler)
     if step is not None:
         after = f", {time.monotonic() - signalled[0][1]:.1f} s after {signalled[0][0]}" if signalled else ""
         print(f"hwsweep.run.launch [node {node}]: every worker stopped after the checkpoint at step {step}{after}; "
               f"exit {preempt.EXIT_PREEMPTED}", flush=True)  # fmt: skip
         return preempt.EXIT_PREEMPTED
+    if phases or (signalled and code != 0):  # the agent or a worker ended by the stop in its own way (exit 1, 143)
+        return stopped_in_startup(node, signalled[0][0] if signalled else "a stop signal", phases, run_dir, code)
     return 128 - code if code < 0 else code
+
+
+def wait_ending_startup(child: subprocess.Popen, notes: str) -> int:
+    """Wait for `child`; once a worker stopped during start-up, give its peers STARTUP_GRACE seconds to stop too,
+    then kill the agent's process group (its workers die with it): its exit code."""
+    noted = None
+    while True:
+        try:
+            return child.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
+        if noted is None and stops.startup_phases(notes):
+            noted = time.monotonic()
+        if noted is not None and time.monotonic() - noted > STARTUP_GRACE:
+            forward_to(-child.pid, signal.SIGKILL)  # its process group
+            return child.wait()
+
+
+def stopped_in_startup(node: str, why: str, phases: list[str], run_dir: Path | None, code: int | None = None) -> int:
+    """One line for an attempt stopped before any worker's checkpoint, and its exit code (75)."""
+    newest = preempt.newest_checkpoint(run_dir) if run_dir is not None else -1
+    where = f"during start-up ({', '.join(sorted(set(phases)))})" if phases else "before the workers' checkpoint"
+    ended = ""
+    if code:  # the agent or a worker ended by the stop in its own way
+        ended = f" (torchrun's agent or its worker ended {f'by signal {-code}' if code < 0 else f'with exit {code}'})"
+    resume = f"resumes from the checkpoint at step {newest}" if newest >= 0 else "starts over (no checkpoint yet)"
+    print(f"hwsweep.run.launch [node {node}]: stopped by {why} {where}{ended}; no checkpoint written this time, the "
+          f"next attempt {resume}; exit {preempt.EXIT_PREEMPTED}", flush=True)  # fmt: skip
+    return preempt.EXIT_PREEMPTED
 
 
 def main(argv=None) -> int:
@@ -240,7 +293,7 @@ def main(argv=None) -> int:
             return runner.train(spec, args.spec, cmd, args.threads)  # the first node watches and records the run
         # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
         ranks = spec.plan.devices_per_node if agent else 1
-        return supervise(cmd, os.environ | {"OMP_NUM_THREADS": "1"}, ranks, node, agent)
+        return supervise(cmd, os.environ | {"OMP_NUM_THREADS": "1"}, ranks, node, agent, Path(spec.run_dir))
     finally:
         if logs:
             shutil.rmtree(logs, ignore_errors=True)

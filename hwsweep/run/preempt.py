@@ -10,14 +10,24 @@ scheduler, and each attempt of a train job in the run's log.
   with one line and exit EXIT_HELD), keeps each attempt's output in a file of its own (train.1.log, train.2.log,
   ...; train.log is the newest attempt's, whatever order attempts end in), headed by a marker line (attempt
   number, SLURM job, host, spec, time), and, in a SLURM job, answers a COMMAND that
-  exits 75 after writing a newer checkpoint with `scontrol requeue $SLURM_JOB_ID`:
-  the same job waits in the queue and resumes from that checkpoint, the slurm executor keeps polling the same
-  job id, and no snakemake retry is spent. A stop without a newer checkpoint, or outside SLURM, exits 75
-  (a failure to snakemake), so a run that cannot progress does not requeue forever.
+  exits 75 with `scontrol requeue $SLURM_JOB_ID`: the same job waits in the queue and resumes from the newest
+  checkpoint (or starts over where there is none), the slurm executor keeps polling the same job id, and no
+  snakemake retry is spent. A stop signal at any moment of the attempt is such a stop (hwsweep.run.stops): this
+  wrapper catches it from its first moment, and an attempt it saw signalled that ended otherwise than 0 is one.
+  A stop without a newer checkpoint requeues too, but at most MAX_IDLE_REQUEUES times in a row (counted from
+  the attempt logs), so a run that cannot progress does not requeue forever; then, and outside SLURM, it
+  exits 75 (a failure to snakemake, which spends a retry).
+- A run its user stopped for good (`hwsweep stop`, hwsweep.contracts.stopped) is refused at once, in one line,
+  with EXIT_STOPPED: snakemake fails the job (and each retry) quickly.
 Torch-free: it runs before and around torchrun.
 """
 
 from __future__ import annotations
+
+from hwsweep.run import stops
+
+if __name__ == "__main__":  # before the imports below: a stop from the first moment is a preemption
+    stops.catch()
 
 import argparse
 import os
@@ -30,15 +40,17 @@ import sys
 import time
 from pathlib import Path
 
-from hwsweep.contracts import lease, scheduler
+from hwsweep.contracts import lease, scheduler, stopped
 from hwsweep.contracts.failure import ATTEMPT, attempt_line
 from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, RunSpec, sha256
 
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after writing a checkpoint; rerun to resume
+from hwsweep.run.stops import EXIT_PREEMPTED, STOP_SIGNALS, STOPPED_DIR  # noqa: F401 - their old home
+
 EXIT_HELD = 73  # EX_CANTCREAT: another live writer (a job, a process) holds the run's folder; nothing was started
-STOPPED_DIR = "HWSWEEP_STOPPED_DIR"  # the environment variable naming the launcher's folder for the stop notes
+EXIT_STOPPED = stopped.EXIT_STOPPED  # the run is stopped for good (hwsweep stop): not an attempt
 SPEC_SHORT = 12  # hex digits of the spec's sha256 a marker shows: attempts of another spec start a new log
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+MAX_IDLE_REQUEUES = 10  # requeues in a row of attempts stopped without a newer checkpoint
+IDLE_REQUEUE = "requeue without progress"  # what the log of such an attempt says
 
 
 # -- the workers and the launcher ------------------------------------------------------------------------------
@@ -162,20 +174,21 @@ class AttemptLog:
         self.sync()
 
 
-def requeue(job: str, log: AttemptLog, where: str) -> bool:
+def requeue(job: str, log: AttemptLog, why: str, idle: bool = False) -> bool:
     """Ask SLURM to put this job back in the queue (it keeps its id; SLURM ends this attempt); whether it
     accepted. Only a job that still runs: the signal came from --signal or `scancel --signal`; a job being
     cancelled (`scancel`) stays cancelled, and one SLURM preempts it requeues (or cancels) itself. A refusal
-    (a site's JobRequeue=0 with --no-requeue, a controller that does not answer) is said in the log."""
+    (a site's JobRequeue=0 with --no-requeue, a controller that does not answer) is said in the log. `why`: the
+    stop, as the log says it before the requeue; `idle`: the stop wrote no newer checkpoint (IDLE_REQUEUE)."""
     try:
         state = scheduler.job_state(job)
     except scheduler.SchedulerError as e:
         log.say(f"not requeued: {e}")
         return False
     if state != "RUNNING":
-        log.say(f"stopped after {where}; SLURM job {job} is {state}: not requeued (SLURM ends or requeues it)")
+        log.say(f"{why}; SLURM job {job} is {state}: not requeued (SLURM ends or requeues it)")
         return False
-    log.say(f"stopped after {where}; requeueing SLURM job {job} (scontrol requeue): it resumes from there and "
+    log.say(f"{why}; requeueing SLURM job {job} (scontrol requeue{', a ' + IDLE_REQUEUE if idle else ''}): it "
             "spends no retry")  # fmt: skip
     try:
         proc = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
@@ -187,14 +200,33 @@ def requeue(job: str, log: AttemptLog, where: str) -> bool:
     return proc.returncode == 0
 
 
+def idle_streak(log: Path, attempt: int) -> int:
+    """How many attempts right before `attempt` were requeued without a newer checkpoint, in a row."""
+    streak = 0
+    for number in range(attempt - 1, 0, -1):
+        try:
+            text = attempt_log(log, number).read_text(errors="replace")
+        except OSError:
+            break
+        if IDLE_REQUEUE not in text:
+            break
+        streak += 1
+    return streak
+
+
 def run_attempt(spec_path: str, log: Path, command: list[str], env: dict | None = None,
                 wait_for_end: float = 600) -> int:  # fmt: skip
-    """One attempt of a train job: COMMAND with its output in the attempt's log; its exit code. A checkpointed
-    stop (75) in a SLURM job that wrote a newer checkpoint requeues the job instead, then waits for SLURM to
-    end this attempt (at most `wait_for_end` seconds, then 75). A stop signal for this process is left to
-    COMMAND, which gets it too (SLURM signals the whole job; locally it shares this process group), and
-    this attempt ends when COMMAND does."""
+    """One attempt of a train job: COMMAND with its output in the attempt's log; its exit code. A stop (75, or any
+    end but 0 after a stop signal here) in a SLURM job requeues the job instead (after a newer checkpoint; without
+    one, MAX_IDLE_REQUEUES times in a row at most), then waits for SLURM to end this attempt (at most
+    `wait_for_end` seconds, then 75). A stop signal for this process is only noted: COMMAND gets it too (SLURM
+    signals the whole job step; locally it shares this process group), and this attempt ends when COMMAND does.
+    A run stopped for good (hwsweep stop) is refused in one line with EXIT_STOPPED."""
     env = dict(os.environ if env is None else env)
+    mark = stopped.read(Path(spec_path).parent)
+    if mark is not None:
+        print(f"hwsweep: {mark.refusal()}", file=sys.stderr, flush=True)
+        return EXIT_STOPPED
     spec_hash = sha256(Path(spec_path).read_text())[:SPEC_SHORT]
     job = env.get("SLURM_JOB_ID")
     try:
@@ -207,12 +239,21 @@ def run_attempt(spec_path: str, log: Path, command: list[str], env: dict | None 
 
 def _attempt(spec_path: str, log: Path, command: list[str], env: dict, spec_hash: str, job: str | None,
              wait_for_end: float) -> int:  # fmt: skip
-    out = AttemptLog(attempt_log(log, _begin(log, spec_hash, job)), log)
+    number = _begin(log, spec_hash, job)
+    out = AttemptLog(attempt_log(log, number), log)
     before = progress(spec_path)
-    handlers = {s: signal.signal(s, lambda signum, frame: None) for s in STOP_SIGNALS}  # default again in COMMAND
+    handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    stops.catch()  # default again in COMMAND (exec resets caught signals)
     try:
-        with open(out.own, "ab") as f:
-            code = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+        if stops.received:
+            out.say(f"stopped by {stops.names()} before the attempt started")
+            code = EXIT_PREEMPTED
+        else:
+            with open(out.own, "ab") as f:
+                code = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+        if stops.received and code not in (0, EXIT_PREEMPTED):
+            out.say(f"stopped by {stops.names()}; the attempt ended with exit {code}: a stop, exit {EXIT_PREEMPTED}")
+            code = EXIT_PREEMPTED
     finally:
         for s, h in handlers.items():
             signal.signal(s, h)
@@ -220,11 +261,18 @@ def _attempt(spec_path: str, log: Path, command: list[str], env: dict, spec_hash
     if code != EXIT_PREEMPTED or not job:
         return code
     after = progress(spec_path)
-    if not any(a > b for a, b in zip(after, before)):
-        out.say(f"stopped without a newer checkpoint (newest: step {after[0]}); not requeued: exit {code}")
-        return code
-    where = f"the checkpoint at step {after[0]}" if after[0] > before[0] else "its resume file"
-    if not requeue(job, out, where):
+    moved = any(a > b for a, b in zip(after, before))
+    if moved:
+        why = f"stopped after {f'the checkpoint at step {after[0]}' if after[0] > before[0] else 'its resume file'}"
+    else:
+        streak = idle_streak(log, number)
+        resume = f"it resumes from step {after[0]}" if after[0] >= 0 else "it starts over (no checkpoint yet)"
+        if streak >= MAX_IDLE_REQUEUES:
+            out.say(f"stopped without a newer checkpoint again; not requeued: the {streak} attempts before this one "
+                    f"were requeued without one (at most {MAX_IDLE_REQUEUES} in a row); exit {code}")  # fmt: skip
+            return code
+        why = f"stopped without a newer checkpoint ({streak + 1} in a row, at most {MAX_IDLE_REQUEUES}): {resume}"
+    if not requeue(job, out, why, idle=not moved):
         return code
     # SLURM now ends this attempt (SIGTERM to the batch script) and starts the job again: returning first
     # would let the job's snakemake report a missing output.

@@ -18,8 +18,8 @@ then each worker is forked from it and runs the module as `__main__`, as `python
 module's top level, run in the agent too, only imports and defines (its work is under `if __name__ ==
 "__main__"`, as in hwsweep.run.train), and touches no device: a CUDA context does not survive a fork. Where the
 imports loaded the CUDA driver all the same, each worker is started anew. A forked worker is what `python -m
-hwsweep.run.tether` makes of a started one: it dies with the agent (SIGKILL) and handles the stop signals the
-agent ignores; it is named hwsweep.run.tether.WORKER_NAME and its local rank (its command line is the agent's),
+hwsweep.run.tether` makes of a started one: it dies with the agent (SIGKILL) and catches the stop signals the
+agent ignores from its first moment (hwsweep.run.stops); it is named hwsweep.run.tether.WORKER_NAME and its local rank (its command line is the agent's),
 and its startup counts from the agent's start (hwsweep.run.startup.began_with).
 """
 
@@ -36,7 +36,7 @@ import traceback
 import warnings
 import uuid
 
-from hwsweep.run import startup, tether
+from hwsweep.run import startup, stops, tether
 
 held = startup.hold_collection(__name__)
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
@@ -54,6 +54,7 @@ def forked_worker(*argv: str) -> None:
         handler = signal.getsignal(sig)
         if sig in tether.AGENT_IGNORES or (callable(handler) and handler is not signal.default_int_handler):
             signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    stops.catch()  # but a stop signal, from now on a preemption at any phase (one before: the launcher's request)
     sys.stdout, sys.stderr = (io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), stream.encoding, stream.errors,
                                                write_through=True)  # python -u: nothing held back
                               for fd, stream in ((1, sys.stdout), (2, sys.stderr)))  # fmt: skip
@@ -123,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.standalone:  # what torchrun's --standalone means: a rendezvous on this host, on a free port
         args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
     config, _, worker_argv = config_from_args(args)
+    stops.hold("agent")  # tests: a stop while the agent starts (its workers stop at their first phase)
     elastic_launch(config=config, entrypoint=forked_worker)(*worker_argv)
 
 

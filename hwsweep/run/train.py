@@ -9,8 +9,11 @@ checkpoints, the final checkpoint, metrics.jsonl and train.json (the RunRecord).
 import argparse
 import math
 
-from hwsweep.run import startup
+from hwsweep.run import startup, stops
 
+if __name__ == "__main__":  # a worker started anew: a stop from here on is a preemption (a forked one: torchrun's)
+    stops.catch()
+    stops.check("start")
 COLLECTION_HELD = startup.hold_collection(__name__)  # until runtime.init returns (torch, TorchDynamo where due)
 
 import torch  # noqa: E402

@@ -178,6 +178,7 @@ PREEMPTIONS = int(os.environ.get("HWSWEEP_SLURM_PREEMPTIONS", "3"))
 SIGNALS_HARDWARE = {
     "c1": HARDWARE["cpu1"],  # preempted again and again
     "c1b": HARDWARE["cpu1"] | {"partition": "gpu-l40s"},  # the same run, never interrupted: the reference
+    "c1s": HARDWARE["cpu1"] | {"partition": "gpu-l40s"},  # signalled STARTUP_STOPS seconds into successive attempts
     "c1t": HARDWARE["cpu1"] | {"partition": "gpu-rtx"},  # signalled ahead of its time limit (suite long)
     # CUDA asked for on a node without it: fails. Pending first: the test holds l40s-1's GPUs.
     "l40s": {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": "L40S-48GB", "gres": "gpu:l40s:1",
@@ -186,7 +187,7 @@ SIGNALS_HARDWARE = {
     "n2": {"accelerator": "cpu", "nodes": 2, "devices_per_node": 1, "partition": "gpu-h100", "cpus_per_task": 1,
            "mem_mb": 1000, "runtime": 10},
 }  # fmt: skip
-SIGNALS_RUNS = [("tiny", "c1"), ("tiny", "c1b"), ("tiny", "l40s"), ("long", "c1t"), ("tiny", "n2")]
+SIGNALS_RUNS = [("tiny", "c1"), ("tiny", "c1b"), ("tiny", "c1s"), ("tiny", "l40s"), ("long", "c1t"), ("tiny", "n2")]
 
 
 @dataclass
@@ -195,6 +196,7 @@ class Signals:
     code: int = 0
     err: str = ""
     stop_seconds: list[float] = field(default_factory=list)  # from scancel to the job waiting in the queue again
+    startup_stops: list[tuple] = field(default_factory=list)  # (seconds into the attempt, to the requeue) of c1s
     time_limit: dict = field(default_factory=dict)
     statuses: dict = field(default_factory=dict)  # moment -> (status.csv by suite and hardware, snakemake's output)
     untouched: tuple = ()  # the run files before and after a status
@@ -236,6 +238,25 @@ def preempt(folder: Path, env: dict, result: Signals, hardware: str = "c1", time
             subprocess.run(["scontrol", "hold", job["id"]], env=env, check=True)
             result.status("preempted", env)
             subprocess.run(["scontrol", "release", job["id"]], env=env, check=True)
+
+
+STARTUP_STOPS = (1, 2, 5, 10)  # seconds into successive attempts of one run (issue 65): start-up, mostly
+
+
+def startup_stops(folder: Path, env: dict, result: Signals, hardware: str = "c1s") -> None:
+    """scancel --signal=TERM to the run's train job STARTUP_STOPS seconds after each attempt began (its attempt log
+    appeared): each time the same job is back in the queue, one restart more, whatever phase the signal met."""
+    logs = folder / f"logs/tiny/default/{hardware}/seed0"
+    for n, delay in enumerate(STARTUP_STOPS):
+        attempt = logs / f"train.{n + 1}.log"
+        job = wait_for(f"{hardware}'s attempt {n + 1}", lambda: attempt.is_file()
+                       and train_job(folder, "tiny", hardware, env), timeout=300)  # fmt: skip
+        began = time.monotonic()
+        time.sleep(delay)
+        subprocess.run(["scancel", "--signal=TERM", job["id"]], env=env, check=True)
+        waiting = wait_for("the requeue", lambda: train_job(folder, "tiny", hardware, env, WAITING), timeout=120)
+        result.startup_stops.append((delay, time.monotonic() - began))
+        assert waiting["id"] == job["id"] and int(waiting["restarts"]) == n + 1, (delay, waiting)
 
 
 def pending_then_time_limit(folder: Path, env: dict, result: Signals, held: str) -> None:
@@ -292,7 +313,8 @@ def signals(slurm, matrix, tmp_path_factory) -> Signals:
                 failures.append(e)
 
         others = [threading.Thread(target=beside, args=(pending_then_time_limit, held)),
-                  threading.Thread(target=beside, args=(preempt, "n2", 1))]  # fmt: skip
+                  threading.Thread(target=beside, args=(preempt, "n2", 1)),
+                  threading.Thread(target=beside, args=(startup_stops,))]  # fmt: skip
         for other in others:
             other.start()
         preempt(folder, slurm, result)
@@ -337,6 +359,25 @@ def test_a_run_preempted_again_and_again_requeues_itself_and_finishes_bitwise_wi
     # Seconds from the signal to the job back in the queue (the old path waited 30-60 s for torchrun's agent).
     assert max(signals.stop_seconds) < 30, signals.stop_seconds
     (job,) = {j["id"] for j in jobs_of(folder, slurm) if j["comment"] in train_comments("tiny", "c1")}  # requeued
+    assert scontrol_job(job, slurm)["JobState"] == "COMPLETED"
+
+
+def test_a_signal_at_1_2_5_and_10_s_into_successive_attempts_requeues_each_and_finishes_bitwise(signals, slurm):
+    """Issue 65: a stop during start-up (imports, rendezvous, data, model) is a preemption like one in the loop: exit
+    75 and a requeue of the same job, no retry spent (--retries 0), the next attempt resuming from the newest
+    checkpoint or starting over; never exit 143. The run ends with its uninterrupted twin's weights."""
+    folder = signals.folder
+    assert [d for d, _ in signals.startup_stops] == list(STARTUP_STOPS), signals.startup_stops
+    cut, whole = record(folder, "c1s"), record(folder, "c1b")
+    assert cut["curves"] == whole["curves"], signals.err[-3000:]
+    assert final_weights_equal(folder / "results/tiny/default/c1s/seed0", folder / "results/tiny/default/c1b/seed0")
+    logs = folder / "logs/tiny/default/c1s/seed0"
+    texts = [(logs / f"train.{n}.log").read_text() for n in range(1, len(STARTUP_STOPS) + 2)]
+    for text in texts[:-1]:
+        assert "requeueing SLURM job" in text and "exit code 143" not in text, text[-3000:]
+        assert "stopped by SIGTERM" in text or "(signals received: SIGTERM)" in text, text[-3000:]  # who said it
+    assert "stop requested; checkpoint at step" not in texts[0], texts[0][-3000:]  # 1 s in: not yet in the loop
+    (job,) = {j["id"] for j in jobs_of(folder, slurm) if j["comment"].endswith("_c1s_0")}  # one job, requeued
     assert scontrol_job(job, slurm)["JobState"] == "COMPLETED"
 
 

@@ -15,7 +15,7 @@ from conftest import BIN, SMALL
 
 from hwsweep.contracts import failure, io
 from hwsweep.plan.config import resolve
-from hwsweep.run import preempt, runner
+from hwsweep.run import preempt, runner, stops
 
 
 def spec_file(tmp_path: Path, seed: int = 0, resume_when: str | None = None) -> Path:
@@ -75,7 +75,9 @@ def test_each_attempt_keeps_its_own_log_and_train_log_is_the_newest(tmp_path, mo
     assert not preempt.attempt_log(log, 2).exists()
 
 
-def test_a_checkpointed_stop_in_a_slurm_job_requeues_it_only_after_progress(tmp_path, scontrol):
+def test_a_stop_in_a_slurm_job_requeues_it_and_without_progress_only_so_many_times_in_a_row(tmp_path, scontrol,
+                                                                                           monkeypatch):  # fmt: skip
+    monkeypatch.setattr(preempt, "MAX_IDLE_REQUEUES", 2)
     spec, log = spec_file(tmp_path), tmp_path / "logs/train.log"
     env = os.environ | {"SLURM_JOB_ID": "4242"}
     # Progress (a checkpoint newer than any before): requeued in place, then it waits for SLURM to end it.
@@ -84,20 +86,54 @@ def test_a_checkpointed_stop_in_a_slurm_job_requeues_it_only_after_progress(tmp_
     assert code == 75  # SLURM did not end this attempt (the stand-in requeues nothing): the exit says so
     text = log.read_text()
     assert "attempt 1 (SLURM job 4242, host " in text and "requeueing SLURM job 4242" in text
-    assert "SLURM did not end the requeued job" in text
+    assert "SLURM did not end the requeued job" in text and preempt.IDLE_REQUEUE not in text
 
-    # No newer checkpoint: not requeued (a run that cannot progress would requeue forever); exit 75.
+    # No newer checkpoint (a stop during start-up): requeued all the same, MAX_IDLE_REQUEUES times in a row.
+    for n in (1, 2):
+        scontrol.unlink()
+        assert preempt.run_attempt(str(spec), log, attempt_command(75, checkpoint=20), env, wait_for_end=0.1) == 75
+        assert scontrol.read_text().splitlines()[-1] == "requeue 4242"
+        said = log.read_text()
+        assert f"stopped without a newer checkpoint ({n} in a row, at most 2): it resumes from step 20" in said
+        assert preempt.IDLE_REQUEUE in said
     scontrol.unlink()
-    assert preempt.run_attempt(str(spec), log, attempt_command(75, checkpoint=20), env) == 75
-    assert not scontrol.exists()
-    assert "stopped without a newer checkpoint (newest: step 20); not requeued" in log.read_text()
-    assert preempt.attempts(log)[-1] == (2, "4242", preempt.attempts(log)[0][2])
+    assert preempt.run_attempt(str(spec), log, attempt_command(75, checkpoint=20), env, wait_for_end=0.1) == 75
+    assert not scontrol.exists()  # not even asked
+    assert "not requeued: the 2 attempts before this one were requeued without one (at most 2 in a row)" in log.read_text()
+    assert preempt.attempts(log)[-1] == (4, "4242", preempt.attempts(log)[0][2])
+    # Progress again ends the streak.
+    assert preempt.run_attempt(str(spec), log, attempt_command(75, checkpoint=30), env, wait_for_end=0.1) == 75
+    assert preempt.idle_streak(log, 6) == 0
 
     # Any other exit is the job's; outside SLURM 75 is too.
-    assert preempt.run_attempt(str(spec), log, attempt_command(1, checkpoint=30), env) == 1
+    scontrol.unlink()
+    assert preempt.run_attempt(str(spec), log, attempt_command(1, checkpoint=40), env) == 1
     bare = {k: v for k, v in env.items() if k != "SLURM_JOB_ID"}
-    assert preempt.run_attempt(str(spec), log, attempt_command(75, checkpoint=40), bare) == 75
+    assert preempt.run_attempt(str(spec), log, attempt_command(75, checkpoint=50), bare) == 75
     assert not scontrol.exists()
+
+
+def test_a_signalled_attempt_that_ends_otherwise_is_a_stop_and_a_stop_before_it_starts_starts_nothing(
+        tmp_path, monkeypatch):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    spec, log = spec_file(tmp_path), tmp_path / "logs/train.log"
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
+    monkeypatch.setattr(stops, "received", [])
+    # The wrapper is signalled while its command runs, and the command dies of the same signal (exit 143).
+    dies = [sys.executable, "-c", f"import os, signal; os.kill(os.getppid(), signal.SIGTERM); "
+                                  f"import time; time.sleep(0.5); os.kill(os.getpid(), signal.SIGTERM)"]  # fmt: skip
+    assert preempt.run_attempt(str(spec), log, dies, env) == 75
+    assert "stopped by SIGTERM; the attempt ended with exit -15: a stop, exit 75" in log.read_text()
+    assert signal.getsignal(signal.SIGTERM) is not stops._note  # the caller's handlers are back
+    # Signalled before the command starts: nothing is started (one attempt per wrapper process: its signals so far).
+    stops.received[:] = [signal.SIGHUP]
+    started = tmp_path / "started"
+    assert preempt.run_attempt(str(spec), log, [sys.executable, "-c", f"open({str(started)!r}, 'w')"], env) == 75
+    assert not started.exists() and "stopped by SIGHUP before the attempt started" in log.read_text()
+    # Finished all the same: not a stop.
+    stops.received.clear()
+    finishes = [sys.executable, "-c", "import os, signal; os.kill(os.getppid(), signal.SIGINT)"]
+    assert preempt.run_attempt(str(spec), log, finishes, env) == 0
 
 
 def test_a_commands_own_resume_file_counts_as_progress(tmp_path, scontrol):

@@ -89,6 +89,14 @@ def sbatch_args(tmp_path, cfg, *args) -> list[str]:
     return (tmp_path / "sbatch.args").read_text().splitlines()
 
 
+def test_a_three_minute_runtime_is_submitted_with_a_quarter_of_it_as_the_signal_lead(tmp_path):
+    """Hardware.signal_lead reaches sbatch: 45 s before a 3-minute limit, not 180 s (signalled as it starts)."""
+    cfg = copy.deepcopy(SMALL)
+    cfg["hardware"]["cpu1"]["runtime"] = 3
+    args = sbatch_args(tmp_path, cfg)
+    assert "--signal=TERM@45" in args and "--signal=TERM@180" not in args, args
+
+
 @pytest.mark.parametrize("timing", ["exclusive", "shared", "auto"])
 def test_the_slurm_profile_asks_for_exclusive_nodes_for_timed_runs(tmp_path, timing):
     """auto, the default, does not take whole nodes on a cluster."""

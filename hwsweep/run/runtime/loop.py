@@ -9,7 +9,7 @@ import time
 import torch
 
 from hwsweep.contracts import io
-from hwsweep.run import preempt, shutdown
+from hwsweep.run import preempt, shutdown, stops
 from hwsweep.run.runtime import progress
 from hwsweep.run.runtime.loader import Loader
 from hwsweep.run.runtime.throughput import steady_sync_step
@@ -27,6 +27,7 @@ class Loop:
         checkpoint_every steps and at the end, and exits EXIT_PREEMPTED after a signal."""
         if self.start is None:
             self.resume()
+        stops.check("loop")  # the last phase of start-up: from the first step on, a stop checkpoints first
         self.clock.mark("model")
         segment = {"start_step": self.start, "startup_seconds": process_age(), "startup_parts": self.clock.parts()}
         self._flushed = self.start

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import sys
 import time
@@ -21,7 +20,7 @@ from hwsweep.contracts.guard import Guard
 from hwsweep.contracts.spec import CHECKPOINT_DIR, METRICS_FILE, RunSpec
 from hwsweep.contracts.target import curve_keys
 from hwsweep.contracts.tracking import TrackingConfig
-from hwsweep.run import lazy_dynamo, recompute, repro, weights
+from hwsweep.run import lazy_dynamo, recompute, repro, stops, weights
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, Sharded, fingerprint, layout_fingerprint
 from hwsweep.run.reduce import prepare
@@ -33,12 +32,14 @@ from hwsweep.run.runtime.throughput import Throughput
 from hwsweep.run.runtime.trackers import Trackers
 from hwsweep.run.startup import StartupClock
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)  # SIGUSR1 is NCCL's
+STOP_SIGNALS = stops.STOP_SIGNALS  # SIGTERM, SIGINT, SIGHUP, SIGUSR2 (SIGUSR1 is NCCL's)
 
 
 def init(spec: str | os.PathLike | None = None, node_threads: int | None = None) -> "Run":
     """Read the RunSpec (a path, else $HWSWEEP_SPEC), start the process group and apply the plan:
     threads, device, precision/TF32, reproducibility level and the seed (same on every rank)."""
+    stops.catch()  # a script that did not catch them before its imports (the built-in trainer does)
+    stops.check("imports")  # each phase of start-up a stop signal may end, before the loop's checkpointed stop
     path = spec or os.environ.get("HWSWEEP_SPEC")
     if not path:
         sys.exit("hwsweep.runtime: no spec; run under hwsweep (it sets HWSWEEP_SPEC) or pass a spec.json path")
@@ -46,6 +47,7 @@ def init(spec: str | os.PathLike | None = None, node_threads: int | None = None)
     # Under hwsweep the run directory comes absolute (HWSWEEP_RUN_DIR): a command may run in any working folder.
     run = Run(RunSpec.load(path), node_threads, clock, None if spec else os.environ.get("HWSWEEP_RUN_DIR"))
     clock.mark("process_group")
+    stops.check("process_group")
     return run
 
 
@@ -93,6 +95,7 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         self._device = devices.select(self.plan.accelerator, self.local_rank)
         self.device = self._device.torch_device
         if not dist.is_initialized():
+            stops.check("rendezvous")
             if "MASTER_ADDR" in os.environ:
                 dist.init_process_group(backend=self._device.backend)
             else:  # one process started plainly (trainer.launch auto): a group of one, on a free local port
@@ -139,15 +142,14 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         by_name = {m.name: m for m in spec.metrics}
         self._targets = [(t, curve_keys(by_name[t.metric]), by_name[t.metric].goal) for t in spec.targets]
         self._hit: set[int] = set()  # the targets reached so far
-        self._signalled: list[int] = []
-        for sig in STOP_SIGNALS:  # only raise a flag: the decision is taken on the all-reduced value
-            signal.signal(sig, lambda signum, frame: self._signalled.append(signum))
+        self._signalled = stops.received  # only a flag (stops.catch): the loop decides on the all-reduced value
 
     # -- what the script builds -------------------------------------------------------
     def loader(self, dataset, **kwargs) -> "Loader":
         """This rank's micro-batches, step after step, moved to the device. Any map-style dataset;
         keyword arguments go to torch's DataLoader (collate_fn, pin_memory, ...), except the
         sampling and workers, which the plan fixes (workers: recipe.num_workers)."""
+        stops.check("data")
         fixed = {"batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "drop_last", "generator"}
         if fixed & set(kwargs):
             raise TypeError(f"run.loader: {sorted(fixed & set(kwargs))[0]} is fixed by the plan "
@@ -172,6 +174,7 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         the weights are the same at any world size, with or without FSDP. `init` given with a built model
         re-initialises it the same way. Call it before building the optimizer (under FSDP the parameters become
         shards); `run.module` stays the model as built."""
+        stops.check("model")
         self._reduction = prepare(model, self.recipe, self.plan, self._device, self.seed, init)
         self.module = model = self._reduction.module
         if self._flops_batch is not None:  # counted now that the weights exist (run.count_flops on a meta model)
@@ -203,6 +206,7 @@ class Run(Loop, History, Throughput, Trackers, Finish):
     def resume(self, **states) -> int:
         """Register what a checkpoint holds (model=, optimizer=, scheduler=, anything with a
         state_dict) and restore the newest checkpoint of this run. Returns the step resumed (0: fresh)."""
+        stops.check("resume")
         states = {k: _unwrapped(v) if k == "model" else v for k, v in states.items()}
         if self.sharded and "model" in states:  # the model and its optimizers are saved in shards (DCP)
             # only optimizers of the model's parameters: the puzzle embedding's SignSGD steps a buffer, which the
