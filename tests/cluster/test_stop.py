@@ -35,17 +35,20 @@ def sweep(tmp_path, monkeypatch, small_config):
     job = scheduler.Job(id="555", state="RUNNING", comment=scheduler.job_comment("train", spec), workdir=str(tmp_path))
     other = scheduler.Job(id="556", state="RUNNING", comment=scheduler.job_comment("train", resolve(small_config).spec(
         "tiny", "default", "cpu1", 0)), workdir=str(tmp_path))  # fmt: skip
-    monkeypatch.setattr(scheduler, "my_jobs", lambda timeout=0: [job, other])
+    # its group job under SLURM (train and evaluate in one allocation: workflow/rules/allocation.smk), requeued
+    group = scheduler.Job(id="554", state="PENDING", comment="rule_run_tiny_default_cpu1_seed1_evaluate_train",
+                          workdir=str(tmp_path))  # fmt: skip
+    monkeypatch.setattr(scheduler, "my_jobs", lambda timeout=0: [job, other, group])
     return config, spec, tmp_path / "scancel.calls", resolve(small_config)
 
 
 def test_a_stopped_run_is_cancelled_refuses_every_attempt_and_status_says_who_stopped_it(sweep, capsys):
     config, spec, calls, matrix = sweep
     assert cli.run(["stop", RUN, "--configfile", str(config)]) == 0
-    assert calls.read_text().split() == ["555"]  # its own job, not seed 0's
+    assert calls.read_text().split() == ["555", "554"]  # its own jobs, not seed 0's
     mark = stopped.read(spec.run_dir)
-    assert mark.run == RUN and mark.cancelled == ("555",) and "@" in mark.who and mark.when
-    assert "cancelled SLURM job 555" in capsys.readouterr().out
+    assert mark.run == RUN and mark.cancelled == ("555", "554") and "@" in mark.who and mark.when
+    assert "cancelled SLURM job" in capsys.readouterr().out
 
     started = spec.run_dir + "/started"
     command = [sys.executable, "-c", f"open({started!r}, 'w')"]
