@@ -3,8 +3,8 @@ exist (on any hardware), with an interval and the word of what it rests on (`hws
 
 The model, deliberately small (a locked global batch: every hardware does the same work per step):
 
-    measured here        runs of this suite and variant on the same device type, device count and arithmetic:
-                         their mean; interval their min to max, widened by MEASURED_MARGIN
+    measured here        runs of this suite and variant on this hardware entry (else on one of the same device
+                         type, device count and arithmetic): their mean; interval their min to max, widened by MEASURED_MARGIN
     scaled from <hw>     runs on other hardware, each scaled by
                              t = t_source x (peak_source / peak_target) x A(n_target) / A(n_source),
                              A(n) = f + (1 - f) / n   (Amdahl; n: devices over the fit's reference count)
@@ -167,7 +167,8 @@ def predict_step(spec: RunSpec, runs: list[Observed], settings: dict, report: di
     report = report or {}
     arith = catalog.arithmetic(spec.plan.precision, spec.plan.tf32)
     shape = (spec.hardware.gpu_type, arith)
-    here = [r for r in runs if (r.gpu_type, r.arithmetic, r.world_size) == (*shape, spec.plan.world_size)]
+    alike = [r for r in runs if (r.gpu_type, r.arithmetic, r.world_size) == (*shape, spec.plan.world_size)]
+    here = [r for r in alike if r.hardware == spec.hardware_name] or alike  # its own runs, else its shape's
     if here:
         times = [r.seconds_per_step for r in here]
         return StepTime(statistics.fmean(times), min(times) * (1 - MEASURED_MARGIN), max(times) * (1 + MEASURED_MARGIN),

@@ -5,8 +5,9 @@ record of predictions checked against the runs that followed (hwsweep.plan.predi
 import os
 
 import pytest
+from fake_runs import write_run
 
-from hwsweep.contracts import catalog, io
+from hwsweep.contracts import catalog
 from hwsweep.plan import predictions, throughput
 from hwsweep.plan.config import resolve
 
@@ -18,18 +19,6 @@ GPU = {"l40s": {"accelerator": "cuda", "devices_per_node": 1, "gpu_type": "L40S-
 def matrix_of(config, hardware):
     recipe = config["recipe"] | {"micro_batch": 4}  # 32 / (8 devices x 4): every count holds the batch
     return resolve(config | {"recipe": recipe, "hardware": hardware, "baseline": next(iter(hardware)), "seeds": [0, 1, 2]})
-
-
-def write_run(root, spec, per_step, startup=2.0, seed=None):
-    """A complete train.json of `spec` whose steps took `per_step` s each; its path."""
-    seed = spec.seed if seed is None else seed
-    path = root / spec.run_dir.replace(f"seed{spec.seed}", f"seed{seed}") / "train.json"
-    plan = spec.plan.to_dict() | {"threads_per_process": 1}
-    io.write_json(path, {"status": "complete", "suite": spec.suite, "variant": spec.variant, "seed": seed,
-                         "hardware": spec.hardware_name, "spec": spec.to_dict(), "plan": plan,
-                         "train_seconds": per_step * spec.plan.steps, "startup_seconds": startup,
-                         "segments": [{}], "step_seconds": []})  # fmt: skip
-    return path
 
 
 def predict(matrix, root, name):
