@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -222,14 +221,10 @@ def main(args: argparse.Namespace) -> int:
     configfile = args.configfile or DEFAULT_CONFIG
     raw = load_or_exit(configfile)
     now = datetime.now()
-    try:
-        cell = pick_cell(raw, args.suite, args.variant, configfile.parent)
-        ranked = outcomes(raw, slurm.read_nodes(), cell, Path("."), configfile.parent)
-    except slurm.SchedulerError as e:
-        print(f"hwsweep recommend: {e}", file=sys.stderr)
-        return 1
-    except (ConfigError, SpecError) as e:
-        print(f"hwsweep config error: {e}", file=sys.stderr)
+    cell = resources.answered("recommend", lambda: pick_cell(raw, args.suite, args.variant, configfile.parent))
+    ranked = cell and resources.answered("recommend", lambda: outcomes(raw, slurm.read_nodes(), cell, Path("."),
+                                                                       configfile.parent))  # fmt: skip
+    if ranked is None or cell is None:
         return 1
     print("\n".join(lines(ranked, cell, now, args.top)))
     if not args.no_record:
