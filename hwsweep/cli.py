@@ -1,6 +1,7 @@
-"""`hwsweep plan`, `detect`, `resources`, `profile install`, `stop`, `init`, `workflow` and `import`: the batch plan
-a config gets, here and on the cluster, before anything runs, the slurm profile where snakemake finds it, runs
-stopped for good, a folder to run the installed workflow from, and runs made elsewhere brought into this sweep."""
+"""`hwsweep plan`, `detect`, `resources`, `recommend`, `profile install`, `stop`, `init`, `workflow` and `import`:
+the batch plan a config gets, here and on the cluster, before anything runs, which hardware answers soonest, the
+slurm profile where snakemake finds it, runs stopped for good, a folder to run the installed workflow from, and runs
+made elsewhere brought into this sweep."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from hwsweep.cluster import profile, resources, stop
+from hwsweep.cluster import profile, recommend, resources, stop
 from hwsweep.contracts import io, workflow_files
 from hwsweep.contracts.typed import SpecError
 from hwsweep.plan import placement
@@ -243,6 +244,7 @@ def run(argv=None) -> int:
                    help="on a GPU, plan from the memory estimate instead of measuring each cell's peak")  # fmt: skip
     profile.add_parser(sub)
     resources.add_parser(sub)
+    recommend.add_parser(sub)
     stop.add_parser(sub)
     i = sub.add_parser("init", help="set up a folder to run the installed workflow from (docs/package.md)")
     i.add_argument("folder", type=Path, nargs="?", default=Path("."), help="the folder (default: this one)")

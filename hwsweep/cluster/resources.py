@@ -189,16 +189,22 @@ def add_parser(sub) -> None:
     r.set_defaults(handler=main)
 
 
+def answered(command: str, ask):
+    """ask()'s answer, or None once a scheduler's or the config's problem is printed as one line."""
+    try:
+        return ask()
+    except slurm.SchedulerError as e:
+        print(f"hwsweep {command}: {e}", file=sys.stderr)
+    except (ConfigError, SpecError) as e:
+        print(f"hwsweep config error: {e}", file=sys.stderr)
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     configfile = args.configfile or DEFAULT_CONFIG
     raw = load_or_exit(configfile)
-    try:
-        lines = report(raw, slurm.read_nodes(), configfile.parent)
-    except slurm.SchedulerError as e:
-        print(f"hwsweep resources: {e}", file=sys.stderr)
-        return 1
-    except (ConfigError, SpecError) as e:
-        print(f"hwsweep config error: {e}", file=sys.stderr)
+    lines = answered("resources", lambda: report(raw, slurm.read_nodes(), configfile.parent))
+    if lines is None:
         return 1
     print("\n".join(lines))
     return 0

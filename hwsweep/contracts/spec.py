@@ -29,6 +29,7 @@ TRACKING_FILE = "tracking.json"
 TRAIN_RECORD = "train.json"
 FINAL_CHECKPOINT = "final.pt"  # written by hwsweep.runtime (the built-in trainer, runtime-API scripts)
 EVAL_RECORD = "eval.json"
+PREDICTIONS_FILE = "results/predictions.csv"  # what `hwsweep recommend` predicted (hwsweep.plan.predictions)
 REPAIRS_LOG = "repairs.log"  # in the run's log folder: what `all` set right in the run's files, one line each
 METRICS_FILE = "metrics.jsonl"  # what the runtime logs per step (the JSON-lines metric contract)
 CHECKPOINT_DIR = "checkpoints"  # not a workflow output, so a failed job's checkpoints survive

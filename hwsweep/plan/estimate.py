@@ -163,8 +163,8 @@ def _same_run(record: dict, spec) -> bool:
     )
 
 
-def measure(record: dict, spec) -> Measured | None:
-    """What a finished run's train.json says about speed; None if it is not usable."""
+def step_timing(record: dict) -> tuple[float, float] | None:
+    """(seconds per step, startup seconds of one start) a finished run's train.json says; None if not usable."""
     try:
         resumed = int(record.get("resumed_from_step") or 0)
         steps = len(record.get("step_seconds") or []) or int(record["plan"]["steps"]) - resumed
@@ -173,8 +173,15 @@ def measure(record: dict, spec) -> Measured | None:
         startup = float(record["startup_seconds"] or 0.0) / max(1, len(record.get("segments") or []))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
-    if not (per_step > 0 and startup >= 0):
+    return (per_step, startup) if per_step > 0 and startup >= 0 else None
+
+
+def measure(record: dict, spec) -> Measured | None:
+    """What a finished run's train.json says about speed; None if it is not usable."""
+    timing = step_timing(record)
+    if timing is None:
         return None
+    per_step, startup = timing
     flops = step_flops(spec.recipe, spec.plan)
     peak = device_peak(spec.hardware, spec.plan, record["plan"].get("threads_per_process"))
     mfu = flops / (per_step * spec.plan.world_size * peak) if flops and peak else None

@@ -19,7 +19,7 @@ from hwsweep import cli
 from hwsweep.contracts import catalog, io
 from hwsweep.contracts.spec import canonical_json
 from hwsweep.models import flops, transformer
-from hwsweep.plan import estimate
+from hwsweep.plan import estimate, predictions
 from hwsweep.plan.config import resolve
 from hwsweep.plan.table import format_table
 
@@ -231,9 +231,22 @@ def test_a_measured_run_is_printed_by_plan_and_predicts_the_next_real_run(tmp_pa
     assert vs["estimated_seconds"] == pytest.approx(before[1]["wall_hours"] * 3600)
     assert abs(vs["ratio"] - 1) < MEASURED_TOLERANCE, vs
 
+    # hwsweep recommend's prediction for cpu1, made before the runs (its interval holds one seed's time, not the other's)
+    per_step, startup = estimate.step_timing(record)
+    actual = {first.seed: startup + matrix.spec(first.suite, first.variant, first.hardware, first.seed).plan.steps * per_step}
+    guess = {"predicted_at": "2000-01-01T00:00:00", "suite": "tiny", "variant": "default", "hardware": "cpu1",
+             "gpu_type": "cpu", "world_size": 1, "basis": "catalog only", "run_seconds": actual[first.seed],
+             "run_low": actual[first.seed] * 0.999, "run_high": actual[first.seed] * 1.001}  # fmt: skip
+    predictions.append([guess], tmp_path / predictions.PREDICTIONS)
+
     # The workflow's table of it: the same rows from the records alone.
     proc = snakemake(tmp_path, small_config, "--cores", "1", "results/tiny/estimate_vs_actual.csv")
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_csv(tmp_path / "results/tiny/estimate_vs_actual.csv")
     assert list(table.columns) == estimate.VS_ACTUAL_COLUMNS and len(table) == 2
     assert table.set_index("seed").loc[second.seed, "ratio"] == pytest.approx(vs["ratio"])
+    predicted = pd.read_csv(tmp_path / "results/tiny/predicted_vs_actual.csv").set_index("seed")
+    assert predicted.covered.loc[first.seed] and predicted.ratio.loc[first.seed] == pytest.approx(1.0)
+    assert len(predicted) == 2 and predicted.basis.eq("catalog only").all()
+    page = (tmp_path / "results/tiny/tables/estimate_vs_actual.html").read_text()
+    assert "finished runs predicted: " in page and "of 2 inside their predicted interval" in page
