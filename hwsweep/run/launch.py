@@ -33,7 +33,7 @@ from pathlib import Path
 from hwsweep.contracts import command, io
 from hwsweep.contracts.spec import (CHECKPOINT_DIR, CHECKPOINT_TEMPORARIES, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec,
                                     sha256)  # fmt: skip
-from hwsweep.run import preempt, runner, tether
+from hwsweep.run import allocator, preempt, runner, tether
 
 PORT_BASE = 29500
 # The longest torchrun's agents wait for all nodes to join (static rendezvous, several nodes) or for the
@@ -236,7 +236,9 @@ def main(argv=None) -> int:
             return runner.train(spec, args.spec, cmd, args.threads)  # the first node watches and records the run
         # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
         ranks = spec.plan.devices_per_node if agent else 1
-        return supervise(cmd, os.environ | {"OMP_NUM_THREADS": "1"}, ranks, node, agent)
+        # The allocator settings the memory plan assumes on CPU (hwsweep.run.allocator), read as each process starts.
+        env = allocator.environment(dict(os.environ), spec.plan.accelerator) | {"OMP_NUM_THREADS": "1"}
+        return supervise(cmd, env, ranks, node, agent)
     finally:
         if logs:
             shutil.rmtree(logs, ignore_errors=True)
