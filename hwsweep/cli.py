@@ -1,7 +1,7 @@
-"""`hwsweep plan`, `detect`, `resources`, `recommend`, `profile install`, `stop`, `init`, `workflow` and `import`:
-the batch plan a config gets, here and on the cluster, before anything runs, which hardware answers soonest, the
-slurm profile where snakemake finds it, runs stopped for good, a folder to run the installed workflow from, and runs
-made elsewhere brought into this sweep."""
+"""`hwsweep plan`, `detect`, `resources`, `recommend`, `profile install`, `stop`, `init`, `workflow`, `import` and
+`export`: the batch plan a config gets, here and on the cluster, before anything runs, which hardware answers
+soonest, the slurm profile where snakemake finds it, runs stopped for good, a folder to run the installed workflow
+from, runs made elsewhere brought into this sweep, and a run's final model as one file."""
 
 from __future__ import annotations
 
@@ -206,6 +206,12 @@ def show_workflow(args) -> int:
     return 0
 
 
+def export_model(args) -> int:
+    from hwsweep.run import export  # torch: only this command pays for it
+
+    return export.main(args.run_dir, args.out)
+
+
 def main(argv=None) -> int:
     # As the `hwsweep` command (its arguments from the command line, not a caller's), without the cyclic
     # collector: a command lasts seconds and is mostly imports (snakemake's CLI, pandas, torch for a FLOP count),
@@ -256,6 +262,10 @@ def run(argv=None) -> int:
     m.add_argument("--configfile", type=Path, default=DEFAULT_CONFIG)
     m.add_argument("--dry-run", "-n", action="store_true", help="say what would be imported, change nothing")
     m.set_defaults(handler=import_runs)
+    e = sub.add_parser("export", help="a run's final model as one file (an FSDP run's gathered from its shards)")
+    e.add_argument("run_dir", type=Path, help="the run's folder (results/<suite>/<variant>/<hardware>/seed<seed>)")
+    e.add_argument("--out", type=Path, help="where to write it (default: RUN_DIR/model.pt)")
+    e.set_defaults(handler=export_model)
     args = parser.parse_args(argv)
     if hasattr(args, "handler"):
         return args.handler(args)

@@ -1,8 +1,8 @@
 """Helper for tests/run/test_fsdp.py, run under torchrun: the built-in family of the spec trained the trainer's way
 (built on the meta device, run.wrap, the recipe's optimizer), each rank writing to argv[2].rank<R>.json how far
 its peak resident set rose above its resident set before the model was built: once the weights were placed
-and initialised ("placed"), and over the training steps ("trained", before the final checkpoint, which gathers
-the whole model on rank 0); and, in absolute terms, that resident set ("before": the interpreter, torch, the
+and initialised ("placed"), over the training steps ("trained", before the final checkpoint), and through run.finish() ("finished": the
+final checkpoint, which stays sharded, and the record); and, in absolute terms, that resident set ("before": the interpreter, torch, the
 process group and the data) and the peak resident set at the end of training ("peak"); and the class of the
 optimizer the recipe named ("optimizer"). Run as a module (`-m runtime_memory`, tests/ on PYTHONPATH): its workers
 are forked from the agent, which imported it, as the built-in trainer's are.
@@ -45,9 +45,12 @@ def main() -> None:
         run.optimizer_step(optimizer)
         if step == run.plan.steps - 1:  # before the last checkpoint is written
             grown |= {"trained": host.peak_rss_bytes() - before, "before": before, "peak": host.peak_rss_bytes()}
+    run.finish()
+    grown["finished"] = host.peak_rss_bytes() - before
     with open(f"{sys.argv[2]}.rank{run.rank}.json", "w") as f:
         json.dump(grown, f)
-    dist.destroy_process_group()
+    if dist.is_initialized():  # run.finish() leaves the group (hwsweep.run.shutdown)
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":  # run as `-m`: forked from torchrun's agent, which imports this module first

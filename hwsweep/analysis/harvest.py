@@ -19,11 +19,11 @@ from hwsweep.analysis import holders, quarantine, validation
 from hwsweep.analysis.quarantine import changed_settings
 from hwsweep.contracts import host, io
 from hwsweep.contracts.command import as_passed
-from hwsweep.contracts.spec import (EVAL_RECORD, FINAL_CHECKPOINT, METRICS_FILE, SPEC_FILE, TRAIN_RECORD, RunSpec,
-                                   canonical_json)
+from hwsweep.contracts.spec import (EVAL_RECORD, FINAL_CHECKPOINT, FINAL_SHARDS, METRICS_FILE, SPEC_FILE, TRAIN_RECORD,
+                                   RunSpec, canonical_json)
 
 # What a run brings with it, in the order a reader trusts them: a record last, after what it was made from.
-CARRIED = (METRICS_FILE, FINAL_CHECKPOINT, TRAIN_RECORD, EVAL_RECORD)
+CARRIED = (METRICS_FILE, FINAL_SHARDS, FINAL_CHECKPOINT, TRAIN_RECORD, EVAL_RECORD)
 
 
 @dataclass
@@ -54,7 +54,14 @@ def made_on(record: dict) -> str:
 
 
 def _copy(source: Path, target: Path) -> None:
-    """One file, whole or not at all (a copy renamed into place)."""
+    """One file, or a folder (a sharded run's final checkpoint), whole or not at all (a copy renamed into place)."""
+    if source.is_dir():
+        tmp = target.with_name(f".{target.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(source, tmp)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+        return
     with io.atomic_path(target) as tmp:
         shutil.copyfile(source, tmp)
 
@@ -109,7 +116,7 @@ def harvest(specs: list[RunSpec], other, evaluated: bool, dry_run: bool = False)
             continue
         carried = [n for n in CARRIED if (theirs / n).exists()]
         if verdict.state == validation.DONE and evaluated:
-            carried = [n for n in carried if n != FINAL_CHECKPOINT]  # evaluated there: not needed here
+            carried = [n for n in carried if n not in (FINAL_CHECKPOINT, FINAL_SHARDS)]  # evaluated there: not needed here
         if not dry_run:
             out.refused += quarantine.settle_run(spec, evaluated)[1]  # a damaged or stale record here: set aside
             Path(spec.run_dir).mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ from hwsweep.contracts import failure
 from hwsweep.contracts.command import as_passed
 from hwsweep.contracts.metrics import REDUCE
 from hwsweep.contracts.records import EvalRecord, RecordError, RunRecord, read
-from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec
+from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, FINAL_SHARDS, TRAIN_RECORD, RunSpec
 
 DONE, TRAINED, STALE, CORRUPT, FAILED, MISSING = "done", "trained", "stale", "corrupt", "failed", "missing"
 NOT_NEGATIVE = ("train_seconds", "startup_seconds", "wall_seconds", "samples_per_second", "restarts", "eval_seconds")
@@ -182,6 +182,9 @@ def run_state(spec: RunSpec, evaluated: bool = True, root: Path = Path(".")) -> 
     return Verdict(DONE, reason=f"{lost} (not needed: the run is evaluated)" if lost else "")
 
 
+MANIFEST_BYTES = 16384  # a final.pt that names shards is a few hundred bytes; any model's weights are more
+
+
 def lost_checkpoint(spec: RunSpec, root: Path = Path(".")) -> str:
     """Why the built-in evaluator cannot evaluate the trained run (its final checkpoint is gone or empty), or ''.
     A retrain resumes from the newest complete checkpoint left in checkpoints/, so it costs at most the steps
@@ -190,4 +193,12 @@ def lost_checkpoint(spec: RunSpec, root: Path = Path(".")) -> str:
         return ""  # a command evaluates the run from whatever its script keeps
     path = root / spec.path(FINAL_CHECKPOINT)
     size = path.stat().st_size if path.exists() else 0
-    return "" if size else f"{path}: the final checkpoint is {'empty' if path.exists() else 'missing'}"
+    if not size:
+        return f"{path}: the final checkpoint is {'empty' if path.exists() else 'missing'}"
+    # A sharded run's final.pt is a small file naming its shards' folder (DCP's metadata in it is written last);
+    # one written whole (before the shards stayed sharded) holds the weights itself.
+    shards = root / spec.path(FINAL_SHARDS)
+    named = spec.recipe.parallel.sharded and size < MANIFEST_BYTES
+    if (shards.exists() or named) and not (shards / ".metadata").is_file():
+        return f"{shards}: the final checkpoint's shards are {'incomplete' if shards.exists() else 'missing'}"
+    return ""

@@ -118,6 +118,13 @@ class EvalRecord(Typed):
     device: str | None = None
     # What the trackers took of these metrics (final/*), as RunRecord.tracking says it; None: tracking off.
     tracking: dict | None = None
+    # The built-in evaluator's peak memory per process (the largest over its processes: a sharded run's evaluation
+    # runs one per device, hwsweep.run.sharded_eval), what it measured, how many processes, and the training's plan
+    # per device beside it; None: a command's evaluation.
+    peak_memory_gb: float | None = None
+    peak_memory_source: str | None = None
+    processes: int | None = None
+    planned_memory_gb: float | None = None
 
 
 def read(cls, path, metrics: list | None = None):

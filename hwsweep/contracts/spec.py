@@ -28,6 +28,8 @@ SPEC_FILE = "spec.json"
 TRACKING_FILE = "tracking.json"
 TRAIN_RECORD = "train.json"
 FINAL_CHECKPOINT = "final.pt"  # written by hwsweep.runtime (the built-in trainer, runtime-API scripts)
+# A sharded (FSDP) run's final checkpoint stays sharded: DCP's shards in this folder, final.pt a small file naming it.
+FINAL_SHARDS = "final"
 EVAL_RECORD = "eval.json"
 PREDICTIONS_FILE = "results/predictions.csv"  # what `hwsweep recommend` predicted (hwsweep.plan.predictions)
 REPAIRS_LOG = "repairs.log"  # in the run's log folder: what `all` set right in the run's files, one line each

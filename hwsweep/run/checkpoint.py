@@ -16,7 +16,10 @@ meta.pt (fingerprint, step, RNG, the other states); it is written under a hidden
 complete, and the newest k are kept, as for files. DCP reshards on load, so a checkpoint written at one
 world size loads at another: `find` then also accepts the run's layout-free fingerprint (the spec without
 its hardware and device layout) and `resharded_from` says from which world size it came.
-`consolidate(path)` writes the sharded model gathered whole (the run's final.pt, which evaluation reads).
+`link_final_sharded(final, shards)` makes the last sharded checkpoint the run's final one, still sharded: a folder
+of hard links to its shards (FINAL_SHARDS, `final/`) and final.pt a small file naming it; no rank ever gathers the
+whole model. Evaluation loads it sharded (hwsweep.run.sharded_eval); `hwsweep export` writes it whole as one file
+where a user asks for that (hwsweep.run.export).
 """
 
 from __future__ import annotations
@@ -100,12 +103,6 @@ class Sharded:
         set_model_state_dict(self.model, state["model"])
         for name, opt in self.optimizers.items():
             set_optimizer_state_dict(self.model, opt, state[name])
-
-    def full_model(self) -> dict:
-        """Collective: the whole model's state on rank 0 (in host memory), empty on the other ranks."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-        return get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
 class CheckpointManager:
@@ -231,14 +228,32 @@ class CheckpointManager:
         self.last = path
         return state["step"]
 
-    def consolidate(self, final, step: int) -> None:
-        """Collective (sharded runs): `final` gets the whole model gathered on rank 0, as a plain checkpoint holds
-        it ({fingerprint, step, model}), so evaluation loads it without knowing how training was sharded."""
-        model = self.sharded.full_model()
-        if self.rank == 0:
-            io.require_space(Path(final).parent, tensor_bytes(model))
-            with io.atomic_path(final) as tmp:
-                torch.save({"fingerprint": self.fingerprint, "step": step, "model": model}, tmp)
+    def link_final_sharded(self, final, shards) -> None:
+        """Rank 0 (sharded runs): `shards` becomes the newest sharded checkpoint (a folder of hard links to its files,
+        copies where the file system refuses links), and `final` a small file that names it with the run's
+        fingerprint and step ({fingerprint, step, shards, model_key, world_size}; model_key: where the model's entries
+        are in the shards, e.g. sharded.model): the shards stay where every rank wrote them,
+        nothing is gathered."""
+        if self.rank != 0 or self.last is None:
+            return
+        shards, final = Path(shards), Path(final)
+        tmp = shards.with_name(f".{shards.name}.tmp")
+        with io.storage(shards.parent):
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            for part in self.last.iterdir():
+                try:
+                    os.link(part, tmp / part.name)
+                except OSError:
+                    shutil.copyfile(part, tmp / part.name)
+            shutil.rmtree(shards, ignore_errors=True)
+            os.replace(tmp, shards)
+        meta = torch.load(self.last / META, map_location="cpu", weights_only=False)
+        name = next(name for name, obj in self.states.items() if isinstance(obj, Sharded))
+        manifest = {"fingerprint": self.fingerprint, "step": meta["step"], "shards": shards.name,
+                    "model_key": f"{name}.model", "world_size": meta["world_size"]}  # fmt: skip
+        with io.atomic_path(final) as part:
+            torch.save(manifest, part)
 
     def link_final(self, final) -> None:
         """Rank 0: `final` becomes the newest checkpoint (a hard link where the file system allows)."""

@@ -5,11 +5,17 @@
 The built-in evaluator runs in fp32 on the kind of device that trained (a GPU run is evaluated on
 its GPU, batched; a CPU run on the CPU): pass@k over many views of a GPU-sized model takes hours on
 a CPU. Runs of one device type share the arithmetic; across types the evaluator's kernels differ
-in the last bits, far below any margin (docs/hrm.md)."""
+in the last bits, far below any margin (docs/hrm.md).
+
+A sharded (FSDP) run's final checkpoint stays sharded (final/): it is evaluated sharded, by one process per device
+of a node under torchrun (hwsweep.run.sharded_eval), so no process holds the whole model; this process starts them
+(`--threads` the node's, shared among them) and they write the record. The record holds the evaluation's peak
+memory per process (the largest over its processes) and how many there were."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -19,38 +25,67 @@ COLLECTION_HELD = startup.hold_collection(__name__)  # until main starts: torch'
 
 import torch  # noqa: E402
 
-from hwsweep.contracts import io  # noqa: E402
+from hwsweep.contracts import host, io  # noqa: E402
 from hwsweep.contracts.records import EvalRecord, RunRecord  # noqa: E402
 from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec  # noqa: E402
 from hwsweep.models import families, flops  # noqa: E402
-from hwsweep.run import runner, shutdown, tracking  # noqa: E402
+from hwsweep.run import runner, sharded_eval, shutdown, tracking  # noqa: E402
 
 
-def builtin(spec: RunSpec) -> int:
-    t0 = time.perf_counter()
-    fam = families.torch_side(spec.recipe.model.name)
-    model = fam.build(spec.recipe)
-    cuda = spec.hardware.accelerator == "cuda" and torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
+def fork_imports(argv: list[str]) -> list[str]:
+    """What torchrun's agent imports for the sharded evaluation's forked ranks beyond this module: nothing (no
+    optimizer step, so no TorchDynamo; hwsweep.run.torchrun)."""
+    return []
+
+
+def _final(spec: RunSpec) -> tuple[dict, RunRecord, int]:
+    """(final.pt as written, the train record, the step it must be at) or an exit naming a stale checkpoint."""
     state = torch.load(spec.path(FINAL_CHECKPOINT), map_location="cpu", weights_only=False)
     trained = RunRecord.from_dict(io.read_json(spec.path(TRAIN_RECORD)))
     last = trained.stopped_at_step or spec.plan.steps  # a run stopped at its targets ends there
     if state["step"] != last:
         sys.exit(f"hwsweep.run.evaluate: checkpoint is at step {state['step']}, not {last}; rerun training")
-    model.load_state_dict(state["model"])
-    model.to(device).eval()
-    curves = trained.curves
-    _, held_out = fam.tables(spec.recipe)
-    with torch.no_grad():
-        metrics = fam.evaluate(model, spec.recipe, held_out, curves=curves)
+    return state, trained, last
+
+
+def builtin(spec: RunSpec, spec_path: str, threads: int, sharded: bool = False) -> int:
+    t0 = time.perf_counter()
+    state, trained, last = _final(spec)
+    if "shards" in state and not sharded:  # a sharded run's checkpoint: evaluated by its ranks, which write the record
+        return sharded_eval.launch(spec, spec_path, threads)
+    cuda = spec.hardware.accelerator == "cuda" and torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    if sharded:
+        metrics, memory = sharded_eval.evaluate(spec, state, threads, trained.curves)
+        if int(os.environ.get("RANK", 0)) != 0:
+            return 0
+    else:
+        fam = families.torch_side(spec.recipe.model.name)
+        model = fam.build(spec.recipe)
+        model.load_state_dict(state["model"])
+        model.to(device).eval()
+        _, held_out = fam.tables(spec.recipe)
+        with torch.no_grad():
+            metrics = fam.evaluate(model, spec.recipe, held_out, curves=trained.curves)
+        memory = {"peak_memory_gb": _peak_gb(device), "peak_memory_source": "cuda_max_memory_allocated" if cuda
+                  else "host_rss", "processes": 1}  # fmt: skip
     metrics |= costs(spec, trained, last, metrics)
     record = EvalRecord(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
                         evaluator="builtin", metrics=metrics, eval_seconds=time.perf_counter() - t0,
-                        device=device.type)  # fmt: skip
-    print(f"hwsweep.run.evaluate: evaluated on {device.type}", file=sys.stderr)
+                        device=device.type, planned_memory_gb=spec.plan.est_memory_gb, **memory)  # fmt: skip
+    print(f"hwsweep.run.evaluate: evaluated on {device.type} by {memory['processes']} process(es), peak "
+          f"{memory['peak_memory_gb']:.3f} GB each at most", file=sys.stderr)  # fmt: skip
     io.write_json(spec.path(EVAL_RECORD), record.to_dict())
+    _publish(spec)
     print(f"{spec.run_dir}: " + ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} none" for k, v in metrics.items()))
     return 0
+
+
+def _peak_gb(device: torch.device) -> float:
+    """This process's peak: the allocator's on a GPU, else its resident set."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return host.peak_rss_bytes() / 2**30
 
 
 def costs(spec: RunSpec, trained: RunRecord, steps: int, metrics: dict) -> dict:
@@ -73,21 +108,31 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="hwsweep.run.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("spec", help="path to spec.json")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sharded", action="store_true", help=argparse.SUPPRESS)  # one rank of sharded_eval's
     args = parser.parse_args(argv)
     io.one_line_refusals()
     spec = RunSpec.load(args.spec)
+    if args.sharded:  # a rank of a sharded evaluation: its launcher has checked the folder
+        return builtin(spec, args.spec, args.threads, sharded=True)
     torch.set_num_threads(args.threads)
     problem = io.writable_problem(spec.run_dir)
     if problem is not None:
         sys.exit(f"hwsweep: {problem}")
     io.remove_temporaries(spec.run_dir, (io.temporaries(EVAL_RECORD),))  # a killed evaluation's; nothing writes it now
-    code = runner.evaluate(spec, args.spec, args.threads) if spec.evaluation.kind == "command" else builtin(spec)
+    if spec.evaluation.kind != "command":
+        return builtin(spec, args.spec, args.threads)  # it publishes its record (a sharded one: its rank 0)
+    code = runner.evaluate(spec, args.spec, args.threads)
     if code == 0:
-        trained = RunRecord.from_dict(io.read_json(spec.path(TRAIN_RECORD)))
-        evaluated = EvalRecord.from_dict(io.read_json(spec.path(EVAL_RECORD)))
-        tracking.publish_evaluation(spec, spec.run_dir, trained.stopped_at_step or spec.plan.steps, evaluated.metrics,
-                                    spec.path(EVAL_RECORD))  # fmt: skip
+        _publish(spec)
     return code
+
+
+def _publish(spec: RunSpec) -> None:
+    """The evaluation's metrics to the trackers (tracking.json)."""
+    trained = RunRecord.from_dict(io.read_json(spec.path(TRAIN_RECORD)))
+    evaluated = EvalRecord.from_dict(io.read_json(spec.path(EVAL_RECORD)))
+    tracking.publish_evaluation(spec, spec.run_dir, trained.stopped_at_step or spec.plan.steps, evaluated.metrics,
+                                spec.path(EVAL_RECORD))  # fmt: skip
 
 
 if __name__ == "__main__":

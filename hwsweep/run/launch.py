@@ -41,7 +41,7 @@ from pathlib import Path
 from hwsweep.contracts import command, io, secrets
 from hwsweep.contracts.spec import (CHECKPOINT_DIR, CHECKPOINT_TEMPORARIES, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec,
                                     sha256)  # fmt: skip
-from hwsweep.run import preempt, runner, tether
+from hwsweep.run import allocator, preempt, runner, tether
 
 PORT_BASE = 29500
 # The longest torchrun's agents wait for all nodes to join (static rendezvous, several nodes) or for the
@@ -293,7 +293,9 @@ def main(argv=None) -> int:
             return runner.train(spec, args.spec, cmd, args.threads)  # the first node watches and records the run
         # OMP_NUM_THREADS only silences torchrun's notice; the trainer sets threads per process.
         ranks = spec.plan.devices_per_node if agent else 1
-        return supervise(cmd, os.environ | {"OMP_NUM_THREADS": "1"}, ranks, node, agent, Path(spec.run_dir))
+        # The allocator settings the memory plan assumes on CPU (hwsweep.run.allocator), read as each process starts.
+        env = allocator.environment(dict(os.environ), spec.plan.accelerator) | {"OMP_NUM_THREADS": "1"}
+        return supervise(cmd, env, ranks, node, agent, Path(spec.run_dir))
     finally:
         if logs:
             shutil.rmtree(logs, ignore_errors=True)

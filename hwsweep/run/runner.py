@@ -36,7 +36,7 @@ from hwsweep.contracts.metrics import TextParser, parse_jsonl_line, problems, su
 from hwsweep.contracts.records import EvalRecord, RunRecord, read
 from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, EVAL_RECORD, TRAIN_RECORD, RunSpec, inside
 from hwsweep.contracts.tracking import TrackingConfig
-from hwsweep.run import observe, tether, tracking
+from hwsweep.run import allocator, observe, tether, tracking
 from hwsweep.run.preempt import EXIT_PREEMPTED
 ATTEMPTS_FILE = "attempts.jsonl"  # one line per start of the command, for restarts and resume
 PARSED_FILE = "parsed_metrics.jsonl"  # observations parsed from the output, kept across attempts
@@ -217,8 +217,8 @@ def _env(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None, 
 def train_environment(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None,
                       reveal: bool = True) -> dict:  # fmt: skip
     """The environment the training command gets (`base`: the job's own, default this process's; `reveal`: False
-    to show it, its secrets left sealed)."""
-    env = _env(spec, spec_path, threads, base, reveal)
+    to show it, its secrets left sealed), with the malloc settings the plan assumes (hwsweep.run.allocator)."""
+    env = allocator.environment(_env(spec, spec_path, threads, base, reveal), spec.plan.accelerator)
     return observe.environment(Path(spec.run_dir), spec.trainer, env) if spec.trainer.observe != "off" else env
 
 

@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     with weights.meta_device():  # shapes only: run.wrap gives each rank its memory (its shards under FSDP) and values
         model = fam.build(recipe)
     batch = loader.peek()
-    run.count_flops(model, batch)  # taken by run.wrap once the weights exist, on the eager model
+    run.count_flops(model, batch)  # on the meta model (no memory); a model that reads values: by run.wrap, on its weights
     # HRM: ACT halts samples early, so a step's FLOPs are those of the segments it ran (per sample, by kind),
     # counted on the meta model (shapes decide them: the same figures as on real weights)
     units = model.work_flops(tuple(t.to("meta") for t in batch)) if hasattr(model, "work_flops") else None

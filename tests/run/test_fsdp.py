@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 
 from hwsweep.contracts import io
 from hwsweep.contracts.command import plan_values
-from hwsweep.contracts.spec import FINAL_CHECKPOINT, TRAIN_RECORD
+from hwsweep.contracts.spec import TRAIN_RECORD
 from hwsweep.contracts.hardware import GB
 from hwsweep.models import footprint
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.plan.table import plan_rows
+from hwsweep.run import export
 from hwsweep.run.runner import descendants
 from hwsweep.run.train import EXIT_PREEMPTED
 
@@ -249,8 +250,9 @@ def _run(cmd, env: dict | None = None) -> None:
 
 
 def _results(tmp_path, name):
+    """(train record, final weights whole): an FSDP run's read from its sharded final checkpoint (hwsweep export's)."""
     record = json.loads((tmp_path / name / TRAIN_RECORD).read_text())
-    return record, torch.load(tmp_path / name / FINAL_CHECKPOINT, weights_only=False)["model"]
+    return record, export.whole(tmp_path / name)["model"]
 
 
 @pytest.fixture(scope="module")
@@ -296,7 +298,7 @@ def test_fsdp_trains_is_sigkilled_resumes_bitwise_and_matches_ddp(tmp_path, smal
     assert cut["restarts"] == 1 and cut["resumed_from_step"] == cut_at and whole["plan"]["strategy"] == "fsdp"
     assert cut["curves"]["loss"]["values"] == whole["curves"]["loss"]["values"]  # bitwise at the same world size
     assert all(torch.equal(p_cut[k], p_whole[k]) for k in p_whole)
-    assert sorted(p_whole) == sorted(p_ddp)  # the consolidated final.pt holds the model as DDP's does
+    assert sorted(p_whole) == sorted(p_ddp)  # the exported model holds the model as DDP's final.pt does
     losses, ddp_losses = whole["curves"]["loss"]["values"], ddp["curves"]["loss"]["values"]
     assert losses[-1] < losses[0]
     assert losses == pytest.approx(ddp_losses, rel=1e-4)  # same seeds: FSDP's reduction order only
@@ -532,7 +534,7 @@ def test_a_model_too_big_for_a_ddp_rank_trains_under_fsdp_at_4_and_no_rank_ever_
     - trained: its quarter of the weights and of the gradients (8 / 4 bytes per parameter, W / 2), the two blocks
       gathered at a time (the one running and the next, prefetched), a block's gathered gradient and its
       reduce-scatter copy, the activations of one micro-batch, and what torch allocates on first use (autograd's
-      and gloo's buffers); the whole model never (the final checkpoint, gathered on rank 0, is written after)."""
+      and gloo's buffers); the whole model never, nor at the end (the final checkpoint stays sharded: "finished")."""
     cfg = small_config
     # global batch 8: 2 micro-batches per rank at 4, and 8 devices, which AdamW would need, divide it
     cfg["recipe"] |= {"global_batch": 8, "micro_batch": 1, "checkpoint_every": 100, "log_every": 1, "model": BIG,
@@ -567,6 +569,7 @@ def test_a_model_too_big_for_a_ddp_rank_trains_under_fsdp_at_4_and_no_rank_ever_
            "placed MB": mb("placed"), "trained MB": mb("trained"), "before MB": mb("before"), "peak MB": mb("peak")})  # fmt: skip
     assert all(g["placed"] < weights / 2 for g in grown), grown
     assert all(g["trained"] < weights for g in grown), grown
+    assert all(g["finished"] < weights for g in grown), grown  # nothing gathered whole at the end
     assert all(g["optimizer"] == "SGD" for g in grown), grown  # the recipe's, as the trainer builds it
 
 

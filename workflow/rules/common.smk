@@ -245,10 +245,19 @@ def train_runtime(wildcards):
     return minutes + (eval_runtime(wildcards) if run_group(wildcards) else 0)
 
 
+def eval_processes(wildcards):
+    """How many processes evaluate the run: a sharded (FSDP, HSDP) run's final checkpoint stays sharded and is
+    evaluated sharded, one process per device of a node, as it trained on one node (hwsweep.run.sharded_eval);
+    any other run's, one."""
+    spec = run_spec_of(wildcards)
+    return spec.plan.devices_per_node if spec.recipe.parallel.sharded else 1
+
+
 def eval_gpus(wildcards):
-    """A GPU run is evaluated on one GPU of its model (hwsweep.run.evaluate runs where it trained); 0 otherwise."""
+    """A GPU run is evaluated on GPUs of its model (hwsweep.run.evaluate runs where it trained), one per evaluating
+    process; 0 otherwise."""
     hw = hardware_of(wildcards)
-    return 1 if hw.accelerator == "cuda" and hw.gpu_model else 0
+    return eval_processes(wildcards) if hw.accelerator == "cuda" and hw.gpu_model else 0
 
 
 def eval_gpu_model(wildcards):
@@ -256,9 +265,10 @@ def eval_gpu_model(wildcards):
 
 
 def eval_threads(wildcards):
-    """A CPU run's evaluation gets the cores its training had; a GPU run's, one."""
+    """A CPU run's evaluation gets the cores its training had, and so does a sharded run's (its processes share
+    them as the training's did); a GPU run evaluated by one process, one."""
     hw = hardware_of(wildcards)
-    return hw.cpus_per_task if hw.accelerator == "cpu" else 1
+    return hw.cpus_per_task if hw.accelerator == "cpu" or eval_processes(wildcards) > 1 else 1
 
 
 def eval_runtime(wildcards):

@@ -1,5 +1,6 @@
 """Run's end: run.finish() writes train.json (the RunRecord, rank 0, atomically) and final.pt, after the
-collectives every rank takes part in (peak memory, device names, a sharded model gathered whole)."""
+collectives every rank takes part in (peak memory, device names). A sharded model's final checkpoint stays sharded
+(final/, hwsweep.run.checkpoint.link_final_sharded): no rank gathers the whole model."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch.distributed as dist
 from hwsweep.contracts import host, io
 from hwsweep.contracts.metrics import observations, summarise
 from hwsweep.contracts.records import RunRecord
-from hwsweep.contracts.spec import FINAL_CHECKPOINT, METRICS_FILE, TRAIN_RECORD
+from hwsweep.contracts.spec import FINAL_CHECKPOINT, FINAL_SHARDS, METRICS_FILE, TRAIN_RECORD
 from hwsweep.run import repro, shutdown, startup, tracking
 from hwsweep.run.runtime.history import number
 from hwsweep.run.runtime.throughput import steady_start
@@ -40,8 +41,6 @@ class Finish:
         final = {k: number(v) for k, v in (self._final | metrics).items()}
         self.peak_memory = self._peak_memory_gb()  # a collective: before rank 0 alone writes the record
         sharded = self.checkpoint.sharded
-        if sharded is not None and self.checkpoint.last is not None:  # a collective: the model gathered whole
-            write(lambda: self.checkpoint.consolidate(self.run_dir / FINAL_CHECKPOINT, self.plan.steps))
         if self.master and final and not refused:  # a line without a step: the run's value, not a point of a curve
             write(lambda: io.append_line(self.run_dir / METRICS_FILE, json.dumps(final)))
         gathered = [None] * self.world_size
@@ -60,6 +59,8 @@ class Finish:
                 record = self._record(final, names, [cpus for _, cpus in gathered], status)
                 if sharded is None:
                     self.checkpoint.link_final(self.run_dir / FINAL_CHECKPOINT)
+                else:  # the last sharded checkpoint, as every rank wrote it
+                    self.checkpoint.link_final_sharded(self.run_dir / FINAL_CHECKPOINT, self.run_dir / FINAL_SHARDS)
                 io.write_json(self.run_dir / TRAIN_RECORD, record.to_dict())
             except (RuntimeError, io.StorageError) as e:  # said once, by rank 0; every rank fails with it below
                 problem = [str(e)]

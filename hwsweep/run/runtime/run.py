@@ -226,18 +226,26 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         return self.start
 
     def count_flops(self, model: torch.nn.Module, batch) -> int | None:
-        """FLOPs of one optimizer step over all devices, counted by torch on one real micro-batch
-        (forward + backward of model.loss, see hwsweep.models.flops); call it before run.wrap(model). A model
-        built on the meta device has no values to run yet: run.wrap counts it once it has (every rank takes
-        part under FSDP). The count is of the model's own work: recomputed activations are not counted."""
-        if weights.on_meta(model):
-            self._flops_batch = batch
-            return None
+        """FLOPs of one optimizer step over all devices, counted by torch on one micro-batch (forward + backward of
+        model.loss, see hwsweep.models.flops); call it before run.wrap(model). A model built on the meta device is
+        counted there, on a meta copy of the batch: shapes only, no memory, so the count never raises the run's peak
+        above its training step's (activation checkpointing included). A model whose control flow reads values (HRM's
+        ACT) cannot run on meta: run.wrap counts it on real weights once they exist (every rank takes part under
+        FSDP), with its checkpointing suspended. The count is of the model's own work: recomputed activations are
+        not counted."""
         from hwsweep.models import flops  # only runs that count pay for the import
 
         self._flops_batch = None
-        with recompute.suspended(), lazy_dynamo.eager():
-            per_micro_batch = flops.train_step_flops(model, batch)
+        if weights.on_meta(model):
+            try:
+                with recompute.suspended(), lazy_dynamo.eager():
+                    per_micro_batch = flops.train_step_flops(model, tuple(t.to("meta") for t in batch))
+            except (RuntimeError, NotImplementedError):  # values read (data-dependent control flow)
+                self._flops_batch = batch
+                return None
+        else:
+            with recompute.suspended(), lazy_dynamo.eager():
+                per_micro_batch = flops.train_step_flops(model, batch)
         self.flops_per_step = per_micro_batch * self.plan.world_size * self.plan.accumulation
         return self.flops_per_step
 
