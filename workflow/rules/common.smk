@@ -240,7 +240,8 @@ def train_mem_mb(wildcards):
 
 def train_runtime(wildcards):
     """Minutes of a train job: the hardware's runtime, and the evaluation's where the run's job also evaluates
-    (allocation.smk): a job of the training alone then ends early, its signal still comes in time."""
+    (allocation.smk): a job of the training alone then ends early, its signal still comes in time.
+    """
     minutes = hardware_of(wildcards).runtime or DEFAULT_RUNTIME_MIN
     return minutes + (eval_runtime(wildcards) if run_group(wildcards) else 0)
 
@@ -268,7 +269,11 @@ def eval_threads(wildcards):
     """A CPU run's evaluation gets the cores its training had, and so does a sharded run's (its processes share
     them as the training's did); a GPU run evaluated by one process, one."""
     hw = hardware_of(wildcards)
-    return hw.cpus_per_task if hw.accelerator == "cpu" or eval_processes(wildcards) > 1 else 1
+    return (
+        hw.cpus_per_task
+        if hw.accelerator == "cpu" or eval_processes(wildcards) > 1
+        else 1
+    )
 
 
 def eval_runtime(wildcards):
@@ -410,3 +415,8 @@ def suite_stamps(suite):
     """Each stamp of a suite's tables -> what it reads when they were made with this config's settings."""
     jobs = ["aggregate"] + (["time_to_target"] if MATRIX.targets.get(suite) else [])
     return {STAMPS[j][0].format(suite=suite): STAMPS[j][1] + "\n" for j in jobs}
+
+
+def recorded_predictions(wildcards):
+    """results/predictions.csv where `hwsweep recommend` has written it (nothing otherwise)."""
+    return [layout.PREDICTIONS_FILE] if os.path.exists(layout.PREDICTIONS_FILE) else []

@@ -1,8 +1,3 @@
-def recorded_predictions(wildcards):
-    """results/predictions.csv where `hwsweep recommend` has written it (nothing otherwise)."""
-    return [layout.PREDICTIONS_FILE] if os.path.exists(layout.PREDICTIONS_FILE) else []
-
-
 rule estimate_vs_actual:
     """What `hwsweep plan --estimate` would have said for each finished run of a suite (from the other
     runs, or the assumed MFU) against the seconds it took: results/{suite}/estimate_vs_actual.csv; and
