@@ -914,24 +914,40 @@ def test_embed_scale_multiplies_the_input_by_sqrt_width_as_the_original():
     assert abs(on_meta.tokens.weight.std().item() * math.sqrt(width) - 1) < 0.01
 
 
+def _package_adam_atan2(start, grads, lr, b1, b2, wd):
+    """The `adam-atan2` package's update (csrc/adam_atan2.cu, its reference in adam_atan2_test.py), element by
+    element in Python floats (fp64): decay, both moments, then the step lr / (1 - b1^t) times atan2(m, the
+    bias-corrected sqrt(v)). The weights after every step."""
+    q, m, v, out = list(start), [0.0] * len(start), [0.0] * len(start), []
+    for t, g in enumerate(grads, start=1):
+        for i, gi in enumerate(g):
+            q[i] *= 1 - lr * wd
+            m[i] = m[i] + (1 - b1) * (gi - m[i])  # the kernel's lerp(m, g, 1 - b1)
+            v[i] = v[i] + (1 - b2) * (gi * gi - v[i])
+            q[i] -= lr / (1 - b1**t) * math.atan2(m[i], math.sqrt(v[i]) / math.sqrt(1 - b2**t))
+        out.append(list(q))
+    return out
+
+
 def test_adam_atan2_is_the_original_update():
     from hwsweep.run.optimizers import AdamATan2
 
     lr, (b1, b2), wd = 0.01, (0.9, 0.95), 0.1
-    start = torch.tensor([0.5, -1.0, 2.0, 0.0], dtype=torch.float64)
-    grads = [torch.tensor([0.1, -2.0, 0.0, 0.0], dtype=torch.float64) * (k + 1) for k in range(4)]
+    gen = torch.Generator().manual_seed(20250401)  # a gradient sequence of its own: sizes 1e-4..10, signs mixed
+    start = torch.randn(6, generator=gen, dtype=torch.float64)
+    grads = [torch.randn(6, generator=gen, dtype=torch.float64) * 10 ** torch.empty(6, dtype=torch.float64).uniform_(
+        -4, 1, generator=gen) for _ in range(40)]  # fmt: skip
+    for g in grads:
+        g[5] = 0.0  # a weight never given a gradient: atan2(0, 0) = 0, only decay
     p = start.clone().requires_grad_()
     opt = AdamATan2([p], lr=lr, betas=(b1, b2), weight_decay=wd)
-    q, m, v = start.clone(), torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
-    for t, g in enumerate(grads, start=1):  # by hand, element by element
+    expected = _package_adam_atan2(start.tolist(), [g.tolist() for g in grads], lr, b1, b2, wd)
+    for t, (g, want) in enumerate(zip(grads, expected), start=1):  # step by step, the first steps included
         p.grad = g.clone()
         opt.step()
-        q = q * (1 - lr * wd)
-        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
-        for i in range(4):
-            q[i] -= lr * math.atan2(m[i] / (1 - b1**t), math.sqrt(v[i]) / math.sqrt(1 - b2**t))
-        torch.testing.assert_close(p.detach(), q, rtol=0, atol=1e-12)
-    assert p[3].item() == 0.0  # a weight never given a gradient: atan2(0, 0) = 0, only decay (of 0)
+        torch.testing.assert_close(p.detach(), torch.tensor(want, dtype=torch.float64), rtol=0, atol=1e-12,
+                                   msg=lambda m, t=t: f"step {t}: {m}")  # fmt: skip
+    assert p[5].item() == pytest.approx(start[5].item() * (1 - lr * wd) ** len(grads), rel=1e-12)
     big = start.clone().requires_grad_()  # every gradient 1000x: the same steps (no epsilon to break the scale)
     opt = AdamATan2([big], lr=lr, betas=(b1, b2), weight_decay=wd)
     for g in grads:
@@ -940,10 +956,12 @@ def test_adam_atan2_is_the_original_update():
     torch.testing.assert_close(big.detach(), p.detach(), rtol=0, atol=1e-12)
     first = start.clone().requires_grad_()
     opt = AdamATan2([first], lr=lr, betas=(b1, b2), weight_decay=0)
-    first.grad = torch.tensor([1e-30, -1e30, 3.0, 0.0], dtype=torch.float64)
-    opt.step()  # the first step is atan2(g, |g|) = +-pi/4 whatever the gradient's size
-    quarter = lr * torch.tensor([1.0, -1, 1, 0], dtype=torch.float64) * math.pi / 4
-    torch.testing.assert_close(start - first.detach(), quarter)
+    first.grad = torch.tensor([1e-30, -1e30, 3.0, 0.0, 1.0, -1.0], dtype=torch.float64)
+    opt.step()  # the first step: lr / (1 - b1) atan2((1 - b1) g, |g|) = 10 atan(0.1) lr = 0.997 lr, any gradient
+    sign = torch.tensor([1.0, -1, 1, 0, 1, -1], dtype=torch.float64)
+    torch.testing.assert_close(start - first.detach(), sign * lr * 10 * math.atan(0.1), rtol=0, atol=1e-15)
+    # not lr atan2(m_hat, sqrt(v_hat)) = lr pi/4, the correction inside the arctangent (hwsweep before issue 70)
+    assert abs(10 * math.atan(0.1) - math.pi / 4) > 0.2
 
 
 def test_the_recipe_names_the_optimizer_the_trainer_builds():
