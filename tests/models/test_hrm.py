@@ -17,7 +17,7 @@ from conftest import REPO
 
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.typed import SpecError
-from hwsweep.models import deep_transformer, families, flops, footprint, hrm, passk, puzzle_tasks, puzzles
+from hwsweep.models import arc_rules, deep_transformer, families, flops, footprint, hrm, passk, puzzle_tasks, puzzles
 from hwsweep.models.blocks import IGNORE, SignSGD, log_stablemax, sequence_loss, sparse_embeddings
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run import evaluate, shutdown
@@ -451,7 +451,7 @@ def test_dihedral_positions_and_their_inverses():
 
 def test_arc_rules_hold_on_the_generated_pairs():
     p = puzzles.arc(400, seed=3, num_puzzles=5, min_size=6, max_size=6)  # ids 0..4: one rule each, in order
-    rules = puzzles.arc_rules(5, 0)
+    rules = arc_rules.draw(5, 0)
     grid_in, grid_out = p.inputs.view(-1, 6, 6), p.targets.view(-1, 6, 6)
     rot = p.puzzle_ids == 0
     assert torch.equal(grid_out[rot], torch.rot90(grid_in[rot], rules[0][1][0], dims=(1, 2)))
@@ -1068,7 +1068,7 @@ ARC_DEMO = {"name": "arc", "min_size": 3, "max_size": 4, "num_puzzles": 5, "demo
 
 def test_demonstrations_show_pairs_of_the_samples_own_puzzle_and_only_the_query_is_asked():
     p = puzzles.arc(100, seed=5, num_puzzles=5, min_size=3, max_size=4, demonstrations=2)
-    rules = puzzles.arc_rules(5, 0)
+    rules = arc_rules.draw(5, 0)
     panels = p.inputs.view(100, 5, 4, 4)
     targets = p.targets.view(100, 5, 4, 4)
     assert (targets[:, :4] == IGNORE).all()  # the demonstrations are shown, not asked
@@ -1077,7 +1077,7 @@ def test_demonstrations_show_pairs_of_the_samples_own_puzzle_and_only_the_query_
         for grid_in, grid_out in pairs:
             s = int((grid_in[0] != puzzles.PAD).sum())  # the grid's side, top-left on the canvas
             grid = grid_in[:s, :s].numpy()[None] - 1
-            want = puzzles._apply_rule(grid, *rules[int(p.puzzle_ids[i])]) + 1
+            want = arc_rules.apply_rule(grid, *rules[int(p.puzzle_ids[i])]) + 1
             assert (grid_out[:s, :s].numpy() == want[0]).all() and (grid_out[s:] == puzzles.PAD).all()
     plain = puzzles.arc(100, seed=5, num_puzzles=5, min_size=3, max_size=4)
     assert torch.equal(plain.inputs, p.inputs[:, -16:])  # the query as without demonstrations: same draws
@@ -1100,8 +1100,9 @@ def test_unseen_puzzles_are_new_identifiers_that_no_training_step_touches():
     assert unseen.sum() == 20 and (~unseen).sum() == 20 and not unseen[:20].any()  # seen first
     assert ids.max() < 5 * 2 and (hids[~unseen] < 5 * 2).all()  # trained puzzles' identifiers (views 0 and 1)
     assert (hids[unseen] >= 5 * 2).all() and (hids[unseen] % 2 == 0).all()  # new puzzles' view-0 identifiers
-    rules = puzzles.arc_rules(8, 0)
-    assert rules[:5] == puzzles.arc_rules(5, 0)  # the trained puzzles' rules stay what they were
+    more = dataclasses.replace(r.task, unseen_puzzles=7)  # the trained puzzles' rules do not move with the unseen
+    assert puzzle_tasks.rules(more)[0] == puzzle_tasks.rules(r.task)[0]
+    assert puzzle_tasks.rules(more)[1][:3] == puzzle_tasks.rules(r.task)[1]
     torch.manual_seed(0)
     net = families.torch_side("hrm").build(r)
     emb = SignSGD(sparse_embeddings(net), lr=0.1, weight_decay=0.1)
@@ -1132,7 +1133,7 @@ class RuleByIdentifier(torch.nn.Module):
 
     def __init__(self, task):
         super().__init__()
-        self.task, self.rules = task, puzzles.arc_rules(task.num_puzzles, 0)
+        self.task, self.rules = task, puzzle_tasks.rules(task)[0]
 
     def predict(self, inputs, puzzle_ids):
         side, out = self.task.max_size, inputs.clone()
@@ -1142,7 +1143,7 @@ class RuleByIdentifier(torch.nn.Module):
                 s = int((query[i, 0] != puzzles.PAD).sum())
                 grid = query[i, :s, :s].numpy()[None] - 1
                 answer = torch.full((side, side), puzzles.PAD)
-                answer[:s, :s] = torch.from_numpy(puzzles._apply_rule(grid, *self.rules[p])[0].copy() + 1)
+                answer[:s, :s] = torch.from_numpy(arc_rules.apply_rule(grid, *self.rules[p])[0].copy() + 1)
                 out[i, -side * side :] = answer.view(-1)
         return out
 
