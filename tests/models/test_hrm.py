@@ -969,8 +969,8 @@ def test_the_recipe_names_the_optimizer_the_trainer_builds():
 
     r = recipe()
     params = [torch.nn.Parameter(torch.zeros(3))]
-    assert type(build(params, r.optimizer, 0.1, "cpu")) is torch.optim.AdamW  # the schema's default
-    o = dataclasses.replace(r.optimizer, name="adam_atan2")
+    o = r.optimizer  # the hrm family's default (tests/plan/test_family_defaults.py)
+    assert type(build(params, dataclasses.replace(o, name="adamw"), 0.1, "cpu")) is torch.optim.AdamW
     opt = build(params, o, 0.1, "cpu")
     assert type(opt) is AdamATan2
     assert opt.defaults == {"lr": 0.1, "betas": (o.beta1, o.beta2), "weight_decay": o.weight_decay}
