@@ -1225,6 +1225,34 @@ def test_the_study_answers_each_of_seed_001s_questions_with_an_interval_or_not_d
     assert len(study.questions(empty, empty, empty)) == 6  # a study folder without tables: said, no crash
 
 
+def test_the_study_reads_one_suite_s_results_as_well_as_the_whole_study_s(tmp_path, capsys):
+    """A rerun of one suite leaves results/<suite>/ only; the study reads it and says which suites it read."""
+    study = _study()
+    runs = pd.DataFrame([{"suite": "puzzle_embeddings", "variant": v, "hardware": "cpu1", "seed": s,
+                          "exact_accuracy": 0.2 + 0.1 * e + 0.01 * s, "unseen_exact_accuracy": 0.05 + 0.01 * s,
+                          "token_accuracy": 0.6, "unseen_token_accuracy": 0.4}
+                         for e, v in enumerate(("puzzle_emb_ndim-0", "puzzle_emb_ndim-32")) for s in range(3)])  # fmt: skip
+    variants = pd.DataFrame([{"suite": "puzzle_embeddings", "variant": "puzzle_emb_ndim-32", "reference": "x",
+                              "metric": "exact_accuracy", "primary": True, "n": 3, "mean": 0.3, "reference_mean": 0.2,
+                              "difference": 0.1, "ci_low": 0.05, "ci_high": 0.15, "verdict": "better", "note": ""}])  # fmt: skip
+    suite = tmp_path / "results" / "puzzle_embeddings"
+    suite.mkdir(parents=True)
+    runs.to_csv(suite / "runs.csv", index=False)
+    variants.to_csv(suite / "variants.csv", index=False)
+    study.main(["--results", str(tmp_path / "results"), "--landing", str(tmp_path / "none")])
+    text = capsys.readouterr().out
+    assert "Read single suites from " in text and ": puzzle_embeddings." in text
+    assert "puzzle_emb_ndim-32 against none, exact_accuracy: +10 points (95% CI +5 to +15), **better**" in text
+    assert "### Seen against unseen puzzles" in text
+    assert "the augmentation suite is not in this run's tables" in text  # the suites not rerun: said, not guessed
+    runs.to_csv(tmp_path / "results" / "runs.csv", index=False)  # the whole study's collected table wins
+    variants.to_csv(tmp_path / "results" / "variants.csv", index=False)
+    study.main(["--results", str(tmp_path / "results"), "--landing", str(tmp_path / "none")])
+    assert "Read the whole study from " in capsys.readouterr().out
+    study.main(["--results", str(tmp_path / "empty"), "--landing", str(tmp_path / "none")])
+    assert "no runs." in capsys.readouterr().out  # an empty folder: said, no crash
+
+
 def test_the_study_cuts_an_accuracy_s_interval_at_its_bounds_and_says_so():
     """A t interval over three seeds near 100% reaches past it; an accuracy cannot, so the study cuts it there (which
     keeps its coverage) and says it did, rather than printing a CI up to 105 points."""
