@@ -5,7 +5,9 @@
     snakemake --configfile config/hrm_cpu.yaml --replace-workflow-config --report report.html
     .venv/bin/python bench/hrm_study.py --wall-seconds 900 > /tmp/hrm_study.md
 
-Run in the folder that ran the study (results/, benchmarks/, .snakemake/hwsweep/landing.rst). Prints
+Run in the folder that ran the study (results/, benchmarks/, .snakemake/hwsweep/landing.rst), or one suite of
+it (`snakemake ... suite_puzzle_embeddings`: its tables are results/<suite>/ only; the others' questions then say
+they are not in this run's tables). Prints
 markdown: where and when it ran (commit, torch, cores), the measured time, seed 001's six questions each with
 its interval and verdict (or "not decided at this size"), each suite's landing-page sentences as the report
 gives them, the variant comparisons with their intervals (primary metrics, then the secondary ones the
@@ -55,6 +57,17 @@ def _table(frame: pd.DataFrame) -> list[str]:
 
 def _read(path: Path) -> pd.DataFrame:
     return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+
+
+def _collected(results: Path, name: str) -> tuple[pd.DataFrame, list[str]]:
+    """(results/<name> where the whole study collected it, else every suite's own results/<suite>/<name> stacked,
+    as a run of single suites leaves them; the suites read)."""
+    if (results / name).is_file():
+        frame = pd.read_csv(results / name)
+        return frame, sorted(set(frame.suite)) if "suite" in frame else []
+    paths = sorted(results.glob(f"*/{name}"))
+    frames = [pd.read_csv(p) for p in paths]
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), [p.parent.name for p in paths]
 
 
 def _interval(lo, hi, scale: float = 100.0, unit: str = " points") -> str:
@@ -162,26 +175,29 @@ def questions(runs: pd.DataFrame, variants: pd.DataFrame, compare: pd.DataFrame)
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results")
     ap.add_argument("--landing", default=".snakemake/hwsweep/landing.rst")
     ap.add_argument("--wall-seconds", type=float, help="the workflow's measured wall clock (time's output)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     results = Path(args.results)
 
     import torch
 
     out = [f"Commit {_commit()}, torch {torch.__version__}, {platform.machine()} with {os.cpu_count()} cores, "
            f"{datetime.date.today().isoformat()}."]  # fmt: skip
-    runs = _read(results / "runs.csv")
+    runs, suites = _collected(results, "runs.csv")
+    whole = (results / "runs.csv").is_file()
+    out.append(f"Read {'the whole study' if whole else 'single suites'} from {results}/: "
+               f"{', '.join(suites) or 'no runs'}.")  # fmt: skip
     train = runs.train_seconds.sum() if "train_seconds" in runs else float("nan")
     if args.wall_seconds:
         out.append(f"The whole workflow took **{args.wall_seconds / 60:.1f} minutes** of wall clock ({len(runs)} "
                    f"training runs, their training alone {train / 60:.1f} process-minutes).")  # fmt: skip
 
-    variants = _read(results / "variants.csv")
-    compare = _read(results / "compare.csv")
+    variants, _ = _collected(results, "variants.csv")
+    compare = _read(results / "compare.csv")  # across suites: the whole study's only
     out += ["", "### Seed 001's six questions", "", *questions(runs, variants, compare)]
 
     landing = Path(args.landing)
@@ -207,8 +223,8 @@ def main() -> None:
         out += _table(c[["comparison", "metric", "mean", "reference_mean", "difference", "interval", "verdict",
                          "training_flops", "reference_training_flops"]])  # fmt: skip
 
-    comparison = _read(results / "comparison.csv")
-    speedup = _read(results / "speedup.csv")
+    comparison, _ = _collected(results, "comparison.csv")
+    speedup, _ = _collected(results, "speedup.csv")
     if len(speedup):
         out += ["", "### Hardware (the baseline suite)", ""]
         keep = [c for c in ("suite", "variant", "hardware", "exact_accuracy_verdict", "token_accuracy_verdict")

@@ -280,17 +280,20 @@ def config_reference() -> str:
         "",
     ]
     required = set(root.get("required", []))
+    from hwsweep.plan.config.schema import family_defaults
+
+    families = {("recipe", *where): by_family for where, by_family in family_defaults(root).items()}
     for top in keys:
         lines += [f"## `{top.name}` {{#{_anchor(top.name)}}}", ""]
-        lines += _entry(top, keys, heading=False, required=top.path[0] in required)
+        lines += _entry(top, keys, heading=False, required=top.path[0] in required, families=families)
         for k in flat(top.children):
             variant = k.variant[1] if k.variant else None
             lines += [f"### `{k.name}`" + (f" ({variant})" if variant else "") + f" {{#{_anchor(k.name, variant)}}}", ""]
-            lines += _entry(k, keys, heading=True)
+            lines += _entry(k, keys, heading=True, families=families)
     return "\n".join(lines) + "\n"
 
 
-def _entry(k: Key, keys: list[Key], heading: bool, required: bool = False) -> list[str]:
+def _entry(k: Key, keys: list[Key], heading: bool, required: bool = False, families: dict | None = None) -> list[str]:
     s = k.schema
     out = [" ".join(str(s.get("description", "")).split()), ""]
     facts = [f"**Type:** {_type(s)}"]
@@ -298,6 +301,8 @@ def _entry(k: Key, keys: list[Key], heading: bool, required: bool = False) -> li
         facts.append("**Required**")
     if "default" in s:
         facts.append(f"**Default:** `{json.dumps(s['default'])}`")
+    for family, default in (families or {}).get(k.path, {}).items():  # a model family's own (the schema's allOf)
+        facts.append(f"**Default with** `recipe.model.name: {family}`**:** `{json.dumps(default)}`")
     allowed = _allowed(s)
     if allowed:
         facts.append(f"**Allowed:** {allowed}")

@@ -103,8 +103,8 @@ PUZZLE_METRICS = {
                                    "description": "HRM with ACT: mean segments a held-out prediction would run if its "
                                                   "Q head halted it (empty without a Q head)"},
     "unseen_exact_accuracy": _accuracy("ARC-like with unseen_puzzles: share of the unseen puzzles' held-out samples "
-                                       "solved (new rule instances; their identifiers' embeddings as initialised: "
-                                       "zero)") | {"primary": False},
+                                       "solved (rules no trained puzzle asks, hwsweep.models.arc_rules; their identifiers' "
+                                       "embeddings as initialised: zero)") | {"primary": False},
     "unseen_token_accuracy": _accuracy("ARC-like with unseen_puzzles: share of the unseen puzzles' held-out cells "
                                        "right") | {"primary": False},
     "final_loss": SEQUENCE_METRICS["final_loss"],

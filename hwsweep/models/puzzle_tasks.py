@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import torch
 
-from hwsweep.models import passk, puzzles
+from hwsweep.models import arc_rules, passk, puzzles
 from hwsweep.models.blocks import IGNORE
 from hwsweep.models.families import (EVAL_TABLE_SEED, MILESTONES, PUZZLE_PERIODIC, SEGMENTS, TRAIN_TABLE_SEED,
                                      segment_metric)
@@ -34,11 +34,24 @@ def base_spec(task) -> puzzles.GridSpec:
 def _originals(task, count: int, seed: int, unseen: bool = False) -> puzzles.Puzzles:
     if task.name == "sudoku":
         return puzzles.sudoku(task.size, task.blanks, count, seed, distinct=task.distinct_puzzles)
-    # unseen: the puzzles after the trained ones (arc_rules draws each puzzle's rule in turn, so the trained
-    # puzzles' rules stay what they were), new rule instances with identifiers no training sample shows
-    last, first = (task.num_puzzles + task.unseen_puzzles, task.num_puzzles) if unseen else (task.num_puzzles, 0)
-    return puzzles.arc(count, seed, last, min_size=task.min_size, max_size=task.max_size,
-                       demonstrations=task.demonstrations, first_puzzle=first)  # fmt: skip
+    # unseen: new puzzles, ids after the trained ones, each asking a rule no trained puzzle (nor its views) asks
+    part, first = split_part(task, unseen)
+    return puzzles.arc(count, seed, task.unseen_puzzles if unseen else task.num_puzzles, min_size=task.min_size,
+                       max_size=task.max_size, demonstrations=task.demonstrations, part=part, first_id=first)  # fmt: skip
+
+
+def split_part(task, unseen: bool) -> tuple[str, int]:
+    """(the part of the rule space an ARC-like task's trained or unseen puzzles draw from, their first id): with
+    unseen puzzles the two parts of hwsweep.models.arc_rules, without them the whole space."""
+    if unseen:
+        return "unseen", task.num_puzzles
+    return ("trained" if task.unseen_puzzles else "all"), 0
+
+
+def rules(task) -> tuple[list, list]:
+    """An ARC-like task's (trained puzzles' rules, unseen puzzles' rules), puzzle id order."""
+    return (arc_rules.draw(task.num_puzzles, 0, split_part(task, False)[0]),
+            arc_rules.draw(task.unseen_puzzles, 0, "unseen"))  # fmt: skip
 
 
 @lru_cache(maxsize=4)

@@ -9,7 +9,7 @@ with nothing downloaded. A puzzle set is flattened square grids of tokens:
 - ARC-like: a colour grid (6x6..10x10, colours 0-9) in the top-left corner of a max_size
   canvas; token 0 is padding, colour c is token c + 1. Each puzzle identifier is one instance
   of a transformation rule (rotation, reflection, colour mapping, translation, object
-  recolour) with its parameters; its samples are new input grids under the same rule. With
+  recolour; hwsweep.models.arc_rules) with its parameters; its samples are new input grids under the same rule. With
   demonstrations, a sample shows input/output pairs of its puzzle before the query, canvas after
   canvas; only the query's output is asked.
 
@@ -31,6 +31,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 from torch.nn import functional as F
+
+from hwsweep.models import arc_rules
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,6 @@ def sudoku_correct(pred: torch.Tensor, puzzle: torch.Tensor) -> torch.Tensor:
 
 
 # -- ARC-like grids -----------------------------------------------------------------------------
-RULES = ("rotate", "reflect", "colour_map", "translate", "recolour_objects")
 PAD = 0  # canvas token outside the grid; colour c is token c + 1
 
 
@@ -212,108 +213,41 @@ def arc_spec(max_size: int, demonstrations: int = 0) -> GridSpec:
     return GridSpec(side=max_size, vocab_size=11, colours=(2, 11), panels=2 * demonstrations + 1)
 
 
-def arc_rules(num_puzzles: int, seed: int) -> list[tuple[str, tuple]]:
-    """Puzzle p's rule and parameters, drawn in turn from `seed`: the first N are the same for any num_puzzles >= N
-    (so unseen puzzles after the trained ones leave the trained ones' rules alone)."""
-    rng = np.random.default_rng([seed, 0xA5C])
-    rules = []
-    for p in range(num_puzzles):
-        kind = RULES[p % len(RULES)]  # every rule appears, in turn
-        if kind == "rotate":
-            params = (int(rng.integers(1, 4)),)
-        elif kind == "reflect":
-            params = (int(rng.integers(0, 4)),)
-        elif kind == "colour_map":
-            params = tuple(int(c) for c in rng.permutation(9) + 1)
-        elif kind == "translate":
-            dy, dx = 0, 0
-            while dy == 0 and dx == 0:
-                dy, dx = (int(v) for v in rng.integers(-2, 3, 2))
-            params = (dy, dx)
-        else:
-            params = (int(rng.integers(1, 10)),)
-        rules.append((kind, params))
-    return rules
-
-
-def _random_grids(rng: np.random.Generator, count: int, s: int) -> np.ndarray:
-    """Black background, a little single-pixel noise, and 2-4 coloured rectangles up to 3x3."""
-    grid = np.where(rng.random((count, s, s)) < 0.06, rng.integers(1, 10, (count, s, s)), 0)
-    rows, cols = np.arange(s)[None, :, None], np.arange(s)[None, None, :]
-    shown = rng.integers(2, 5, count)
-    for i in range(4):
-        h, w = rng.integers(1, 4, (2, count, 1, 1))
-        top, left = rng.integers(0, s - 1, (2, count, 1, 1))
-        colour = rng.integers(1, 10, (count, 1, 1))
-        inside = (rows >= top) & (rows < top + h) & (cols >= left) & (cols < left + w) & (i < shown)[:, None, None]
-        grid = np.where(inside, colour, grid)
-    return grid
-
-
-def _apply_rule(grid: np.ndarray, kind: str, params: tuple) -> np.ndarray:
-    if kind == "rotate":
-        return np.rot90(grid, params[0], axes=(1, 2))
-    if kind == "reflect":
-        return _dihedral_np(grid, 4 + params[0])
-    if kind == "colour_map":
-        return np.array((0,) + params)[grid]
-    if kind == "translate":  # shift, dropping what leaves the grid and filling with black
-        dy, dx = params
-        s = grid.shape[1]
-        out = np.zeros_like(grid)
-        out[:, max(dy, 0) : s + min(dy, 0), max(dx, 0) : s + min(dx, 0)] = grid[
-            :, max(-dy, 0) : s - max(dy, 0), max(-dx, 0) : s - max(dx, 0)
-        ]
-        return out
-    # recolour_objects: every coloured cell with a same-coloured 4-neighbour (part of an object
-    # of two or more cells) takes colour c; single-pixel noise keeps its colour.
-    padded = np.pad(grid, ((0, 0), (1, 1), (1, 1)), constant_values=-1)
-    neighbours = (padded[:, :-2, 1:-1], padded[:, 2:, 1:-1], padded[:, 1:-1, :-2], padded[:, 1:-1, 2:])
-    joined = np.logical_or.reduce([n == grid for n in neighbours]) & (grid > 0)
-    return np.where(joined, params[0], grid)
-
-
-def _dihedral_np(grid: np.ndarray, d: int) -> np.ndarray:
-    """Dihedral transform d of (count, s, s) grids: 0-3 rotations by d x 90 degrees, 4-7 reflections."""
-    if d < 4:
-        return np.rot90(grid, d, axes=(1, 2))
-    return (grid[:, ::-1, :], grid[:, :, ::-1], grid.transpose(0, 2, 1), grid[:, ::-1, ::-1].transpose(0, 2, 1))[d - 4]
-
-
 def arc(count: int, seed: int, num_puzzles: int = 16, puzzle_seed: int = 0, min_size: int = 6,
-        max_size: int = 10, demonstrations: int = 0, first_puzzle: int = 0) -> Puzzles:  # fmt: skip
-    """`count` samples of the rule puzzles first_puzzle..num_puzzles-1 (their ids) on new random grids.
+        max_size: int = 10, demonstrations: int = 0, part: str = "all", first_id: int = 0) -> Puzzles:  # fmt: skip
+    """`count` samples of num_puzzles rule puzzles (ids first_id..first_id + num_puzzles - 1) on new random grids.
 
-    The rules depend on (puzzle_seed) and the puzzle's index only (arc_rules draws them in turn), the grids on
-    `seed`: a training and a held-out set made with two seeds ask the same puzzles about different grids, and
-    first_puzzle = the training set's num_puzzles asks puzzles training never saw (new rule instances, new ids).
+    The rules depend on (puzzle_seed, part) and the puzzle's index only (arc_rules.draw draws them in turn), the
+    grids on `seed`: a training and a held-out set made with two seeds ask the same puzzles about different grids.
+    part "trained" and "unseen" draw from the two parts of the rule space (hwsweep.models.arc_rules): the unseen
+    puzzles (ids after the trained ones) ask rules no trained puzzle asks.
 
     With `demonstrations` D, a sample is 2 D + 1 canvases in a row: D input/output pairs of the same puzzle on
     grids of their own, then the query's input; its target asks only the query's output (the demonstrations'
     cells are IGNORE), so the rule can be read from the sample itself rather than from its identifier alone.
     """
     rng = np.random.default_rng(seed)
-    rules = arc_rules(num_puzzles, puzzle_seed)
-    ids = rng.integers(first_puzzle, num_puzzles, count)
+    rules = arc_rules.draw(num_puzzles, puzzle_seed, part)
+    ids = rng.integers(0, num_puzzles, count)
     area = max_size * max_size
 
     def panel(sizes):  # one canvas of input and its rule's output for every sample
         inputs = np.full((count, max_size, max_size), PAD)
         outputs = inputs.copy()
         for s in range(min_size, max_size + 1):
-            for p in range(first_puzzle, num_puzzles):
+            for p in range(num_puzzles):
                 rows = np.flatnonzero((sizes == s) & (ids == p))
                 if rows.size:
-                    grid = _random_grids(rng, rows.size, s)
+                    grid = arc_rules.random_grids(rng, rows.size, s)
                     inputs[rows, :s, :s] = grid + 1
-                    outputs[rows, :s, :s] = _apply_rule(grid, *rules[p]) + 1
+                    outputs[rows, :s, :s] = arc_rules.apply_rule(grid, *rules[p]) + 1
         return inputs.reshape(count, area), outputs.reshape(count, area)
 
     query, answer = panel(rng.integers(min_size, max_size + 1, count))
     shown = [x for _ in range(demonstrations) for x in panel(rng.integers(min_size, max_size + 1, count))]
     inputs = np.concatenate(shown + [query], axis=1)
     targets = np.concatenate([np.full((count, 2 * demonstrations * area), PAD), answer], axis=1)
-    return Puzzles(torch.from_numpy(inputs).long(), torch.from_numpy(targets).long(), torch.from_numpy(ids).long())
+    return Puzzles(torch.from_numpy(inputs).long(), torch.from_numpy(targets).long(), torch.from_numpy(ids + first_id).long())
 
 
 # -- augmentation ------------------------------------------------------------------------------
@@ -322,7 +256,7 @@ def dihedral_positions(side: int, panels: int = 1) -> tuple[torch.Tensor, torch.
     """(8, panels*side*side) gather indices: view[j] = grid[index[d, j]], and their inverses; each of the
     `panels` side x side canvases in a row is transformed in place."""
     grid = np.arange(side * side).reshape(1, side, side)
-    one = np.stack([_dihedral_np(grid, d).reshape(-1) for d in range(8)])
+    one = np.stack([arc_rules.dihedral(grid, d).reshape(-1) for d in range(8)])
     index = torch.from_numpy(np.concatenate([one + k * side * side for k in range(panels)], axis=1))
     return index, index.argsort(dim=1)
 

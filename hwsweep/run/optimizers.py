@@ -1,7 +1,7 @@
 """The built-in trainer's optimizers (recipe.optimizer.name): AdamW (hwsweep.run.device.adamw, in its kernel),
-AdamATan2, the original HRM's optimizer, written here in plain PyTorch from its published update rule (Everett et
-al. 2024, "Scaling Exponents Across Parameterizations and Optimizers"; the original trains with the `adam-atan2`
-package, a CUDA kernel), and plain SGD, which keeps no state (what each keeps per parameter is counted by the plan
+AdamATan2, the original HRM's optimizer, written here in plain PyTorch with the update of the `adam-atan2` package
+the original installs (a CUDA kernel, csrc/adam_atan2.cu; the rule is Everett et al. 2024, "Scaling Exponents
+Across Parameterizations and Optimizers"), and plain SGD, which keeps no state (what each keeps per parameter is counted by the plan
 in hwsweep.models.footprint.OPTIMIZER_STATE)."""
 
 from __future__ import annotations
@@ -16,16 +16,19 @@ NAMES = ("adamw", "adam_atan2", "sgd")
 
 
 class AdamATan2(torch.optim.Optimizer):
-    """Adam whose step is atan2(m_hat, sqrt(v_hat)) instead of m_hat / (sqrt(v_hat) + eps), with decoupled weight
-    decay. Per parameter, at step t (from 1), in the parameter's dtype (fp32 here):
+    """Adam whose step is atan2(m, sqrt(v_hat)) instead of m_hat / (sqrt(v_hat) + eps), with decoupled weight decay,
+    as the `adam-atan2` package computes it. Per parameter, at step t (from 1), in the parameter's dtype (fp32 here):
 
         p <- p (1 - lr wd)
         m <- beta1 m + (1 - beta1) g           v <- beta2 v + (1 - beta2) g^2
-        p <- p - lr atan2(m / (1 - beta1^t), sqrt(v) / sqrt(1 - beta2^t))
+        p <- p - (lr / (1 - beta1^t)) atan2(m, sqrt(v / (1 - beta2^t)))
 
-    No epsilon: a step is bounded by lr x pi/2 and does not change when every gradient is multiplied by the same
-    positive factor (atan2(c y, c x) = atan2(y, x)); where a gradient has been exactly 0 since the start the step
-    is atan2(0, 0) = 0. The scale constants of the paper's form are 1, as in the package the original uses."""
+    The first moment's bias correction scales the step, outside the arctangent (the package's kernel; its
+    repository once moved it inside and reverted that): the first step is lr x 10 atan(0.1) = 0.997 lr per weight
+    with beta1 0.9, where the correction inside the arctangent would give lr x pi/4. No epsilon: the step does not
+    change when every gradient is multiplied by the same positive factor (atan2(c y, c x) = atan2(y, x)); where a
+    gradient has been exactly 0 since the start the step is atan2(0, 0) = 0. The paper's scale constants (a, b in
+    a atan2(m, b sqrt(v))) are 1: the package has none."""
 
     def __init__(self, params, lr: float, betas: tuple[float, float] = (0.9, 0.95), weight_decay: float = 0.1):
         if not lr >= 0 or not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1 or not weight_decay >= 0:
@@ -56,7 +59,7 @@ class AdamATan2(torch.optim.Optimizer):
                 p.mul_(1 - lr * decay)
                 m.lerp_(p.grad, 1 - beta1)
                 v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                p.add_(torch.atan2(m / (1 - beta1**t), v.sqrt() / math.sqrt(1 - beta2**t)), alpha=-lr)
+                p.add_(torch.atan2(m, v.sqrt() / math.sqrt(1 - beta2**t)), alpha=-lr / (1 - beta1**t))
         return loss
 
 

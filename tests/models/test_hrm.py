@@ -17,7 +17,7 @@ from conftest import REPO
 
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.typed import SpecError
-from hwsweep.models import deep_transformer, families, flops, footprint, hrm, passk, puzzle_tasks, puzzles
+from hwsweep.models import arc_rules, deep_transformer, families, flops, footprint, hrm, passk, puzzle_tasks, puzzles
 from hwsweep.models.blocks import IGNORE, SignSGD, log_stablemax, sequence_loss, sparse_embeddings
 from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.run import evaluate, shutdown
@@ -451,7 +451,7 @@ def test_dihedral_positions_and_their_inverses():
 
 def test_arc_rules_hold_on_the_generated_pairs():
     p = puzzles.arc(400, seed=3, num_puzzles=5, min_size=6, max_size=6)  # ids 0..4: one rule each, in order
-    rules = puzzles.arc_rules(5, 0)
+    rules = arc_rules.draw(5, 0)
     grid_in, grid_out = p.inputs.view(-1, 6, 6), p.targets.view(-1, 6, 6)
     rot = p.puzzle_ids == 0
     assert torch.equal(grid_out[rot], torch.rot90(grid_in[rot], rules[0][1][0], dims=(1, 2)))
@@ -914,24 +914,40 @@ def test_embed_scale_multiplies_the_input_by_sqrt_width_as_the_original():
     assert abs(on_meta.tokens.weight.std().item() * math.sqrt(width) - 1) < 0.01
 
 
+def _package_adam_atan2(start, grads, lr, b1, b2, wd):
+    """The `adam-atan2` package's update (csrc/adam_atan2.cu, its reference in adam_atan2_test.py), element by
+    element in Python floats (fp64): decay, both moments, then the step lr / (1 - b1^t) times atan2(m, the
+    bias-corrected sqrt(v)). The weights after every step."""
+    q, m, v, out = list(start), [0.0] * len(start), [0.0] * len(start), []
+    for t, g in enumerate(grads, start=1):
+        for i, gi in enumerate(g):
+            q[i] *= 1 - lr * wd
+            m[i] = m[i] + (1 - b1) * (gi - m[i])  # the kernel's lerp(m, g, 1 - b1)
+            v[i] = v[i] + (1 - b2) * (gi * gi - v[i])
+            q[i] -= lr / (1 - b1**t) * math.atan2(m[i], math.sqrt(v[i]) / math.sqrt(1 - b2**t))
+        out.append(list(q))
+    return out
+
+
 def test_adam_atan2_is_the_original_update():
     from hwsweep.run.optimizers import AdamATan2
 
     lr, (b1, b2), wd = 0.01, (0.9, 0.95), 0.1
-    start = torch.tensor([0.5, -1.0, 2.0, 0.0], dtype=torch.float64)
-    grads = [torch.tensor([0.1, -2.0, 0.0, 0.0], dtype=torch.float64) * (k + 1) for k in range(4)]
+    gen = torch.Generator().manual_seed(20250401)  # a gradient sequence of its own: sizes 1e-4..10, signs mixed
+    start = torch.randn(6, generator=gen, dtype=torch.float64)
+    grads = [torch.randn(6, generator=gen, dtype=torch.float64) * 10 ** torch.empty(6, dtype=torch.float64).uniform_(
+        -4, 1, generator=gen) for _ in range(40)]  # fmt: skip
+    for g in grads:
+        g[5] = 0.0  # a weight never given a gradient: atan2(0, 0) = 0, only decay
     p = start.clone().requires_grad_()
     opt = AdamATan2([p], lr=lr, betas=(b1, b2), weight_decay=wd)
-    q, m, v = start.clone(), torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
-    for t, g in enumerate(grads, start=1):  # by hand, element by element
+    expected = _package_adam_atan2(start.tolist(), [g.tolist() for g in grads], lr, b1, b2, wd)
+    for t, (g, want) in enumerate(zip(grads, expected), start=1):  # step by step, the first steps included
         p.grad = g.clone()
         opt.step()
-        q = q * (1 - lr * wd)
-        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
-        for i in range(4):
-            q[i] -= lr * math.atan2(m[i] / (1 - b1**t), math.sqrt(v[i]) / math.sqrt(1 - b2**t))
-        torch.testing.assert_close(p.detach(), q, rtol=0, atol=1e-12)
-    assert p[3].item() == 0.0  # a weight never given a gradient: atan2(0, 0) = 0, only decay (of 0)
+        torch.testing.assert_close(p.detach(), torch.tensor(want, dtype=torch.float64), rtol=0, atol=1e-12,
+                                   msg=lambda m, t=t: f"step {t}: {m}")  # fmt: skip
+    assert p[5].item() == pytest.approx(start[5].item() * (1 - lr * wd) ** len(grads), rel=1e-12)
     big = start.clone().requires_grad_()  # every gradient 1000x: the same steps (no epsilon to break the scale)
     opt = AdamATan2([big], lr=lr, betas=(b1, b2), weight_decay=wd)
     for g in grads:
@@ -940,10 +956,12 @@ def test_adam_atan2_is_the_original_update():
     torch.testing.assert_close(big.detach(), p.detach(), rtol=0, atol=1e-12)
     first = start.clone().requires_grad_()
     opt = AdamATan2([first], lr=lr, betas=(b1, b2), weight_decay=0)
-    first.grad = torch.tensor([1e-30, -1e30, 3.0, 0.0], dtype=torch.float64)
-    opt.step()  # the first step is atan2(g, |g|) = +-pi/4 whatever the gradient's size
-    quarter = lr * torch.tensor([1.0, -1, 1, 0], dtype=torch.float64) * math.pi / 4
-    torch.testing.assert_close(start - first.detach(), quarter)
+    first.grad = torch.tensor([1e-30, -1e30, 3.0, 0.0, 1.0, -1.0], dtype=torch.float64)
+    opt.step()  # the first step: lr / (1 - b1) atan2((1 - b1) g, |g|) = 10 atan(0.1) lr = 0.997 lr, any gradient
+    sign = torch.tensor([1.0, -1, 1, 0, 1, -1], dtype=torch.float64)
+    torch.testing.assert_close(start - first.detach(), sign * lr * 10 * math.atan(0.1), rtol=0, atol=1e-15)
+    # not lr atan2(m_hat, sqrt(v_hat)) = lr pi/4, the correction inside the arctangent (hwsweep before issue 70)
+    assert abs(10 * math.atan(0.1) - math.pi / 4) > 0.2
 
 
 def test_the_recipe_names_the_optimizer_the_trainer_builds():
@@ -951,8 +969,8 @@ def test_the_recipe_names_the_optimizer_the_trainer_builds():
 
     r = recipe()
     params = [torch.nn.Parameter(torch.zeros(3))]
-    assert type(build(params, r.optimizer, 0.1, "cpu")) is torch.optim.AdamW  # the schema's default
-    o = dataclasses.replace(r.optimizer, name="adam_atan2")
+    o = r.optimizer  # the hrm family's default (tests/plan/test_family_defaults.py)
+    assert type(build(params, dataclasses.replace(o, name="adamw"), 0.1, "cpu")) is torch.optim.AdamW
     opt = build(params, o, 0.1, "cpu")
     assert type(opt) is AdamATan2
     assert opt.defaults == {"lr": 0.1, "betas": (o.beta1, o.beta2), "weight_decay": o.weight_decay}
@@ -1050,7 +1068,7 @@ ARC_DEMO = {"name": "arc", "min_size": 3, "max_size": 4, "num_puzzles": 5, "demo
 
 def test_demonstrations_show_pairs_of_the_samples_own_puzzle_and_only_the_query_is_asked():
     p = puzzles.arc(100, seed=5, num_puzzles=5, min_size=3, max_size=4, demonstrations=2)
-    rules = puzzles.arc_rules(5, 0)
+    rules = arc_rules.draw(5, 0)
     panels = p.inputs.view(100, 5, 4, 4)
     targets = p.targets.view(100, 5, 4, 4)
     assert (targets[:, :4] == IGNORE).all()  # the demonstrations are shown, not asked
@@ -1059,7 +1077,7 @@ def test_demonstrations_show_pairs_of_the_samples_own_puzzle_and_only_the_query_
         for grid_in, grid_out in pairs:
             s = int((grid_in[0] != puzzles.PAD).sum())  # the grid's side, top-left on the canvas
             grid = grid_in[:s, :s].numpy()[None] - 1
-            want = puzzles._apply_rule(grid, *rules[int(p.puzzle_ids[i])]) + 1
+            want = arc_rules.apply_rule(grid, *rules[int(p.puzzle_ids[i])]) + 1
             assert (grid_out[:s, :s].numpy() == want[0]).all() and (grid_out[s:] == puzzles.PAD).all()
     plain = puzzles.arc(100, seed=5, num_puzzles=5, min_size=3, max_size=4)
     assert torch.equal(plain.inputs, p.inputs[:, -16:])  # the query as without demonstrations: same draws
@@ -1082,8 +1100,9 @@ def test_unseen_puzzles_are_new_identifiers_that_no_training_step_touches():
     assert unseen.sum() == 20 and (~unseen).sum() == 20 and not unseen[:20].any()  # seen first
     assert ids.max() < 5 * 2 and (hids[~unseen] < 5 * 2).all()  # trained puzzles' identifiers (views 0 and 1)
     assert (hids[unseen] >= 5 * 2).all() and (hids[unseen] % 2 == 0).all()  # new puzzles' view-0 identifiers
-    rules = puzzles.arc_rules(8, 0)
-    assert rules[:5] == puzzles.arc_rules(5, 0)  # the trained puzzles' rules stay what they were
+    more = dataclasses.replace(r.task, unseen_puzzles=7)  # the trained puzzles' rules do not move with the unseen
+    assert puzzle_tasks.rules(more)[0] == puzzle_tasks.rules(r.task)[0]
+    assert puzzle_tasks.rules(more)[1][:3] == puzzle_tasks.rules(r.task)[1]
     torch.manual_seed(0)
     net = families.torch_side("hrm").build(r)
     emb = SignSGD(sparse_embeddings(net), lr=0.1, weight_decay=0.1)
@@ -1114,7 +1133,7 @@ class RuleByIdentifier(torch.nn.Module):
 
     def __init__(self, task):
         super().__init__()
-        self.task, self.rules = task, puzzles.arc_rules(task.num_puzzles, 0)
+        self.task, self.rules = task, puzzle_tasks.rules(task)[0]
 
     def predict(self, inputs, puzzle_ids):
         side, out = self.task.max_size, inputs.clone()
@@ -1124,7 +1143,7 @@ class RuleByIdentifier(torch.nn.Module):
                 s = int((query[i, 0] != puzzles.PAD).sum())
                 grid = query[i, :s, :s].numpy()[None] - 1
                 answer = torch.full((side, side), puzzles.PAD)
-                answer[:s, :s] = torch.from_numpy(puzzles._apply_rule(grid, *self.rules[p])[0].copy() + 1)
+                answer[:s, :s] = torch.from_numpy(arc_rules.apply_rule(grid, *self.rules[p])[0].copy() + 1)
                 out[i, -side * side :] = answer.view(-1)
         return out
 
@@ -1204,6 +1223,34 @@ def test_the_study_answers_each_of_seed_001s_questions_with_an_interval_or_not_d
     assert "fewer than 2 runs" in study._paired_words(study.paired(undecided[:1], "a", "b"), "x")
     empty = pd.DataFrame()
     assert len(study.questions(empty, empty, empty)) == 6  # a study folder without tables: said, no crash
+
+
+def test_the_study_reads_one_suite_s_results_as_well_as_the_whole_study_s(tmp_path, capsys):
+    """A rerun of one suite leaves results/<suite>/ only; the study reads it and says which suites it read."""
+    study = _study()
+    runs = pd.DataFrame([{"suite": "puzzle_embeddings", "variant": v, "hardware": "cpu1", "seed": s,
+                          "exact_accuracy": 0.2 + 0.1 * e + 0.01 * s, "unseen_exact_accuracy": 0.05 + 0.01 * s,
+                          "token_accuracy": 0.6, "unseen_token_accuracy": 0.4}
+                         for e, v in enumerate(("puzzle_emb_ndim-0", "puzzle_emb_ndim-32")) for s in range(3)])  # fmt: skip
+    variants = pd.DataFrame([{"suite": "puzzle_embeddings", "variant": "puzzle_emb_ndim-32", "reference": "x",
+                              "metric": "exact_accuracy", "primary": True, "n": 3, "mean": 0.3, "reference_mean": 0.2,
+                              "difference": 0.1, "ci_low": 0.05, "ci_high": 0.15, "verdict": "better", "note": ""}])  # fmt: skip
+    suite = tmp_path / "results" / "puzzle_embeddings"
+    suite.mkdir(parents=True)
+    runs.to_csv(suite / "runs.csv", index=False)
+    variants.to_csv(suite / "variants.csv", index=False)
+    study.main(["--results", str(tmp_path / "results"), "--landing", str(tmp_path / "none")])
+    text = capsys.readouterr().out
+    assert "Read single suites from " in text and ": puzzle_embeddings." in text
+    assert "puzzle_emb_ndim-32 against none, exact_accuracy: +10 points (95% CI +5 to +15), **better**" in text
+    assert "### Seen against unseen puzzles" in text
+    assert "the augmentation suite is not in this run's tables" in text  # the suites not rerun: said, not guessed
+    runs.to_csv(tmp_path / "results" / "runs.csv", index=False)  # the whole study's collected table wins
+    variants.to_csv(tmp_path / "results" / "variants.csv", index=False)
+    study.main(["--results", str(tmp_path / "results"), "--landing", str(tmp_path / "none")])
+    assert "Read the whole study from " in capsys.readouterr().out
+    study.main(["--results", str(tmp_path / "empty"), "--landing", str(tmp_path / "none")])
+    assert "no runs." in capsys.readouterr().out  # an empty folder: said, no crash
 
 
 def test_the_study_cuts_an_accuracy_s_interval_at_its_bounds_and_says_so():

@@ -45,7 +45,7 @@ def resolve(raw: dict, schema: dict | None = None, config_dir: Path | str = ".")
     advisor = Advisor(**_section_defaults(raw, "advisor", schema))
     guard = _guard(raw, trainer, schema)
     tracking = _tracking(raw.get("tracking", {}), schema)
-    resolved = Resolved(schema=schema, recipe=recipe, trainer=trainer, evaluation=evaluation, metrics=metrics,
+    resolved = Resolved(schema=schema, recipe=recipe, written=raw.get("recipe", {}), trainer=trainer, evaluation=evaluation, metrics=metrics,
                         hardware=hardware, baseline=raw["baseline"], advisor=advisor, targets=raw.get("targets", []))  # fmt: skip
     cells, references, targets = _suites(raw["suites"], resolved)
     matrix = Matrix(

@@ -58,6 +58,10 @@ def _fill_defaults(schema: dict, instance: dict, root: dict) -> dict:
     """Fill schema defaults into `instance` (recursively through nested objects)."""
     schema = _deref(schema, root)
     out = dict(instance)
+    # A branch (if name is ..., then ...) first, so a model family's own defaults win over the general ones (hrm:
+    # the original's optimizer and schedule), and again after, for a branch whose `if` holds only once the general
+    # defaults are in (a model left without a name is the default family); filling only fills what is missing.
+    out = _fill_branches(schema, out, root)
     for key, sub in schema.get("properties", {}).items():
         sub = _deref(sub, root)
         if key not in out and "default" in sub:
@@ -66,9 +70,25 @@ def _fill_defaults(schema: dict, instance: dict, root: dict) -> dict:
             out[key] = {}  # a nested object left out entirely still gets its defaults
         if isinstance(out.get(key), dict) and sub.get("type") == "object":
             out[key] = _fill_defaults(sub, out[key], root)
+    return _fill_branches(schema, out, root)
+
+
+def _fill_branches(schema: dict, out: dict, root: dict) -> dict:
     for branch in schema.get("allOf", []):  # a model family's or task's own keys: if name is ..., then ...
         if "if" in branch and Validator(branch["if"]).is_valid(out):
             out = _fill_defaults(branch["then"], out, root)
+    return out
+
+
+def family_defaults(schema: dict) -> dict[tuple[str, ...], dict[str, object]]:
+    """The recipe keys a model family gives defaults of its own: {(section, key): {family: default}}."""
+    out: dict = {}
+    for branch in schema["$defs"]["recipe"].get("allOf", []):
+        family = branch["if"]["properties"]["model"]["properties"]["name"].get("const")
+        for section, sub in branch["then"].get("properties", {}).items():
+            for key, value in sub.get("properties", {}).items():
+                if "default" in value and family:
+                    out.setdefault((section, key), {})[family] = value["default"]
     return out
 
 

@@ -34,7 +34,8 @@ class Resolved:
     """The config's sections resolved before its suites: what every suite is expanded against."""
 
     schema: dict
-    recipe: dict  # the config's recipe with its defaults: each suite's overrides apply to it
+    recipe: dict  # the config's recipe with its defaults
+    written: dict  # the config's recipe as written: each suite's overrides merge into it, then the defaults fill it
     trainer: Trainer
     evaluation: Evaluation
     metrics: list[Metric]
@@ -104,12 +105,13 @@ def _suite_hardware(body: dict, where: str, resolved: Resolved) -> list[str]:
 
 
 def _suite_recipe(overrides: dict, where: str, resolved: Resolved) -> dict:
-    """The config's recipe with the suite's overrides, its defaults filled again (an override may name another
-    model family or task, whose own keys then take their defaults)."""
+    """The config's recipe as written with the suite's overrides, then the defaults: an override may name another
+    model family or task, whose own keys and defaults (hrm: the original's optimizer and schedule) it then takes
+    where neither the recipe nor the override sets them."""
     for key in ("task", "model"):
         if not resolved.builtin and key in overrides:
             raise ConfigError(f"{where}.overrides.{key}: only for the built-in trainer; override recipe.args instead")
-    return _fill_defaults(resolved.schema["properties"]["recipe"], _merge(resolved.recipe, overrides), resolved.schema)
+    return _fill_defaults(resolved.schema["properties"]["recipe"], _merge(resolved.written, overrides), resolved.schema)
 
 
 def _check_sweep_keys(axes: list[list[dict]], recipe: dict, where: str, builtin: bool) -> None:
