@@ -80,7 +80,7 @@ def left_squeue(accounted, tmp_path_factory):
     # No evaluation: each job trains alone, its time limit the hardware's runtime (an evaluated run's job also holds
     # its evaluation's minutes: workflow/rules/allocation.smk).
     cfg = copy.deepcopy(SMALL) | {"seeds": [0], "baseline": "ok", "hardware": {k: v for k, (_, v) in RUNS.items()},
-                                  "evaluation": "none"}  # fmt: skip
+                                  "evaluation": "none", "metrics": {"loss": {"goal": "min", "stage": "train"}}}  # fmt: skip
     cfg["recipe"] |= {"checkpoint_every": 10, "schedule": {"steps": 20, "warmup_steps": 2}}
     cfg["suites"]["long"] = {"overrides": {"schedule": {"steps": 10**6, "warmup_steps": 5}}}
     targets = [f"results/{suite}/default/{hw}/seed0/train.json" for hw, (suite, _) in RUNS.items()]
