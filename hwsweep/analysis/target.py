@@ -45,6 +45,7 @@ import scipy  # scipy.stats loads on first use (the Snakefile imports this modul
 
 from hwsweep.analysis import advice, stats
 from hwsweep.analysis.advice import finest_interval
+from hwsweep.analysis.words import plain
 from hwsweep.analysis.stats import CELL
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.records import KEYS, RunRecord
@@ -289,8 +290,8 @@ def censored_check(base: pd.DataFrame, sub: pd.DataFrame, shared: list, alpha: f
         p, excess = logrank_test(*(f[c].to_numpy()[None] for f in (s, b) for c in ("steps_to_target", "reached")))
         p, slower, method, least = float(p[0]), float(excess[0]) < 0, LOGRANK_RCP, smallest_p(len(s) + len(b), len(s))
     cannot = least >= alpha
-    note = (f"the {method.split(' (')[0]} cannot reach p < {alpha:g} with {len(s)} and {len(b)} seeds (smallest p "
-            f"{least:.2g}): it needs ≥ {seeds_to_flag(alpha, False)} seeds per hardware, or ≥ "
+    note = (f"the {method.split(' (')[0]} cannot reach p < {plain(alpha, 3)} with {len(s)} and {len(b)} seeds (smallest p "
+            f"{plain(least, 2)}): it needs ≥ {seeds_to_flag(alpha, False)} seeds per hardware, or ≥ "
             f"{seeds_to_flag(alpha, True)} shared seeds for the sign test by seed") if cannot else ""  # fmt: skip
     return {"rcp_method": method, "rcp_p": p, "rcp_smallest_p": least, "rcp_note": note,
             "rcp_flag": ("slower" if slower else "faster") if p < alpha else ""}  # fmt: skip

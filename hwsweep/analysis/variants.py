@@ -25,7 +25,7 @@ import math
 import pandas as pd
 
 from hwsweep.analysis import stats
-from hwsweep.analysis.words import amount, finite, in_words, side
+from hwsweep.analysis.words import amount, finite, in_words, side, times
 
 BETTER, WORSE, UNCLEAR = "better", "worse", "no clear difference"
 MIXED = "mixed"  # some primary metrics better, some worse or unclear: no overall direction
@@ -93,7 +93,7 @@ def flops_note(mine: float, theirs: float) -> str:
     ratio = mine / theirs
     if abs(ratio - 1) <= FLOPS_TOLERANCE:
         return ""
-    return f"{ratio:.3g}× the reference's training FLOPs: more than {FLOPS_TOLERANCE:.0%} apart, not at equal compute"
+    return f"{times(ratio, 1.0)} the reference's training FLOPs: more than {FLOPS_TOLERANCE:.0%} apart, not at equal compute"
 
 
 def contrast(sub: pd.DataFrame, base: pd.DataFrame, metrics, settings: stats.Settings) -> list[dict]:

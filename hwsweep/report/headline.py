@@ -11,7 +11,7 @@ import pandas as pd
 
 from hwsweep.analysis import variants as versus
 from hwsweep.analysis.stats import BITWISE, seeds_words, shift_words, untestable
-from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money, span
+from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, flops, in_words, money, plain, span
 from hwsweep.analysis.words import change as percent  # the one formatting module (issue 68)
 from hwsweep.contracts.host import LOAD_FACTOR
 
@@ -148,7 +148,7 @@ def utilisation(row) -> str:
     mfu, tflops = row.get("mfu"), row.get("tflops_per_device")
     if not finite(mfu):
         return ""
-    return f"MFU {mfu:.2g}" + (f" ({tflops:.2g} TFLOP/s per device)" if finite(tflops) else "")
+    return f"MFU {plain(mfu, 2)}" + (f" ({plain(tflops, 2)} TFLOP/s per device)" if finite(tflops) else "")
 
 
 def no_interval(row) -> dict:
@@ -281,7 +281,8 @@ def _flops(first, side_by_side: bool) -> str:
     note = first.flops_note if isinstance(first.flops_note, str) else ""
     shown = ""
     if side_by_side and finite(first.training_flops) and finite(first.reference_training_flops):
-        shown = f" Training FLOPs {first.training_flops:.3g} against {first.reference_training_flops:.3g}"
+        mine, theirs = first.training_flops, first.reference_training_flops
+        shown = f" Training FLOPs {flops(mine, theirs)} against {flops(theirs, mine)}"
         shown += f" ({note})." if note else f" (within {versus.FLOPS_TOLERANCE:.0%}: about equal training compute)."
     elif note:
         shown = f" {note[0].upper()}{note[1:]}."

@@ -118,7 +118,7 @@ def test_cross_suite_comparison_pairs_by_seed_and_puts_the_flops_side_by_side():
     (sentence,) = headline.variant_sentences(frame, side_by_side=True)
     assert sentence.startswith("hrm_vs_transformer: hierarchical/h_cycles-2 against deep_transformer/default on cpu1 "
                                "(paired by seed, 3 seeds): **better** — better exact accuracy: +")  # fmt: skip
-    assert "Training FLOPs 3e+11 against 1e+11 (3× the reference's training FLOPs: more than 10% apart" in sentence
+    assert "Training FLOPs 300 GFLOP against 100 GFLOP (3× the reference's training FLOPs: more than 10% apart" in sentence
 
 
 def test_the_sentence_says_the_verdict_with_its_interval():

@@ -7,7 +7,7 @@ import math
 
 from hwsweep.analysis.stats.power_analysis import seeds_words
 from hwsweep.analysis.stats.untested import NO_SPREAD
-from hwsweep.analysis.words import amount, finite, in_words, side, span
+from hwsweep.analysis.words import amount, finite, in_words, plain, side, span
 
 
 def finding(row, scale: float = 1.0, metric: str = "difference", goal: str = "max", confidence: float = 0.95) -> str:
@@ -46,4 +46,4 @@ def shift_words(row, scale: float, metric: str, goal: str, confidence: float) ->
     tested = span(row["tost_ci_low"], row["tost_ci_high"], scale, row["margin"])
     return (f"shifted inside ±{amount(row['margin'], scale)}: {way} {metric.replace('_', ' ')} by "
             f"{amount(row['difference'], scale, True)} ({1 - 2 * (1 - confidence):.0%} interval {tested}; shift p = "
-            f"{row['p_difference']:.2g})")  # fmt: skip
+            f"{plain(row['p_difference'], 2)})")  # fmt: skip
