@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from hwsweep.analysis import variants as versus
-from hwsweep.analysis.stats import BITWISE, seeds_words, shift_words, untestable
+from hwsweep.analysis.stats import BITWISE, NEEDS_SEEDS, seeds_words, shift_words, untestable
 from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, flops, in_words, money, plain, span
 from hwsweep.analysis.words import change as percent  # the one formatting module (issue 68)
 from hwsweep.contracts.host import LOAD_FACTOR
@@ -270,7 +270,7 @@ def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
 def pairing_words(rows: pd.DataFrame) -> str:
     """'paired by seed, 3 seeds', 'unpaired (Welch), 3 and 2 seeds' or 'one seed' for one cell's rows."""
     first = rows.iloc[0]
-    n, m = int(first.n), int(first.n_reference)
+    n, m = int(rows.n.max()), int(rows.n_reference.max())  # a metric empty on some runs does not count the seeds
     if min(n, m) < 2:
         return "one seed" if max(n, m) <= 1 else f"{n} and {m} seeds"
     return f"paired by seed, {n} seeds" if first.test == versus.PAIRED_T else f"unpaired (Welch), {n} and {m} seeds"
@@ -304,7 +304,7 @@ def variant_sentences(frame: pd.DataFrame, side_by_side: bool = False) -> list[s
         head = f"{first.variant} against {first.reference} on {first.hardware} ({pairing_words(rows)})"
         if "comparison" in frame:
             head = f"{first.comparison}: {head}"
-        if first.overall == versus.NOT_TESTED:
+        if first.overall == versus.NOT_TESTED and (shown.note == NEEDS_SEEDS).all():  # seeds are what is missing
             said = _join([versus.side_by_side(r) for _, r in shown.iterrows()])
             text = f"{head}: {said}; **no test** — {versus.seeds_to_test(str(first.seeds).split())}."
         else:

@@ -36,13 +36,15 @@ from hwsweep.analysis.stats.speedup_table import known_speedup, speedup
 from hwsweep.analysis.stats.summary import CI_METHOD, seed_summary
 from hwsweep.analysis.stats.t_interval import mean_ci, t_half_width
 from hwsweep.analysis.stats.tost import decide, paired_stats, welch_stats
-from hwsweep.analysis.stats.untested import (AT_BOUND, BITWISE, NEEDS_SEEDS, NO_SPREAD, REPEATS, constant, repeats,
-                                             untestable)  # fmt: skip
+from hwsweep.analysis.stats.untested import (AT_BOUND, BITWISE, CONSTANT_SIDES, NEEDS_SEEDS, NO_SPREAD, REPEATS,
+                                             SAME_EVERYWHERE, TIMING_ONLY, constant, missing, one_bound, repeats,
+                                             same_everywhere, untestable)  # fmt: skip
 from hwsweep.analysis.stats.verdict_words import finding, shift_words
 from hwsweep.analysis.stats.verdicts import PAIRED, WELCH, compare, equivalence, overall
 
 __all__ = [
-    "AT_BOUND", "BITWISE", "CELL", "CI_METHOD", "CORNERS_UP_TO", "GEOMETRIC", "NEEDS_SEEDS", "NO_SPREAD", "PAIRED",
+    "AT_BOUND", "BITWISE", "CELL", "CONSTANT_SIDES", "SAME_EVERYWHERE", "TIMING_ONLY", "missing", "one_bound",
+    "same_everywhere", "CI_METHOD", "CORNERS_UP_TO", "GEOMETRIC", "NEEDS_SEEDS", "NO_SPREAD", "PAIRED",
     "POWER", "RATIO_OF_MEANS", "REPEATS", "SEEDS_CAP", "SPREAD_LEVEL", "Settings", "WELCH", "_ball_bound",
     "_ball_bound_welch", "_corner_moments", "amdahl_fit", "comparison", "compare", "constant", "curve_band",
     "curve_difference", "decide", "equivalence", "finding", "grubbs", "interval_decide", "known_speedup", "mean_ci",
