@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from hwsweep.analysis import variants as versus
-from hwsweep.analysis.stats import BITWISE, NEEDS_SEEDS, seeds_words, shift_words, untestable
+from hwsweep.analysis.stats import BITWISE, NEEDS_SEEDS, REPEATS, TIMING_ONLY, seeds_words, shift_words, untestable
 from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, flops, in_words, money, plain, span
 from hwsweep.analysis.words import change as percent  # the one formatting module (issue 68)
 from hwsweep.contracts.host import LOAD_FACTOR
@@ -155,7 +155,7 @@ def no_interval(row) -> dict:
     """in_words' `why` for a speedup row without an interval (identical repeats, no spread: its speedup_note);
     {} elsewhere."""
     note = row.get("speedup_note")
-    return {"why": note} if isinstance(note, str) and note else {}
+    return {"why": note} if isinstance(note, str) and note and note != TIMING_ONLY else {}
 
 
 def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
@@ -170,6 +170,8 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     low, high = row.get("speedup_ci_low", math.nan), row.get("speedup_ci_high", math.nan)
     why = no_interval(row)
     speed = in_words(SPEED, s, low, high, confidence, **why)
+    if row.get("speedup_note") == TIMING_ONLY:  # repeats: the interval stands, said in the same sentence
+        speed = f"{speed[:-1]}; {TIMING_ONLY})"
     ratio = row.get("device_hours_ratio", math.nan)
     if finite(ratio):
         hours = f"at {percent(ratio)} device-hours"
@@ -310,6 +312,20 @@ def variant_sentences(frame: pd.DataFrame, side_by_side: bool = False) -> list[s
         else:
             text = f"{head}: **{first.overall}** — {'; '.join(dict.fromkeys(shown.finding))}."
         out.append(text + _flops(first, side_by_side))
+    return out
+
+
+AS_ABOVE = "identical repeats, as above"  # REPEATS after its first time on a suite's page
+
+
+def once(lines: list[str]) -> list[str]:
+    """A suite's lines with stats.REPEATS said once: the first time in full, after it AS_ABOVE (the metrics,
+    equivalence, time to target and variants of one suite of identical repeats would otherwise each say it)."""
+    out, seen = [], False
+    for line in lines:
+        head, found, tail = line.partition(REPEATS)
+        out.append(head + (AS_ABOVE if seen else found) + tail.replace(REPEATS, AS_ABOVE) if found else line)
+        seen = seen or bool(found)
     return out
 
 

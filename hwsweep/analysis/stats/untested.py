@@ -19,7 +19,7 @@ NO_SPREAD = "no spread over the seeds (every seed's difference the same): nothin
 # (fixed steps, variants, time to target); the landing page says it once per suite. The time a run took still
 # varies between repeats: a speedup's interval stands, as timing noise only (TIMING_ONLY).
 REPEATS = "identical repeats: no seed variance to test"
-TIMING_ONLY = "the runs are identical repeats (the same curves on every seed); the interval is timing noise only"
+TIMING_ONLY = "the runs are identical repeats: the interval is timing noise only"
 AT_BOUND = "no spread to test from: a bound reached, not missing seeds"  # ends the sentence of at_bound()
 SAME_EVERYWHERE = "the same on every run: nothing to test"  # a metric constant by design (every run, every side)
 CONSTANT_SIDES = "one value on every seed of each side: no spread to test from"  # seeded runs, not repeats
