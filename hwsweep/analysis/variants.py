@@ -115,7 +115,7 @@ def contrast(sub: pd.DataFrame, base: pd.DataFrame, metrics, settings: stats.Set
     metrics the same on every run compared (not tested, not blamed on seeds); labels: how sentences name both."""
     paired, shared, pairing_note = stats.pairing(sub, base)
     test = PAIRED_T if paired else WELCH_T
-    seeded = "seeded" in sub and bool(sub.seeded.astype(bool).all() and base.seeded.astype(bool).all())
+    seeded = stats.seeded(sub, base)
     flops = {"training_flops": training_flops(sub), "reference_training_flops": training_flops(base)}
     flops["flops_note"] = flops_note(flops["training_flops"], flops["reference_training_flops"])
     seeds = " ".join(str(s) for s in sorted(set(sub.seed) | set(base.seed)))  # both sides' seeds

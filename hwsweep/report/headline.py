@@ -48,6 +48,12 @@ def _seeds(rows: pd.DataFrame) -> str:
     why = [n for n in rows.note if untestable(n)]
     if why:  # more seeds that are repeats (or at a bound) would not decide anything
         return "; ".join(dict.fromkeys(why))
+    advised = rows[rows.advice.fillna("").astype(str) != ""] if "advice" in rows else rows.iloc[:0]
+    if len(advised):  # the binding constraint's fix: censoring and bounds, then the most seeds any metric needs
+        other = list(advised[advised.binds != "seeds"].advice)
+        seeds = advised[advised.binds == "seeds"]
+        most = [seeds.loc[seeds.advised_seeds.astype(float).idxmax()].advice] if len(seeds) else []
+        return "; ".join(dict.fromkeys(other + most))
     needed = [x for x in rows.seeds_needed if finite(x) or x == math.inf]
     return seeds_words(max(needed)) if needed else seeds_words(math.nan)
 
