@@ -20,9 +20,11 @@ import math
 import numpy as np
 
 from hwsweep.analysis import stats
+from hwsweep.analysis.stats.metric_advice import CENSORING, SEEDS
 from hwsweep.analysis.words import percent
 
-GRID, SEEDS, CENSORING = "grid", "seeds", "censoring"
+GRID = "grid"
+# SEEDS and CENSORING: one vocabulary with a metric's advice (stats.metric_advice)
 
 
 def none() -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hwsweep.analysis import diagnose, stats, variants
+from hwsweep.analysis import diagnose, repeats, stats, variants
 from hwsweep.contracts import catalog, io, records
 from hwsweep.contracts.metrics import Metric
 
@@ -30,6 +30,7 @@ def aggregate(train_paths, eval_paths, baseline: str, statistics: dict, metrics:
     left out, the first."""
     settings = stats.Settings.of(statistics, metrics)
     runs, curves = records.load(train_paths, eval_paths, metrics)
+    runs = repeats.mark(runs, curves, metrics)  # seeds that gave identical runs: unseeded, whatever the flags say
     if prices is None:
         prices = {hw: catalog.price_per_hour(gpu) for hw, gpu in zip(runs.hardware, runs.gpu_type)}
     everything, runs = runs, fixed_steps(runs)

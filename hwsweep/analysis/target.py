@@ -3,7 +3,8 @@ hardware against the baseline, statistics that stay valid when some runs never r
 the evaluations give.
 
 Per run (`run_rows`): the target was reached after the evaluation before (steps_to_target_low, 0 at the first)
-and by the first evaluation at or past it (steps_to_target); eval_interval is their spacing. Time-to-target is
+and by the first evaluation at or past it (steps_to_target; with the target's `hold`, the first whose next evaluation
+is at or past it too); eval_interval is their spacing. Time-to-target is
 measured at both: every startup that began before that step plus the measured step times up to it, the
 periodic evaluations' own time left out (a command's step times are not measured: its training time pro rata,
 evaluations included; time_source says which). Cost-to-target: devices x time-to-target x price per
@@ -44,6 +45,7 @@ import scipy  # scipy.stats loads on first use (the Snakefile imports this modul
 
 from hwsweep.analysis import advice, stats
 from hwsweep.analysis.advice import finest_interval
+from hwsweep.analysis.words import plain
 from hwsweep.analysis.stats import CELL
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.records import KEYS, RunRecord
@@ -99,9 +101,12 @@ def seconds_at(record: RunRecord, steps) -> tuple[np.ndarray, str]:
 
 
 def first_reached(steps: list, values: list, target: Target, goal: str) -> tuple[int | None, int]:
-    """(index of the first evaluation at or past the target or None, the evaluation interval)."""
+    """(index of the first evaluation at or past the target or None, the evaluation interval). With target.hold, the
+    first such evaluation whose next one is at or past it too (the last evaluation has none to confirm it)."""
     interval = int(np.median(np.diff(steps))) if len(steps) > 1 else int(steps[0]) if steps else 0
-    hit = next((i for i, v in enumerate(values) if target.reached(v, goal)), None)
+    at = [target.reached(v, goal) for v in values]
+    held = [a and (not target.hold or (i + 1 < len(at) and at[i + 1])) for i, a in enumerate(at)]
+    hit = next((i for i, h in enumerate(held) if h), None)
     return hit, interval
 
 
@@ -285,8 +290,8 @@ def censored_check(base: pd.DataFrame, sub: pd.DataFrame, shared: list, alpha: f
         p, excess = logrank_test(*(f[c].to_numpy()[None] for f in (s, b) for c in ("steps_to_target", "reached")))
         p, slower, method, least = float(p[0]), float(excess[0]) < 0, LOGRANK_RCP, smallest_p(len(s) + len(b), len(s))
     cannot = least >= alpha
-    note = (f"the {method.split(' (')[0]} cannot reach p < {alpha:g} with {len(s)} and {len(b)} seeds (smallest p "
-            f"{least:.2g}): it needs ≥ {seeds_to_flag(alpha, False)} seeds per hardware, or ≥ "
+    note = (f"the {method.split(' (')[0]} cannot reach p < {plain(alpha, 3)} with {len(s)} and {len(b)} seeds (smallest p "
+            f"{plain(least, 2)}): it needs ≥ {seeds_to_flag(alpha, False)} seeds per hardware, or ≥ "
             f"{seeds_to_flag(alpha, True)} shared seeds for the sign test by seed") if cannot else ""  # fmt: skip
     return {"rcp_method": method, "rcp_p": p, "rcp_smallest_p": least, "rcp_note": note,
             "rcp_flag": ("slower" if slower else "faster") if p < alpha else ""}  # fmt: skip

@@ -8,9 +8,14 @@ declared metric, on the same hardware:
   side of 0, else no clear difference. A false 'better' at no true difference is a one-sided error of the
   two-sided CI: at most (1 - confidence) / 2 (tests/analysis/test_stats_simulation.py measures it);
 - where the metric has a margin, its equivalence verdict too (TOST, stats.compare);
-- identical repeats on both sides are no test (stats.constant: inconclusive, a metric at its declared floor or
-  ceiling named so); with fewer than 2 seeds on a side
-  the means side by side and the seeds that would allow a test.
+- reasons that are true where there is no test: a metric one value on every run compared is constant by design
+  (NOTHING: not tested, no vote, not blamed on seeds; at a declared bound named so); a metric too few of the seeds
+  that ran have (a milestone no run reached) says so (stats.missing); one value per side is identical repeats
+  where the runs are (seeded False: hwsweep.analysis.repeats) and a constant per side where they are seeded
+  (stats.constant: inconclusive, a metric at its declared floor or ceiling named so); with fewer than 2 seeds on a
+  side the means side by side and the seeds that would allow a test;
+- a side at its declared bound on every seed, the other not, named beside the test ('exact accuracy 0 points on
+  every seed of fixed: solved nothing', stats.one_bound).
 
 Overall, an intersection-union over the primary metrics: better only when every primary metric is better (the
 level holds without correction), worse only when every one is worse, mixed when some differ either way.
@@ -25,11 +30,13 @@ import math
 import pandas as pd
 
 from hwsweep.analysis import stats
-from hwsweep.analysis.words import amount, finite, in_words, side
+from hwsweep.analysis.stats.untested import at_bound
+from hwsweep.analysis.words import amount, finite, in_words, side, times
 
 BETTER, WORSE, UNCLEAR = "better", "worse", "no clear difference"
 MIXED = "mixed"  # some primary metrics better, some worse or unclear: no overall direction
-NOT_TESTED = "not tested"  # fewer than 2 seeds on a side
+NOT_TESTED = "not tested"  # fewer than 2 seeds on a side, or too few runs have the metric (none reached it)
+NOTHING = "nothing to test"  # the same on every run compared (constant by design): no vote in the overall verdict
 INCONCLUSIVE = "inconclusive"  # identical repeats, a bound on every seed or constant differences: no spread to test
 PAIRED_T, WELCH_T = "paired t-test", "Welch t-test"
 FLOPS_TOLERANCE = 0.10  # training FLOPs further apart than this: the comparison is not at equal compute
@@ -51,6 +58,7 @@ def direction(low: float, high: float, goal: str) -> str:
 
 def overall(verdicts: list[str]) -> str:
     """Intersection-union over the primary metrics' verdicts (see the module)."""
+    verdicts = [v for v in verdicts if v != NOTHING]
     if not verdicts:
         return "not compared"
     for way in (BETTER, WORSE):
@@ -93,16 +101,25 @@ def flops_note(mine: float, theirs: float) -> str:
     ratio = mine / theirs
     if abs(ratio - 1) <= FLOPS_TOLERANCE:
         return ""
-    return f"{ratio:.3g}× the reference's training FLOPs: more than {FLOPS_TOLERANCE:.0%} apart, not at equal compute"
+    return f"{times(ratio, 1.0)} the reference's training FLOPs: more than {FLOPS_TOLERANCE:.0%} apart, not at equal compute"
 
 
-def contrast(sub: pd.DataFrame, base: pd.DataFrame, metrics, settings: stats.Settings) -> list[dict]:
-    """One hardware's runs of a variant (sub) against the reference's (base): a row per metric."""
+def constant_metrics(runs: pd.DataFrame, metrics) -> set:
+    """The metrics one value on every run compared (stats.same_everywhere: constant by design, nothing to test)."""
+    return {m for m in metrics if m in runs and stats.same_everywhere(pd.to_numeric(runs[m], errors="coerce"))}
+
+
+def contrast(sub: pd.DataFrame, base: pd.DataFrame, metrics, settings: stats.Settings, constant: set = frozenset(),
+             labels: tuple = ("the variant", "the reference")) -> list[dict]:  # fmt: skip
+    """One hardware's runs of a variant (sub) against the reference's (base): a row per metric. `constant`: the
+    metrics the same on every run compared (not tested, not blamed on seeds); labels: how sentences name both."""
     paired, shared, pairing_note = stats.pairing(sub, base)
     test = PAIRED_T if paired else WELCH_T
+    seeded = stats.seeded(sub, base)
     flops = {"training_flops": training_flops(sub), "reference_training_flops": training_flops(base)}
     flops["flops_note"] = flops_note(flops["training_flops"], flops["reference_training_flops"])
     seeds = " ".join(str(s) for s in sorted(set(sub.seed) | set(base.seed)))  # both sides' seeds
+    ran = min(sub.seed.nunique(), base.seed.nunique())  # the seeds both sides ran (a metric may be empty on some)
     rows = []
     for metric in metrics:
         a, b = stats.sides(sub, base, metric, paired, shared)
@@ -112,8 +129,17 @@ def contrast(sub: pd.DataFrame, base: pd.DataFrame, metrics, settings: stats.Set
                "test": test, "n": len(a), "n_reference": len(b), "seeds": seeds, "mean": a.mean() if len(a) else math.nan,
                "reference_mean": b.mean() if len(b) else math.nan, "margin": math.nan if margin is None else margin,
                "equivalence": "", "note": pairing_note} | flops  # fmt: skip
-        why = stats.constant(a, b, metric, settings)
-        if why:
+        why = stats.constant(a, b, metric, settings, seeded) if metric not in constant else ""
+        if metric in constant:  # constant by design: at its bound named so, else the same on every run
+            value = float(a[0]) if len(a) else float(pd.to_numeric(sub[metric]).iloc[0])
+            said = at_bound(metric, value, settings.bounds.get(metric), scale) or \
+                f"{metric.replace('_', ' ')} {amount(value, scale)} on every run: {stats.SAME_EVERYWHERE}"
+            row |= {"difference": 0.0, "verdict": NOTHING, "finding": said, "note": said}
+        elif ran >= 2 and (len(a) < 2 or len(b) < 2):  # the seeds ran; the metric is empty on some: say so
+            counts = {side: (int(f[metric].notna().sum()), len(f)) for side, f in zip(labels, (sub, base))}
+            said = stats.missing(metric, counts)
+            row |= {"verdict": NOT_TESTED, "finding": said, "note": said}
+        elif why:
             row |= {"difference": a.mean() - b.mean(), "verdict": INCONCLUSIVE, "finding": why, "note": why}
         elif len(a) < 2 or len(b) < 2:
             row |= {"verdict": NOT_TESTED, "note": stats.NEEDS_SEEDS,
@@ -125,6 +151,8 @@ def contrast(sub: pd.DataFrame, base: pd.DataFrame, metrics, settings: stats.Set
             row["finding"] = (in_words(metric, r["difference"], r["ci_low"], r["ci_high"], settings.confidence, goal,
                                        scale) if r["note"] != stats.NO_SPREAD else stats.NO_SPREAD)  # fmt: skip
             row["equivalence"] = r["verdict"] if margin is not None else ""
+            bound = stats.one_bound(metric, a, b, labels, settings)  # named first: the test alone would not say it
+            row["finding"] = f"{bound}; against {labels[1]}: {row['finding']}" if bound else row["finding"]
         rows.append(row)
     return rows
 
@@ -143,13 +171,14 @@ def variants(runs: pd.DataFrame, reference: str, settings: stats.Settings) -> pd
     """One suite's runs: each other variant against `reference` on each hardware both ran."""
     cells = {key: frame for key, frame in runs.groupby(stats.CELL, sort=False)}
     metrics = [m for m in settings.metrics if m in runs]
+    constant = constant_metrics(runs, metrics)
     rows = []
     for (suite, variant, hw), sub in cells.items():
         base = cells.get((suite, reference, hw))
         if variant == reference or base is None:
             continue
         ids = {"suite": suite, "variant": variant, "reference": reference, "hardware": hw}
-        rows += [ids | r for r in contrast(sub, base, metrics, settings)]
+        rows += [ids | r for r in contrast(sub, base, metrics, settings, constant, (variant, reference))]
     return _table(rows, VARIANT_COLUMNS, ["suite", "variant", "hardware"])
 
 
@@ -161,9 +190,11 @@ def cross(runs: pd.DataFrame, compare: dict, settings: stats.Settings) -> pd.Dat
     for name, pair in compare.items():
         sub, base = runs[path == pair["variant"]], runs[path == pair["reference"]]
         metrics = [m for m in pair.get("metrics") or settings.metrics if m in runs]
+        constant = constant_metrics(pd.concat([sub, base]), metrics)
         for hw in dict.fromkeys(sub.hardware):
             if not (base.hardware == hw).any():
                 continue
             ids = {"comparison": name, "variant": pair["variant"], "reference": pair["reference"], "hardware": hw}
-            rows += [ids | r for r in contrast(sub[sub.hardware == hw], base[base.hardware == hw], metrics, settings)]
+            rows += [ids | r for r in contrast(sub[sub.hardware == hw], base[base.hardware == hw], metrics, settings,
+                                               constant, (pair["variant"], pair["reference"]))]  # fmt: skip
     return _table(rows, COMPARE_COLUMNS, ["comparison", "hardware"])

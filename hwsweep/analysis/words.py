@@ -5,7 +5,7 @@ better, worse) is written only when the whole interval lies on one side of "no d
 otherwise the sentence says "no clear difference" and gives the interval. Headline, tables and
 findings all call it, so a sentence never says more than its interval.
 
-`figures`, `plain`, `percent`, `change`, `money` and `duration` write numbers for people (the one formatting module,
+`figures`, `plain`, `percent`, `change`, `money`, `duration` and `flops` write numbers for people (the one formatting module,
 issue 68): enough significant digits that different numbers read different and a margin reads at its own precision
 (0.005 as ±0.5%, never ±0%), nothing rounded onto a landmark it is not (+99.5% never +100%), numbers read against
 each other in the ratio they have, and never exponent notation (1,590×, not 1.59e+03)."""
@@ -85,9 +85,22 @@ def amount(value: float, scale: float = 1.0, signed: bool = False) -> str:
     """A difference or margin in the metric's units: shares (scale 100) in percentage points."""
     if value is None or not finite(float(value)):
         return "n/a"
-    v = value * scale
-    text = f"{v:+.3g}" if signed else f"{v:.3g}"
+    text = plain(value * scale, 3, signed)
     return f"{text} points" if scale == 100 else text
+
+
+PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def flops(count: float, *others: float, unit: str = "FLOP") -> str:
+    """A FLOP count with an SI prefix: '1.59 TFLOP', '512 GFLOP', '3.2 PFLOP' (never '1.59e+12'); read against
+    `others` in one prefix, the largest's, with digits enough to differ: '1.59 TFLOP' against '0.81 TFLOP'."""
+    values = [float(x) for x in (count, *others) if finite(x)]
+    if not finite(count):
+        return "n/a"
+    top = max((abs(v) for v in values), default=0.0)
+    scale, prefix = next(((s, p) for s, p in PREFIXES if top >= s), (1.0, ""))
+    return f"{figures(*(v / scale for v in values))[0]} {prefix}{unit}"
 
 
 RATIO_TOLERANCE = 0.05  # printed amounts read against each other keep their ratio to within this share

@@ -10,8 +10,8 @@ import math
 import pandas as pd
 
 from hwsweep.analysis import variants as versus
-from hwsweep.analysis.stats import BITWISE, seeds_words, shift_words, untestable
-from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, in_words, money, span
+from hwsweep.analysis.stats import BITWISE, NEEDS_SEEDS, REPEATS, TIMING_ONLY, seeds_words, shift_words, untestable
+from hwsweep.analysis.words import COST, SPEED, amount, duration, finite, flops, in_words, money, plain, span
 from hwsweep.analysis.words import change as percent  # the one formatting module (issue 68)
 from hwsweep.contracts.host import LOAD_FACTOR
 
@@ -48,6 +48,12 @@ def _seeds(rows: pd.DataFrame) -> str:
     why = [n for n in rows.note if untestable(n)]
     if why:  # more seeds that are repeats (or at a bound) would not decide anything
         return "; ".join(dict.fromkeys(why))
+    advised = rows[rows.advice.fillna("").astype(str) != ""] if "advice" in rows else rows.iloc[:0]
+    if len(advised):  # the binding constraint's fix: censoring and bounds, then the most seeds any metric needs
+        other = list(advised[advised.binds != "seeds"].advice)
+        seeds = advised[advised.binds == "seeds"]
+        most = [seeds.loc[seeds.advised_seeds.astype(float).idxmax()].advice] if len(seeds) else []
+        return "; ".join(dict.fromkeys(other + most))
     needed = [x for x in rows.seeds_needed if finite(x) or x == math.inf]
     return seeds_words(max(needed)) if needed else seeds_words(math.nan)
 
@@ -148,14 +154,14 @@ def utilisation(row) -> str:
     mfu, tflops = row.get("mfu"), row.get("tflops_per_device")
     if not finite(mfu):
         return ""
-    return f"MFU {mfu:.2g}" + (f" ({tflops:.2g} TFLOP/s per device)" if finite(tflops) else "")
+    return f"MFU {plain(mfu, 2)}" + (f" ({plain(tflops, 2)} TFLOP/s per device)" if finite(tflops) else "")
 
 
 def no_interval(row) -> dict:
     """in_words' `why` for a speedup row without an interval (identical repeats, no spread: its speedup_note);
     {} elsewhere."""
     note = row.get("speedup_note")
-    return {"why": note} if isinstance(note, str) and note else {}
+    return {"why": note} if isinstance(note, str) and note and note != TIMING_ONLY else {}
 
 
 def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
@@ -170,6 +176,8 @@ def cost_sentence(row, baseline: str, confidence: float = 0.95) -> str:
     low, high = row.get("speedup_ci_low", math.nan), row.get("speedup_ci_high", math.nan)
     why = no_interval(row)
     speed = in_words(SPEED, s, low, high, confidence, **why)
+    if row.get("speedup_note") == TIMING_ONLY:  # repeats: the interval stands, said in the same sentence
+        speed = f"{speed[:-1]}; {TIMING_ONLY})"
     ratio = row.get("device_hours_ratio", math.nan)
     if finite(ratio):
         hours = f"at {percent(ratio)} device-hours"
@@ -270,7 +278,7 @@ def suite_headline(comparison: pd.DataFrame, equivalence: pd.DataFrame,
 def pairing_words(rows: pd.DataFrame) -> str:
     """'paired by seed, 3 seeds', 'unpaired (Welch), 3 and 2 seeds' or 'one seed' for one cell's rows."""
     first = rows.iloc[0]
-    n, m = int(first.n), int(first.n_reference)
+    n, m = int(rows.n.max()), int(rows.n_reference.max())  # a metric empty on some runs does not count the seeds
     if min(n, m) < 2:
         return "one seed" if max(n, m) <= 1 else f"{n} and {m} seeds"
     return f"paired by seed, {n} seeds" if first.test == versus.PAIRED_T else f"unpaired (Welch), {n} and {m} seeds"
@@ -281,7 +289,8 @@ def _flops(first, side_by_side: bool) -> str:
     note = first.flops_note if isinstance(first.flops_note, str) else ""
     shown = ""
     if side_by_side and finite(first.training_flops) and finite(first.reference_training_flops):
-        shown = f" Training FLOPs {first.training_flops:.3g} against {first.reference_training_flops:.3g}"
+        mine, theirs = first.training_flops, first.reference_training_flops
+        shown = f" Training FLOPs {flops(mine, theirs)} against {flops(theirs, mine)}"
         shown += f" ({note})." if note else f" (within {versus.FLOPS_TOLERANCE:.0%}: about equal training compute)."
     elif note:
         shown = f" {note[0].upper()}{note[1:]}."
@@ -303,12 +312,26 @@ def variant_sentences(frame: pd.DataFrame, side_by_side: bool = False) -> list[s
         head = f"{first.variant} against {first.reference} on {first.hardware} ({pairing_words(rows)})"
         if "comparison" in frame:
             head = f"{first.comparison}: {head}"
-        if first.overall == versus.NOT_TESTED:
+        if first.overall == versus.NOT_TESTED and (shown.note == NEEDS_SEEDS).all():  # seeds are what is missing
             said = _join([versus.side_by_side(r) for _, r in shown.iterrows()])
             text = f"{head}: {said}; **no test** — {versus.seeds_to_test(str(first.seeds).split())}."
         else:
             text = f"{head}: **{first.overall}** — {'; '.join(dict.fromkeys(shown.finding))}."
         out.append(text + _flops(first, side_by_side))
+    return out
+
+
+AS_ABOVE = "identical repeats, as above"  # REPEATS after its first time on a suite's page
+
+
+def once(lines: list[str]) -> list[str]:
+    """A suite's lines with stats.REPEATS said once: the first time in full, after it AS_ABOVE (the metrics,
+    equivalence, time to target and variants of one suite of identical repeats would otherwise each say it)."""
+    out, seen = [], False
+    for line in lines:
+        head, found, tail = line.partition(REPEATS)
+        out.append(head + (AS_ABOVE if seen else found) + tail.replace(REPEATS, AS_ABOVE) if found else line)
+        seen = seen or bool(found)
     return out
 
 

@@ -88,7 +88,7 @@ def suite_section(matrix, suite: str, complete: bool, description: str = "",
     if len(frame):  # a suite of one variant has nothing to compare it with: nothing new to say
         lines += [f"*Variants against {_escape(str(frame.reference.iloc[0]))}*:", ""]
         lines += [f"- {_emphasis(s)}" for s in headline.variant_sentences(frame)] + [""]
-    return lines
+    return headline.once(lines)  # identical repeats said once per suite
 
 
 def compare_section(results: Path = Path("results")) -> list[str]:

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from hwsweep.analysis.stats import curve_band, curve_difference  # noqa: E402
-from hwsweep.analysis.words import duration, money  # noqa: E402
+from hwsweep.analysis.words import duration, money, plain  # noqa: E402
 from hwsweep.contracts import io  # noqa: E402
 from hwsweep.contracts.records import (
     PARTS,  # noqa: E402
@@ -170,14 +170,14 @@ def equivalence_forest(equivalence: pd.DataFrame, path, baseline: str | None = N
         ax.set_yticks(range(len(labels)), labels)
         ax.set_ylim(len(labels) - 0.5, -0.5)
         unit = "points" if scale == 100 else "metric units"
-        ax.set_title(f"{_name(metric)}: margin ±{margin:g}{' points' if scale == 100 else ''}")
+        ax.set_title(f"{_name(metric)}: margin ±{plain(margin, 4)}{' points' if scale == 100 else ''}")
         ax.set_xlabel(f"difference to {baseline} ({unit})")
         ax.xaxis.set_major_locator(plt.MaxNLocator(5))
         ax.grid(axis="x", alpha=0.3)
     handles = [plt.Line2D([], [], marker=m, color=c, mec="black", mew=0.6, ls="none", ms=8, label=v)
                for v, (m, c) in VERDICT_STYLE.items()]  # fmt: skip
-    handles += [plt.Line2D([], [], color="grey", lw=4, alpha=0.6, label=f"{tost:g}% TOST interval"),
-                plt.Line2D([], [], color="grey", lw=1.2, label=f"{confidence * 100:g}% CI"),
+    handles += [plt.Line2D([], [], color="grey", lw=4, alpha=0.6, label=f"{plain(tost, 4)}% TOST interval"),
+                plt.Line2D([], [], color="grey", lw=1.2, label=f"{plain(confidence * 100, 4)}% CI"),
                 plt.Rectangle((0, 0), 1, 1, color="tab:green", alpha=0.15, label="±margin")]  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False)
     _save(fig, path)
@@ -236,7 +236,7 @@ def _scaling_panel(ax, speedup: pd.DataFrame, variants: list[str], colours: dict
     low = speedup.scaling_speedup.min(skipna=True)
     ax.set_ylim(min(0.5, float(low) * 0.8 if np.isfinite(low) else 0.5), top * 1.4)
     for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
+        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{plain(v)}×"))
         axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("devices, relative to the type's smallest count")
     ax.set_ylabel("speedup within the type")
@@ -280,7 +280,7 @@ def speedup_by_devices(speedup: pd.DataFrame, comparison: pd.DataFrame, baseline
              for v, h, w, g in zip(comp.variant, comp.hardware, comp.world_size, comp.gpu_type)]  # fmt: skip
     panels["time"].set_yticks(y, names, fontsize=8)
     panels["cost"].set_yticks(y, [""] * len(comp))
-    panels["time"].xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    panels["time"].xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: plain(v)))
     ticks = panels["cost"].xaxis  # every tick with the digits that keep it apart from its neighbours
     ticks.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: money(v, currency, *ticks.get_majorticklocs())))
     panels["cost"].xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(3))
@@ -335,7 +335,7 @@ def time_breakdown(summary: pd.DataFrame, baseline: str, path) -> None:
     for name, values, colour in layers:
         values = np.nan_to_num(np.asarray(values, float)) / unit
         bars = ax.bar(range(len(labels)), values, bottom=bottom, color=colour, label=name)
-        ax.bar_label(bars, [f"{v:.2g}" if v >= 0.05 * total.max(initial=0) / unit + 1e-9 and v > 0 else ""
+        ax.bar_label(bars, [plain(v, 2) if v >= 0.05 * total.max(initial=0) / unit + 1e-9 and v > 0 else ""
                             for v in values], label_type="center", fontsize=8,
                      color="white" if colour in ("C0", STARTUP_SHADES[0]) else "black")  # fmt: skip
         bottom += values
@@ -383,7 +383,7 @@ def curves(curves: pd.DataFrame, baseline: str, path, confidence: float = 0.95, 
             ax.set_yscale("log")  # losses fall over orders of magnitude
         where = f" · variant {variant}" if several else ""
         ax.set_title(_wrap(f"{name}{where}: mean, min–max of seeds", MAX_WIDTH / 2 - 0.6), fontsize=10)
-        dax.set_title(_wrap(f"{name}{where}: hardware − {baseline}, {confidence * 100:g}% band", MAX_WIDTH / 2 - 0.6),
+        dax.set_title(_wrap(f"{name}{where}: hardware − {baseline}, {plain(confidence * 100, 4)}% band", MAX_WIDTH / 2 - 0.6),
                       fontsize=10)  # fmt: skip
         dax.axhline(0, color="black", lw=0.8)
         for a in (ax, dax):

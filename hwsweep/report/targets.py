@@ -18,7 +18,7 @@ ALL_STOPPED = "every run stopped at its target (schedule.stop_at: target): not a
 
 
 def target_name(metric: str, value: float) -> str:
-    return f"{value:g} {metric.replace('_', ' ')}"
+    return f"{plain(value, 6)} {metric.replace('_', ' ')}"
 
 
 def steps_words(r, confidence: float) -> str:

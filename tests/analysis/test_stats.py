@@ -138,7 +138,8 @@ def test_verdicts_and_a_shift_inside_the_margin():
     low, high = (f"{x * 100:+.3g}" for x in (res["tost_ci_low"], res["tost_ci_high"]))
     assert stats.finding(res, 100, "token_accuracy") == (
         f"equivalent, but shifted inside ±0.5 points: better token accuracy by +0.26 points (90% interval {low} to "
-        f"{high} points; shift p = {res['p_difference']:.2g})")
+        f"{high} points; shift p = {words.plain(res['p_difference'], 2)})")
+    assert "e-" not in stats.finding(res, 100, "token_accuracy")  # never exponent notation
     plain = stats.compare(b + np.array([0.0002, -0.0001, 0.0, 0.0001, -0.0002]), b, 0.005, 0.95, paired=True)
     assert plain["verdict"] == "equivalent" and not plain["shifted"]
     low, high = (f"{x * 100:+.3g}" for x in (plain["tost_ci_low"], plain["tost_ci_high"]))

@@ -81,6 +81,28 @@ def test_a_resumed_run_counts_both_startups_and_a_run_that_never_reaches_is_cens
     assert math.isnan(row["cost_to_target"])
 
 
+def test_hold_asks_the_next_evaluation_to_confirm_the_target_and_censors_an_unconfirmed_last_one():
+    curves = {"eval_token_accuracy": {"steps": [10, 20, 30, 40], "values": [0.2, 0.85, 0.7, 0.9]}}
+    metrics = {"token_accuracy": ACC}
+    first = tt.run_rows(record(curves=curves), (Target("token_accuracy", 0.8),), metrics, None, "USD")[0]
+    held = tt.run_rows(record(curves=curves), (Target("token_accuracy", 0.8, hold=True),), metrics, None, "USD")[0]
+    assert first["reached"] and first["steps_to_target"] == 20  # the default: the first evaluation past it
+    # step 20 fell back at step 30; step 40 is past it but nothing after it confirms it: censored at 40
+    assert not held["reached"] and held["steps_to_target"] == 40 and "censored" in held["note"]
+    confirmed = {"eval_token_accuracy": {"steps": [10, 20, 30, 40], "values": [0.2, 0.85, 0.81, 0.9]}}
+    held = tt.run_rows(record(curves=confirmed), (Target("token_accuracy", 0.8, hold=True),), metrics, None, "USD")[0]
+    assert held["reached"] and (held["steps_to_target_low"], held["steps_to_target"]) == (10, 20)
+
+
+def test_hold_resolves_from_config_and_is_refused_with_stop_at_target(small_config):
+    cfg = with_targets(small_config, [{"metric": "token_accuracy", "value": 0.5, "hold": True}])
+    assert resolve(cfg).targets["tiny"] == (Target("token_accuracy", 0.5, 0.1, True),)
+    cfg["recipe"]["schedule"] = {"steps": 60, "warmup_steps": 5, "stop_at": "target"}
+    with pytest.raises(ConfigError) as e:
+        resolve(cfg)
+    assert "targets[0].hold: true needs the evaluation after" in str(e.value) and "\n" not in str(e.value)
+
+
 def test_a_command_without_step_times_is_timed_pro_rata():
     seconds, source = tt.seconds_at(record(step_seconds=[], periodic_eval_seconds=[]), [20])
     assert seconds[0] == pytest.approx(5 + 39 * 20 / 40) and source == tt.PRO_RATA

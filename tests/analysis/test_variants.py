@@ -94,6 +94,59 @@ def test_identical_repeats_stay_inconclusive():
     assert frame.loc["exact_accuracy", "finding"] == stats.REPEATS and frame.loc["exact_accuracy", "overall"] != "better"
 
 
+def _hrm_settings():
+    return stats.Settings.of({}, [_metric("exact_accuracy", margin=0.02), _metric("final_loss", "min", bounds=None),
+                                  _metric("steps_to_exact_accuracy_90", "min", primary=False, bounds=(0, 1e12)),
+                                  _metric("eval_segments_per_sample", "min", primary=False, bounds=(0, 1e6))])
+
+
+def test_a_metric_no_run_reached_says_so_never_asks_for_seeds_that_ran():
+    runs = _runs({"a": 0, "b": 0.1}).assign(steps_to_exact_accuracy_90=math.nan, eval_segments_per_sample=4.0,
+                                             seeded=True)  # fmt: skip
+    frame = variants.variants(runs, "a", _hrm_settings()).set_index("metric")
+    empty = frame.loc["steps_to_exact_accuracy_90"]
+    assert empty.verdict == "not tested"
+    assert empty.finding == "steps to exact accuracy 90: no run reached it (0 of 3 runs of b, 0 of 3 of a): nothing to test"
+    runs.loc[(runs.variant == "a") & (runs.seed == 0), "steps_to_exact_accuracy_90"] = 400.0
+    some = variants.variants(runs, "a", _hrm_settings()).set_index("metric").loc["steps_to_exact_accuracy_90"]
+    assert some.finding == "steps to exact accuracy 90: 0 of 3 runs of b and 1 of 3 of a reached it: too few values for a test"
+    sentences = " ".join(headline.variant_sentences(frame.reset_index().assign(primary=False)))
+    assert "would allow a test" not in sentences and "one seed" not in sentences and "no run reached it" in sentences
+
+
+def test_a_metric_constant_by_design_is_not_tested_and_not_blamed_on_seeds():
+    """HRM's eval_segments_per_sample is 4 on every seed of every variant (evaluation runs every segment)."""
+    runs = _runs({"a": 0, "b": 0.12}).assign(steps_to_exact_accuracy_90=300.0, eval_segments_per_sample=4.0,
+                                              seeded=True)  # fmt: skip
+    runs["steps_to_exact_accuracy_90"] += np.arange(len(runs))  # the milestone varies: tested
+    settings = stats.Settings.of({}, [_metric("exact_accuracy", margin=0.02),
+                                      _metric("eval_segments_per_sample", "min", bounds=(0, 1e6))])  # primary too
+    frame = variants.variants(runs, "a", settings).set_index("metric")
+    segments = frame.loc["eval_segments_per_sample"]
+    assert segments.verdict == variants.NOTHING and segments.finding == (
+        f"eval segments per sample 4 on every run: {stats.SAME_EVERYWHERE}")
+    assert "seed" not in segments.finding and stats.untestable(segments.note)
+    assert segments.overall == "better"  # a constant metric has no vote: the gain in exact accuracy decides
+    # constant on each side but different (seeded runs, not repeats): no spread, and not blamed on seeds either
+    runs["eval_segments_per_sample"] = np.where(runs.variant == "a", 4.0, 8.0)
+    row = variants.variants(runs, "a", settings).set_index("metric").loc["eval_segments_per_sample"]
+    assert row.finding == f"eval segments per sample 8 against 4: {stats.CONSTANT_SIDES}" and "seed flag" not in row.finding
+
+
+def test_a_side_at_its_floor_on_every_seed_is_named_beside_the_test():
+    """The fixed variant solved nothing on every seed, the reference a little with spread: 'solved nothing' is said,
+    not only 'no clear difference'."""
+    runs = _runs({"a": -0.69, "fixed": 0}, sd=0.004).assign(seeded=True)
+    runs.loc[runs.variant == "fixed", "exact_accuracy"] = 0.0
+    row = variants.variants(runs, "a", SETTINGS).set_index("metric").loc["exact_accuracy"]
+    assert row.finding.startswith("exact accuracy 0 points on every seed of fixed: solved nothing; against a: ")
+    sentence = headline.variant_sentences(variants.variants(runs, "a", SETTINGS))[0]
+    assert "solved nothing" in sentence
+    both = runs.assign(exact_accuracy=0.0)  # both at the floor: the constant's words, not one side's
+    row = variants.variants(both, "a", SETTINGS).set_index("metric").loc["exact_accuracy"]
+    assert "its floor" in row.finding and "solved nothing" not in row.finding
+
+
 def test_unshared_seeds_are_compared_unpaired():
     runs = _runs({"a": 0, "b": 0.1}, seeds=(0, 1, 2, 3, 4, 5))
     runs = runs[(runs.variant == "a") & (runs.seed < 3) | (runs.variant == "b") & (runs.seed >= 3)]
@@ -118,7 +171,7 @@ def test_cross_suite_comparison_pairs_by_seed_and_puts_the_flops_side_by_side():
     (sentence,) = headline.variant_sentences(frame, side_by_side=True)
     assert sentence.startswith("hrm_vs_transformer: hierarchical/h_cycles-2 against deep_transformer/default on cpu1 "
                                "(paired by seed, 3 seeds): **better** — better exact accuracy: +")  # fmt: skip
-    assert "Training FLOPs 3e+11 against 1e+11 (3× the reference's training FLOPs: more than 10% apart" in sentence
+    assert "Training FLOPs 300 GFLOP against 100 GFLOP (3× the reference's training FLOPs: more than 10% apart" in sentence
 
 
 def test_the_sentence_says_the_verdict_with_its_interval():

@@ -86,6 +86,10 @@ def test_figures_add_digits_only_where_numbers_would_read_equal():
     (lambda: words.plain(1.59e7), "15,900,000"), (lambda: words.plain(-0.0004567, signed=True), "-0.000457"),
     (lambda: words.duration(9.5, 11.6) + " against " + words.duration(11.6, 9.5), "9.5 s against 11.6 s"),
     (lambda: words.duration(12.0), "12 s"), (lambda: words.figures(1590.0, 1600.0)[0], "1,590"),
+    (lambda: words.flops(1.59e12), "1.59 TFLOP"), (lambda: words.flops(5.12e11), "512 GFLOP"),
+    (lambda: words.flops(8.1e11, 1.59e12), "0.81 TFLOP"), (lambda: words.flops(1.0004e15, 1e15), "1.0004 PFLOP"),
+    (lambda: words.flops(12.0), "12 FLOP"), (lambda: words.amount(12345.0), "12,300"),
+    (lambda: words.amount(0.00001234, 100, signed=True), "+0.00123 points"),
 ])  # fmt: skip
 def test_numbers_at_their_own_precision_never_in_exponent_notation(call, expected):
     assert call() == expected
@@ -98,3 +102,10 @@ def test_durations_read_against_each_other_keep_their_ratio():
         shown = [float(words.duration(x, y).removesuffix(" s")) for x, y in ((a, b), (b, a))]
         assert abs(shown[0] / shown[1] / (a / b) - 1) <= words.DURATION_TOLERANCE, (a, b, shown)
         assert "e" not in words.duration(a, b)
+
+
+def test_no_exponent_notation_in_flops_counts_and_amounts_over_many_magnitudes():
+    rng = np.random.default_rng(3)
+    for x in 10 ** rng.uniform(-6, 20, 300):
+        for text in (words.flops(x), words.amount(x), words.amount(-x, 100, signed=True), words.plain(x)):
+            assert "e+" not in text and "e-" not in text, (x, text)

@@ -8,6 +8,7 @@ import pandas as pd
 import scipy  # lazy submodules: see the package's docstring
 
 from hwsweep.analysis.stats.settings import CELL, Settings
+from hwsweep.analysis.words import plain
 
 SPREAD_LEVEL = 0.05  # chance that a suite's normal seeds are flagged at all (Bonferroni over all its checks)
 SKEW_SEEDS = 8  # the skewness test needs this many seeds
@@ -64,7 +65,7 @@ def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
         for name, seeds, values in checks:
             column, p = grubbs(values[None, :])
             if p[0] * tests[key[0]] < SPREAD_LEVEL:
-                found.append(f"seed {seeds[column[0]]} lies apart in {name} (Grubbs p = {p[0]:.1g}, {share})")
+                found.append(f"seed {seeds[column[0]]} lies apart in {name} (Grubbs p = {plain(p[0], 1)}, {share})")
             if len(values) >= SKEW_SEEDS and scipy.stats.skewtest(values).pvalue * tests[key[0]] < SPREAD_LEVEL:
                 found.append(f"{name} looks skewed over the seeds ({share})")
         more = ", ".join(str(s) for s in range(top, top + min(sub.seed.nunique(), MORE_SEEDS)))

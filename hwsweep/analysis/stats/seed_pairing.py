@@ -17,6 +17,12 @@ def pairing(sub: pd.DataFrame, base: pd.DataFrame) -> tuple[bool, list, str]:
     return True, shared, f"seeds {alone} not on both: left out of the pairing" if alone else ""
 
 
+def seeded(sub: pd.DataFrame, base: pd.DataFrame) -> bool:
+    """Whether both sides' runs are known seeded (runs.csv `seeded`: False without a seed flag, or for identical
+    repeats, hwsweep.analysis.repeats); unknown (no column) is not known seeded."""
+    return "seeded" in sub and bool(sub.seeded.astype(bool).all() and base.seeded.astype(bool).all())
+
+
 def sides(sub: pd.DataFrame, base: pd.DataFrame, metric: str, paired: bool, shared: list) -> tuple[np.ndarray, np.ndarray]:
     """One metric's values of both sides: the shared seeds in one order when paired (a seed missing the
     value on either side left out), else every value of each."""

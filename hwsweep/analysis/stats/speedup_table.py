@@ -12,6 +12,7 @@ import pandas as pd
 from hwsweep.analysis.stats.amdahl import amdahl_fit, amdahl_speedup
 from hwsweep.analysis.stats.settings import CELL, Settings
 from hwsweep.analysis.stats.speedup_ratio import ratio, seed_times
+from hwsweep.analysis.stats.untested import TIMING_ONLY
 from hwsweep.contracts.records import SPEED_COLUMNS
 
 AMDAHL_COLUMNS = ["amdahl_serial_fraction", "amdahl_serial_fraction_se", "amdahl_serial_fraction_ci_low",
@@ -26,6 +27,16 @@ def contention(frame: pd.DataFrame) -> str:
     flagged = frame.contended.fillna("").astype(str)
     flagged = flagged[flagged != ""]
     return "" if flagged.empty else f"{frame.hardware.iloc[0]}: {len(flagged)} of {len(frame)} runs ({flagged.iloc[0]})"
+
+
+def note(r: dict, sub: pd.DataFrame, base: pd.DataFrame) -> str:
+    """Why a speedup has no interval (its ratio's note), or, where the runs of either side are repeats (seeded
+    False: no seed flag, or identical runs), that its interval stands on timing noise only (issue 68: one stance,
+    timing noise is real replication)."""
+    if r["note"] or not math.isfinite(r["low"]):
+        return r["note"]
+    repeats = any("seeded" in f and not f.seeded.astype(bool).all() for f in (sub, base))
+    return TIMING_ONLY if repeats else ""
 
 
 def _means(frame: pd.DataFrame, columns: list[str]) -> dict:
@@ -61,7 +72,7 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
             "world_size": ws,
             "strategy": sub.strategy.iloc[0] if "strategy" in sub else None,
             "n_pairs": r["n_pairs"], "speedup": r["value"], "speedup_ci_low": r["low"], "speedup_ci_high": r["high"],
-            "speedup_method": r["method"], "speedup_note": r["note"] if hw != baseline else "",
+            "speedup_method": r["method"], "speedup_note": note(r, sub, base) if hw != baseline else "",
             "throughput_ratio": sub.samples_per_second.mean() / base.samples_per_second.mean(),
             "device_ratio": ws / ws_base,
             "same_device_type": gpu == gpu_base,

@@ -7,7 +7,7 @@ import math
 
 from hwsweep.analysis.stats.power_analysis import seeds_words
 from hwsweep.analysis.stats.untested import NO_SPREAD
-from hwsweep.analysis.words import amount, finite, in_words, side, span
+from hwsweep.analysis.words import amount, finite, in_words, plain, side, span
 
 
 def finding(row, scale: float = 1.0, metric: str = "difference", goal: str = "max", confidence: float = 0.95) -> str:
@@ -35,7 +35,9 @@ def finding(row, scale: float = 1.0, metric: str = "difference", goal: str = "ma
     if finite(row.get("tost_ci_low")) and finite(row.get("tost_ci_high")):
         interval = span(row["tost_ci_low"], row["tost_ci_high"], scale, row["margin"])
         tested = f" ({1 - 2 * (1 - confidence):.0%} interval {interval}, not inside {beyond})"
-    return f"inconclusive{tested} — {seeds_words(row.get('seeds_needed', math.nan))}"
+    advice = row.get("advice")  # the binding constraint's fix (stats.metric_advice); tables written before: seeds
+    fix = advice if isinstance(advice, str) and advice else seeds_words(row.get("seeds_needed", math.nan))
+    return f"inconclusive{tested} — {fix}"
 
 
 def shift_words(row, scale: float, metric: str, goal: str, confidence: float) -> str:
@@ -46,4 +48,4 @@ def shift_words(row, scale: float, metric: str, goal: str, confidence: float) ->
     tested = span(row["tost_ci_low"], row["tost_ci_high"], scale, row["margin"])
     return (f"shifted inside ±{amount(row['margin'], scale)}: {way} {metric.replace('_', ' ')} by "
             f"{amount(row['difference'], scale, True)} ({1 - 2 * (1 - confidence):.0%} interval {tested}; shift p = "
-            f"{row['p_difference']:.2g})")  # fmt: skip
+            f"{plain(row['p_difference'], 2)})")  # fmt: skip

@@ -2,7 +2,8 @@
 differences when both ran the same seeds (Welch-TOST otherwise), the difference and its CI, the t-test of "no
 difference" (a shift inside the margin is reported), a verdict, the power of these seeds and the seeds an
 equivalence decision needs. The overall verdict of a hardware is an intersection-union test over the primary
-metrics: equivalent only when every primary metric is."""
+metrics: equivalent only when every primary metric is. An undecided verdict has the advice of the constraint that
+binds (stats.metric_advice: seeds at the observed difference, a bound, censoring), a decided one none."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import numpy as np
 import pandas as pd
 
 from hwsweep.analysis.stats.power_analysis import power, seeds_needed
-from hwsweep.analysis.stats.seed_pairing import pairing, sides
+from hwsweep.analysis.stats.seed_pairing import pairing, seeded, sides
 from hwsweep.analysis.stats.settings import CELL, Settings
 from hwsweep.analysis.stats.tost import decide, paired_stats, welch_stats
-from hwsweep.analysis.stats.untested import BITWISE, NEEDS_SEEDS, NO_SPREAD, constant
+from hwsweep.analysis.stats.metric_advice import bounded, censored, none, seeds
+from hwsweep.analysis.stats.untested import AT_BOUND, BITWISE, NEEDS_SEEDS, NO_SPREAD, constant
 from hwsweep.analysis.stats.verdict_words import finding
 
 PAIRED = "paired TOST"
@@ -51,8 +53,19 @@ def compare(a: np.ndarray, b: np.ndarray, margin: float | None, confidence: floa
 EQUIVALENCE_COLUMNS = [
     "suite", "variant", "hardware", "baseline", "metric", "primary", "scale", "goal", "test", "n", "n_baseline",
     "difference", "ci_low", "ci_high", "tost_ci_low", "tost_ci_high", "p_difference", "p_tost", "margin", "verdict",
-    "shifted", "finding", "power", "seeds_needed", "note",
+    "shifted", "finding", "power", "seeds_needed", "binds", "advice", "advised_seeds", "note",
 ]  # fmt: skip
+
+
+def binding(result: dict, a, b, mine: pd.Series, theirs: pd.Series, alpha: float, paired: bool) -> dict:
+    """The advice of the constraint that keeps a tested verdict undecided (stats.metric_advice); none where it is
+    decided or has nothing to test from. mine, theirs: the metric over every run of both sides (censoring: no value)."""
+    if result["verdict"] != "inconclusive" or result["note"].startswith((NO_SPREAD, BITWISE, NEEDS_SEEDS)):
+        return none()
+    missing = int(mine.isna().sum() + theirs.isna().sum())
+    if missing:
+        return censored(missing, len(mine) + len(theirs))
+    return seeds(a, b, result["margin"], alpha, paired)
 
 
 def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings()) -> pd.DataFrame:
@@ -66,14 +79,15 @@ def equivalence(runs: pd.DataFrame, baseline: str, settings: Settings = Settings
         for metric, margin in settings.margins.items():
             a, b = sides(sub, base, metric, paired, shared)
             scale, goal = settings.scales.get(metric, 1.0), settings.goals.get(metric, "max")
-            why = constant(a, b, metric, settings)
+            why = constant(a, b, metric, settings, seeded(sub, base))
             if why:
                 result = {"test": PAIRED if paired else WELCH, "n": len(a), "n_baseline": len(b), "margin": margin,
                           "difference": float(a.mean() - b.mean()), "verdict": "inconclusive", "shifted": False,
-                          "finding": why, "note": why}  # fmt: skip
+                          "finding": why, "note": why} | (bounded(why) if why.endswith(AT_BOUND) else none())  # fmt: skip
             else:
                 result = compare(a, b, margin, settings.confidence, paired=paired)
                 result["note"] = "; ".join(x for x in (result.get("note", ""), note) if x)
+                result |= binding(result, a, b, sub[metric], base[metric], settings.alpha, paired)
                 result["finding"] = finding(result, scale, metric, goal, settings.confidence)
             rows.append({"suite": suite, "variant": variant, "hardware": hw, "baseline": baseline, "metric": metric,
                          "primary": metric in settings.primary, "scale": scale, "goal": goal} | result)  # fmt: skip

@@ -69,6 +69,10 @@ def _check_targets(targets: tuple, metrics: list[Metric], recipe: Recipe, traine
         metric = declared.get(target.metric)
         if metric is None:
             raise ConfigError(f"{at}: {target.metric!r} is not a declared metric; use one of {', '.join(declared)}")
+        if target.hold and recipe.schedule.stop_at == "target":
+            raise ConfigError(f"{where}[{i}].hold: true needs the evaluation after the target is reached, and "
+                              f"recipe.schedule.stop_at: target stops before it{context}; use hold: false or "
+                              "stop_at: steps")  # fmt: skip
         if metric.out_of_bounds(target.value):
             raise ConfigError(f"{where}[{i}].value: {target.value} lies outside {metric.name}'s bounds {metric.bounds}; "
                               "give a value the metric can reach")  # fmt: skip
