@@ -13,7 +13,9 @@ scheduler, and each attempt of a train job in the run's log.
   exits 75 after writing a newer checkpoint with `scontrol requeue $SLURM_JOB_ID`:
   the same job waits in the queue and resumes from that checkpoint, the slurm executor keeps polling the same
   job id, and no snakemake retry is spent. A stop without a newer checkpoint, or outside SLURM, exits 75
-  (a failure to snakemake), so a run that cannot progress does not requeue forever.
+  (a failure to snakemake), so a run that cannot progress does not requeue forever. An attempt that fails says
+  its one line (hwsweep.contracts.failure, the line `status` shows) on this process's stderr too, which is
+  snakemake's console: the cause stands right above snakemake's "Error in rule train".
 Torch-free: it runs before and around torchrun.
 """
 
@@ -31,7 +33,7 @@ import time
 from pathlib import Path
 
 from hwsweep.contracts import lease, scheduler
-from hwsweep.contracts.failure import ATTEMPT, attempt_line
+from hwsweep.contracts.failure import ATTEMPT, attempt_line, log_reason
 from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, RunSpec, sha256
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after writing a checkpoint; rerun to resume
@@ -218,18 +220,28 @@ def _attempt(spec_path: str, log: Path, command: list[str], env: dict, spec_hash
             signal.signal(s, h)
     out.sync()
     if code != EXIT_PREEMPTED or not job:
-        return code
+        return _said(code, spec_path, out.own)
     after = progress(spec_path)
     if not any(a > b for a, b in zip(after, before)):
         out.say(f"stopped without a newer checkpoint (newest: step {after[0]}); not requeued: exit {code}")
-        return code
+        return _said(code, spec_path, out.own)
     where = f"the checkpoint at step {after[0]}" if after[0] > before[0] else "its resume file"
     if not requeue(job, out, where):
-        return code
+        return _said(code, spec_path, out.own)
     # SLURM now ends this attempt (SIGTERM to the batch script) and starts the job again: returning first
     # would let the job's snakemake report a missing output.
     time.sleep(wait_for_end)
     out.say(f"SLURM did not end the requeued job within {wait_for_end:.0f} s; exit {code}")
+    return code
+
+
+def _said(code: int, spec_path: str, own: Path) -> int:
+    """`code`, with the failure's one line said on stderr first when it is one: the console of the snakemake that
+    runs the train job shows the job's stderr, not its log."""
+    if code != 0:
+        run = Path(spec_path).parent
+        print(f"hwsweep: {run}: train failed (exit {code}): {log_reason(own)} (log: {own})", file=sys.stderr,
+              flush=True)  # fmt: skip
     return code
 
 
