@@ -80,7 +80,8 @@ def test_a_failed_attempt_says_its_one_line_on_stderr_for_snakemakes_console(tmp
     monkeypatch.chdir(tmp_path)
     spec, log = spec_file(tmp_path), tmp_path / "logs/train.log"
     env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
-    raises = [sys.executable, "-c", "print('step 1: loss 0.5'); raise ValueError('\\x1b[31mbatch of 7, expected 8\\x1b[0m')"]
+    message = "\\x1b[31mbatch of 7, expected 8\\x1b[0m"
+    raises = [sys.executable, "-c", f"print('step 1: loss 0.5'); raise ValueError('{message}')"]
     assert preempt.run_attempt(str(spec), log, raises, env) == 1
     err = capfd.readouterr().err
     assert err.splitlines() == [f"hwsweep: {spec.parent}: train failed (exit 1): ValueError: batch of 7, expected 8 "
