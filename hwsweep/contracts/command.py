@@ -236,6 +236,12 @@ def not_passed(trainer: Trainer, script_args: dict) -> list[str]:
     return [f"recipe.{key}" for key in keys if not any(RECIPE_VALUES[v] == key for v in passed if v in RECIPE_VALUES)]
 
 
+def plan_value(recipe_key: str) -> str:
+    """The plan value that would pass a recipe setting of not_passed (recipe.optimizer.name: optimizer), as
+    trainer.args maps it: the name `hwsweep plan`'s not_passed column and the report's method text give it."""
+    return next(value for value, key in RECIPE_VALUES.items() if f"recipe.{key}" == recipe_key)
+
+
 def command_argv(spec, inv: Invocation) -> list[str]:
     """The whole argument vector of a stage's command for this run (program resolved)."""
     program = resolve_program(inv.command[0], inv.workdir)
