@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hwsweep.contracts import failure, guard, host, io
 from hwsweep.contracts.command import (
+    THREAD_ENV,
     Invocation,
     as_passed,
     command_argv,
@@ -199,8 +200,7 @@ def _env(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None) 
         "HWSWEEP_SPEC": str(Path(spec_path).resolve()),
         "HWSWEEP_RUN_DIR": str(Path(spec.run_dir).resolve()),
         "PYTHONUNBUFFERED": "1",  # lines as they happen, for parsing and for the log
-        "OMP_NUM_THREADS": str(per_process),
-    }
+    } | dict.fromkeys(THREAD_ENV, str(per_process))
 
 
 def train_environment(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None) -> dict:

@@ -3,6 +3,7 @@ threads_per_process, and where a process ran another count than it was given (th
 OMP_NUM_THREADS hwsweep gives a command) the record's checks say so; the run still counts."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -35,6 +36,22 @@ def test_the_threads_seen_are_kept_and_a_count_other_than_planned_is_named():
     assert observe.threads_differ(observe.observed([report(0, None, 1)]), 1) is None  # an observer that could not say
 
 
+def test_a_command_gets_its_threads_per_process_in_every_variable_snakemake_set_for_the_job():
+    """Snakemake gives a job of 2 threads MKL_NUM_THREADS=2 too, which torch reads over OMP_NUM_THREADS: each of the
+    2 processes would run 2 threads on the job's 2 cores."""
+    from hwsweep.contracts.command import THREAD_ENV
+    from hwsweep.run import runner
+
+    cfg, _ = config(0)
+    cfg["trainer"]["command"] = ["python", "no_step.py"]
+    cfg["hardware"]["cpu1"]["devices_per_node"] = 2
+    cfg["recipe"]["micro_batch"] = 2
+    spec = resolve(cfg).spec("s", "default", "cpu1", 0)
+    job = dict.fromkeys(THREAD_ENV, "2")  # as snakemake's shell sets them
+    given = runner.train_environment(spec, "spec.json", 2, base=job)
+    assert "MKL_NUM_THREADS" in THREAD_ENV and {given[k] for k in THREAD_ENV} == {"1"}
+
+
 def config(threads: int):
     """One process of a script that sets its own torch threads (a count, or 0: leaves the one it was given)."""
     script = (f"import torch\nif {threads}: torch.set_num_threads({threads})\n"
@@ -58,8 +75,9 @@ def test_a_script_that_sets_its_own_threads_is_flagged_and_runs_csv_has_both(tmp
     run = tmp_path / spec.run_dir
     run.mkdir(parents=True)
     (run / "spec.json").write_text(canonical_json(spec))
+    job = os.environ | {"MKL_NUM_THREADS": "2", "OMP_NUM_THREADS": "2"}  # snakemake's for a job of 2 threads
     proc = subprocess.run([sys.executable, "-m", "hwsweep.run.launch", f"{spec.run_dir}/spec.json", "--threads", "1"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=job)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]  # a flag, never a failure
     record = read(RunRecord, run / "train.json")
     assert record.observed["threads_per_process"] == (threads or 1)
