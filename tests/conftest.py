@@ -303,14 +303,14 @@ def example_snakemake(root: Path, cfg: dict | None, name: str, *args: str) -> su
 
 @pytest.fixture(scope="session")
 def plain_ddp_swept(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, subprocess.CompletedProcess]:
-    """The plain-DDP example swept as the docs give it (suite mlp: 60 steps, hidden 32, evaluated at steps 30 and
+    """The plain-DDP example swept as the docs give it (suite plain_ddp: 60 steps, hidden 32, evaluated at steps 30 and
     60, tracked by TensorBoard and MLflow), with a second suite, `broken`, whose runs pass the script a flag it
     refuses (argparse exits 2: all 4 fail), under `--keep-going all`; then the report. Returns the copy's root and
-    the sweep's and the report's snakemake. One sweep for test_examples' plain-DDP test (suite mlp) and
+    the sweep's and the report's snakemake. One sweep for test_examples' plain-DDP test (suite plain_ddp) and
     test_report's (the report after a failed suite)."""
     root, cfg = example(tmp_path_factory.mktemp("plain_ddp"), "plain_ddp", schedule={"steps": 60, "warmup_steps": 5})
     cfg["recipe"]["args"]["eval_every"] = 30
-    cfg["suites"]["mlp"]["sweep"] = {"args.hidden": [32]}
+    cfg["suites"]["plain_ddp"]["sweep"] = {"args.hidden": [32]}
     cfg["suites"]["broken"] = {"description": "the script refuses a flag", "overrides": {"args": {"bogus": 1}}}
     cfg["tracking"] = ["tensorboard", "mlflow"]  # the unmodified script, tracked from what the runner parses
     sweep = example_snakemake(root, cfg, "plain_ddp", "--cores", "2", "--keep-going", "all")

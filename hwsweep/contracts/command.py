@@ -76,9 +76,13 @@ OWN_VALUES = tuple(v for v in RECIPE_VALUES if v != "precision")
 BATCH_CARRIERS = ("accumulation", "micro_batches_per_step", "per_device_batch", "global_batch")
 DEVICE_COUNTS = ("world_size", "devices_per_node")  # what tells a plain-launched script how many workers to start
 LAUNCHES = ("auto", "torchrun", "plain")
+# The threads of a process, as snakemake sets them for a job (its whole count): hwsweep sets each to the threads per
+# process, as torch reads MKL_NUM_THREADS over OMP_NUM_THREADS (a job's 2 would run each of 2 processes on 2 threads).
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+              "NUMEXPR_NUM_THREADS")  # fmt: skip
 # Variables hwsweep and torchrun set for a command's processes: trainer.env may not set them (the run depends on
 # them); names starting with one of ENV_PREFIXES are theirs too.
-RESERVED_ENV = ("PYTHONPATH", "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+RESERVED_ENV = ("PYTHONPATH", "PYTHONUNBUFFERED", *THREAD_ENV, "RANK", "LOCAL_RANK", "WORLD_SIZE",
                 "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
                 "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES")  # fmt: skip
 ENV_PREFIXES = ("HWSWEEP_", "TORCHELASTIC_", "PET_", "SLURM_")
@@ -234,6 +238,12 @@ def not_passed(trainer: Trainer, script_args: dict) -> list[str]:
     passed = set(trainer.invocation.args.values()) | set(args_values(trainer, script_args))
     keys = {key: None for key in RECIPE_VALUES.values()}  # in order, once each
     return [f"recipe.{key}" for key in keys if not any(RECIPE_VALUES[v] == key for v in passed if v in RECIPE_VALUES)]
+
+
+def plan_value(recipe_key: str) -> str:
+    """The plan value that would pass a recipe setting of not_passed (recipe.optimizer.name: optimizer), as
+    trainer.args maps it: the name `hwsweep plan`'s not_passed column and the report's method text give it."""
+    return next(value for value, key in RECIPE_VALUES.items() if f"recipe.{key}" == recipe_key)
 
 
 def command_argv(spec, inv: Invocation) -> list[str]:

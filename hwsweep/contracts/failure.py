@@ -20,6 +20,9 @@ ATTEMPT = re.compile(r"^==== hwsweep: attempt (?P<attempt>\d+) \((?:SLURM job (?
 MAX = 220  # one line of a table or a list, not the whole message
 KEEP = 1000  # lines a reader keeps from a log's end: several ranks' tracebacks and torchrun's summary fit
 
+# A terminal's escape sequences a script prints (colour, cursor moves, a hyperlink, a character set): CSI, OSC, nF
+# and the two-character ones. Stripped from every line read, so a status table, a report and snakemake's console show text.
+ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[ -/]+[0-~]|[0-Z\\-_a-~])")
 # torch's excepthook prefixes a worker's traceback with "[rank0]: "; torchrun's --tee/--role with "[trainer0]:".
 PREFIX = re.compile(r"^\[[A-Za-z_]\w*?\d+\]: ?")
 TRACEBACK = "Traceback (most recent call last):"
@@ -56,8 +59,9 @@ class _Stream:
 
 
 def _split(line: str) -> tuple[str, str]:
-    """(writer, text): the rank prefixes peeled off, as many as torchrun and torch stacked."""
-    writer = ""
+    """(writer, text): escape sequences dropped, the rank prefixes peeled off, as many as torchrun and torch
+    stacked."""
+    writer, line = "", ANSI.sub("", line)
     while m := PREFIX.match(line):
         writer, line = writer + m.group(0).strip(), line[m.end() :]
     return writer, line.rstrip()

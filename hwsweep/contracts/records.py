@@ -153,6 +153,8 @@ def run_row(train: RunRecord, evaluation: EvalRecord | None, metric_names: list[
     row["gpu_type"] = train.spec["hardware"]["gpu_type"]
     row |= {k: train.plan.get(k) for k in PLAN_COLUMNS}
     row["threads_per_process"] = train.plan.get("threads_per_process")
+    # What the observer saw beside it (None: not observed, or the ranks ran different counts: the checks say)
+    row["observed_threads"] = (train.observed or {}).get("threads_per_process")
     values = train.metrics | (evaluation.metrics if evaluation else {})
     row |= {name: math.nan if values.get(name) is None else values[name] for name in metric_names}
     row |= {k: getattr(train, k) for k in TIMING_COLUMNS}

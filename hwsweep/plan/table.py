@@ -3,7 +3,7 @@ values as it gets them, and the recipe settings it gets not: not_passed)."""
 
 from __future__ import annotations
 
-from hwsweep.contracts.command import RECIPE_VALUES, as_passed, not_passed
+from hwsweep.contracts.command import as_passed, not_passed, plan_value
 
 COLUMNS = [
     "suite", "variant", "hardware", "gpu_type", "nodes", "devices_per_node", "strategy", "micro_batch", "accumulation",
@@ -22,15 +22,10 @@ def plan_rows(matrix) -> list[dict]:
             shown = as_passed(spec)[0] if spec.trainer.kind == "command" else plan.__dict__
             unpassed = not_passed(spec.trainer, spec.recipe.args) if spec.trainer.kind == "command" else []
             row = {"suite": cell.suite, "variant": cell.variant, "hardware": hw} | shown
-            row["not_passed"] = " ".join(_plan_value(key) for key in unpassed)
+            row["not_passed"] = " ".join(plan_value(key) for key in unpassed)
             row["warnings"] = "; ".join(plan.warnings + [w for w in matrix.warnings if f": {hw} (" in w and cell.variant in w])
             rows.append({k: row[k] for k in COLUMNS})
     return rows
-
-
-def _plan_value(recipe_key: str) -> str:
-    """The plan value that would pass a recipe setting (recipe.optimizer.name: optimizer), as trainer.args maps it."""
-    return next(value for value, key in RECIPE_VALUES.items() if f"recipe.{key}" == recipe_key)
 
 
 def _cell(value) -> str:

@@ -5,7 +5,8 @@ their PYTHONPATH by the runner): each process that ran a backward pass or steppe
 process group (rank, world size, backend), device, threads, the samples its first optimizer steps and
 backward passes saw, and its counts of both. `observed` turns those files into one summary of the run;
 `differences` lists, one phrase each, where it departs from the plan: the number of processes and their
-group, their devices, the global batch, the number of optimizer steps. A script without a torch optimizer
+group, their devices, the global batch, the number of optimizer steps; `threads_differ` says where the processes
+ran another number of threads than planned (a flag, not a departure: what trained is the same, its timings not). A script without a torch optimizer
 (weights updated by hand) is held to the plan through its backward passes: one per micro-batch, so the
 plan's steps x accumulation of them, each of the plan's micro-batch. Torch-free: the runner reads files."""
 
@@ -94,6 +95,7 @@ def observed(reports: list[dict]) -> dict:
         "devices": {_rank(r): r.get("device") for r in reports},
         "hosts": sorted({r.get("host") for r in reports}),
         "threads": {_rank(r): r.get("threads") for r in reports},
+        "threads_per_process": _one({r.get("threads") for r in reports} - {None}),  # None: the ranks differ
         "samples_per_step": per_rank,
         "optimizer_steps": max((r.get("optimizer_steps", 0) for r in reports), default=0),
         "backward_passes": max((r.get("backward_passes", 0) for r in reports), default=0),
@@ -111,6 +113,29 @@ def observed(reports: list[dict]) -> dict:
             summary["global_batch"] = round(statistics.median(per_rank.values()) * world)
             summary["global_batch_from"] = f"{len(per_rank)} of {world} ranks"
     return summary
+
+
+def _one(values: set):
+    return next(iter(values)) if len(values) == 1 else None
+
+
+def _on(rank: str) -> str:
+    return f"rank {rank}" if rank.isdigit() else rank
+
+
+def threads_differ(summary: dict | None, planned: int | None) -> str | None:
+    """Where the processes that trained ran another number of torch threads than `planned` per process (the
+    runtime's, or the OMP_NUM_THREADS hwsweep gives a command), one phrase; None where they ran it or either is
+    unknown. A script that sets its own threads keeps training the plan, but on other cores than were timed for it."""
+    if not summary or planned is None:
+        return None
+    threads = summary.get("threads") or {}
+    other = sorted((r for r, n in threads.items() if n is not None and n != planned), key=lambda r: (len(r), r))
+    if not other:
+        return None
+    more = f" and {len(other) - 1} more" if len(other) > 1 else ""
+    return (f"planned {planned} thread{'s' if planned != 1 else ''} per process, observed {threads[other[0]]} on "
+            f"{_on(other[0])}{more}")  # fmt: skip
 
 
 def differences(summary: dict, plan, steps: int | None) -> list[str]:
@@ -133,7 +158,7 @@ def differences(summary: dict, plan, steps: int | None) -> list[str]:
     kinds = {r: (d or "").split(":")[0] for r, d in summary["devices"].items()}
     wrong = sorted(r for r, kind in kinds.items() if kind and kind != plan.accelerator)
     if wrong:
-        out.append(f"planned {plan.accelerator}, observed {summary['devices'][wrong[0]]} on rank {wrong[0]}"
+        out.append(f"planned {plan.accelerator}, observed {summary['devices'][wrong[0]]} on {_on(wrong[0])}"
                    + (f" and {len(wrong) - 1} more" if len(wrong) > 1 else ""))  # fmt: skip
     if len(summary["hosts"]) == 1:
         shared = [d for d, k in Counter(summary["devices"].values()).items() if k > 1 and d and d.startswith("cuda")]

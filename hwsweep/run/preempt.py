@@ -19,6 +19,8 @@ scheduler, and each attempt of a train job in the run's log.
   exits 75 (a failure to snakemake, which spends a retry).
 - A run its user stopped for good (`hwsweep stop`, hwsweep.contracts.stopped) is refused at once, in one line,
   with EXIT_STOPPED: snakemake fails the job (and each retry) quickly.
+- An attempt that fails says its one line (hwsweep.contracts.failure, the line `status` shows) on this process's
+  stderr too, which is snakemake's console: the cause stands right above snakemake's "Error in rule train".
 Torch-free: it runs before and around torchrun.
 """
 
@@ -41,7 +43,7 @@ import time
 from pathlib import Path
 
 from hwsweep.contracts import lease, scheduler, stopped
-from hwsweep.contracts.failure import ATTEMPT, attempt_line
+from hwsweep.contracts.failure import ATTEMPT, attempt_line, log_reason
 from hwsweep.contracts.spec import CHECKPOINT_DIR, CHECKPOINTS, RunSpec, sha256
 
 from hwsweep.run.stops import EXIT_PREEMPTED, STOP_SIGNALS, STOPPED_DIR  # noqa: F401 - their old home
@@ -259,7 +261,7 @@ def _attempt(spec_path: str, log: Path, command: list[str], env: dict, spec_hash
             signal.signal(s, h)
     out.sync()
     if code != EXIT_PREEMPTED or not job:
-        return code
+        return _said(code, spec_path, out.own)
     after = progress(spec_path)
     moved = any(a > b for a, b in zip(after, before))
     if moved:
@@ -270,14 +272,24 @@ def _attempt(spec_path: str, log: Path, command: list[str], env: dict, spec_hash
         if streak >= MAX_IDLE_REQUEUES:
             out.say(f"stopped without a newer checkpoint again; not requeued: the {streak} attempts before this one "
                     f"were requeued without one (at most {MAX_IDLE_REQUEUES} in a row); exit {code}")  # fmt: skip
-            return code
+            return _said(code, spec_path, out.own)
         why = f"stopped without a newer checkpoint ({streak + 1} in a row, at most {MAX_IDLE_REQUEUES}): {resume}"
     if not requeue(job, out, why, idle=not moved):
-        return code
+        return _said(code, spec_path, out.own)
     # SLURM now ends this attempt (SIGTERM to the batch script) and starts the job again: returning first
     # would let the job's snakemake report a missing output.
     time.sleep(wait_for_end)
     out.say(f"SLURM did not end the requeued job within {wait_for_end:.0f} s; exit {code}")
+    return code
+
+
+def _said(code: int, spec_path: str, own: Path) -> int:
+    """`code`, with the failure's one line said on stderr first when it is one: the console of the snakemake that
+    runs the train job shows the job's stderr, not its log."""
+    if code != 0:
+        run = Path(spec_path).parent
+        print(f"hwsweep: {run}: train failed (exit {code}): {log_reason(own)} (log: {own})", file=sys.stderr,
+              flush=True)  # fmt: skip
     return code
 
 

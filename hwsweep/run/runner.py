@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hwsweep.contracts import failure, guard, host, io, secrets
 from hwsweep.contracts.command import (
+    THREAD_ENV,
     Invocation,
     as_passed,
     command_argv,
@@ -210,8 +211,7 @@ def _env(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None, 
         "HWSWEEP_SPEC": str(Path(spec_path).resolve()),
         "HWSWEEP_RUN_DIR": str(Path(spec.run_dir).resolve()),
         "PYTHONUNBUFFERED": "1",  # lines as they happen, for parsing and for the log
-        "OMP_NUM_THREADS": str(per_process),
-    }
+    } | dict.fromkeys(THREAD_ENV, str(per_process))
 
 
 def train_environment(spec: RunSpec, spec_path: str, threads: int, base: dict | None = None,
@@ -265,11 +265,12 @@ def _plan_checks(spec: RunSpec, seen: dict) -> list[str]:
     return out
 
 
-def _observed(spec: RunSpec, run_dir: Path, steps: int | None) -> tuple[dict | None, list[str], list[str]]:
-    """What the command's processes reported (hwsweep.run.observe), where it departs from the plan, and what could
-    not be verified. A run in which no process reported (no torch backward pass or optimizer step seen: not a
-    Python torch script) is unverified: a departure for a plan of several processes (their group is the point),
-    a flag for one."""
+def _observed(spec: RunSpec, run_dir: Path, steps: int | None,
+              threads: int | None = None) -> tuple[dict | None, list[str], list[str]]:  # fmt: skip
+    """What the command's processes reported (hwsweep.run.observe), where it departs from the plan, and the flags
+    that fail nothing: what could not be verified, and threads per process other than `threads`. A run in which no
+    process reported (no torch backward pass or optimizer step seen: not a Python torch script) is unverified: a
+    departure for a plan of several processes (their group is the point), a flag for one."""
     if spec.trainer.observe == "off":
         return None, [], []
     reports = observe.read(run_dir)
@@ -280,7 +281,8 @@ def _observed(spec: RunSpec, run_dir: Path, steps: int | None) -> tuple[dict | N
                   f"see, so {what} unverified")  # fmt: skip
         return None, ([unseen] if n > 1 else []), ([] if n > 1 else [unseen])
     summary = observe.observed(reports)
-    return summary, observe.differences(summary, spec.plan, steps), []
+    other_threads = observe.threads_differ(summary, threads)
+    return summary, observe.differences(summary, spec.plan, steps), [f"observed: {other_threads}"] if other_threads else []
 
 
 def loss_metric(metrics) -> str | None:
@@ -364,7 +366,9 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
             raise RunFailed(f"{verdict} (guard.action: fail; flag keeps such runs)")
         own = _own_record(spec, started)  # a runtime-API script's, which may have stopped at its targets
         planned = (own and own.stopped_at_step) or spec.plan.steps
-        seen_run, departures, unverified = _observed(spec, run_dir, planned if fresh else None)
+        # The threads a process was to run: the runtime's own count, else the OMP_NUM_THREADS a command is given.
+        threads = own.plan.get("threads_per_process") if own else int(env["OMP_NUM_THREADS"])
+        seen_run, departures, unverified = _observed(spec, run_dir, planned if fresh else None, threads)
         if departures and trainer.observe == "fail":
             raise RunFailed(f"what trained is not the plan: {'; '.join(departures)} (trainer.observe: flag keeps such runs)")
         if own is not None:  # a runtime-API script wrote the full RunRecord itself; what the observer saw joins it
@@ -385,7 +389,7 @@ def train(spec: RunSpec, spec_path: str, argv: list[str], threads: int) -> int:
     plan, spec_dict = as_passed(spec)
     record = RunRecord(
         status="complete", suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
-        trainer="command", spec=spec_dict, plan=plan | {"threads_per_process": None},
+        trainer="command", spec=spec_dict, plan=plan | {"threads_per_process": threads},  # OMP_NUM_THREADS given
         metrics=finals, curves=curves, train_seconds=train_seconds, startup_seconds=startup, wall_seconds=seconds,
         samples_per_second=spec.plan.global_batch * (spec.plan.steps - first_step) / train_seconds,
         data_order={"sampler": "script", "dataset_size": None, "num_workers": spec.recipe.num_workers},

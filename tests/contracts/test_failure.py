@@ -90,6 +90,17 @@ def test_plain_logs_and_limits(tmp_path):
     assert log_reason(tmp_path / "empty.log") == "empty log"
 
 
+def test_a_scripts_escape_sequences_never_reach_the_line(tmp_path):
+    """Colour, bold, a cursor move and a hyperlink in a script's traceback and message: the line is their text."""
+    lines = ["\x1b[1;31mTraceback (most recent call last):\x1b[0m", '  File "train.py", line 3, in <module>',
+             "[rank0]: \x1b[31mValueError\x1b[0m: batch \x1b[1mof 7\x1b[22m samples\x1b[K, see "
+             "\x1b]8;;https://x.org\x1b\\the docs\x1b]8;;\x1b\\ \x1b(B"]  # fmt: skip
+    assert reason(lines) == "ValueError: batch of 7 samples, see the docs"
+    (tmp_path / "train.log").write_text("step 1\n\x1b[33mwarning: slow\x1b[0m\n\x1b[31merror: cannot open x\x1b[0m\n")
+    assert log_reason(tmp_path / "train.log") == "error: cannot open x"
+    assert "\x1b" not in reason(["\x1b[31m\x1b[0m", "\x1b7 killed \x1b8"])
+
+
 def test_a_long_log_is_read_from_its_end(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("step 0: a first line with an Error in it\n" + "step 1: loss 0.5\n" * 50_000 +

@@ -21,12 +21,12 @@ SETTLE = 0.4  # seconds at most for React to render a menu after a click
 
 @pytest.mark.slow
 def test_report_builds_after_a_failed_suite_and_says_why(plain_ddp_swept):
-    folder, sweep, proc = plain_ddp_swept  # the plain-DDP example: suite mlp runs, every run of suite broken fails
+    folder, sweep, proc = plain_ddp_swept  # suite plain_ddp runs, every run of suite broken fails
     assert sweep.returncode != 0, "the broken suite must fail the sweep"
-    assert (folder / "results/mlp/comparison.csv").exists(), sweep.stderr[-3000:]
+    assert (folder / "results/plain_ddp/comparison.csv").exists(), sweep.stderr[-3000:]
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = (folder / "report.html").read_text()
-    assert "results/mlp/tables/comparison.html" in html and "results/broken/" not in html
+    assert "results/plain_ddp/tables/comparison.html" in html and "results/broken/" not in html
     landing = (folder / ".snakemake/hwsweep/landing.rst").read_text()
     assert "**Suite broken** — the script refuses a flag\n\n**No results** — of 4 runs 4 failed." in landing
     assert "train.py: error: unrecognized arguments: --bogus=1 (logs/broken/default/cpu1/seed0/train.log)" in landing
@@ -66,8 +66,8 @@ def test_report_in_a_browser(plain_ddp_swept, tmp_path):
     binary = chromium()
     shots = Path(os.environ.get("HWSWEEP_SCREENSHOTS", tmp_path / "screenshots"))  # to look at them
     shots.mkdir(parents=True, exist_ok=True)
-    comparison = pd.read_csv(folder / "results/mlp/comparison.csv")
-    equivalence = pd.read_csv(folder / "results/mlp/equivalence.csv")
+    comparison = pd.read_csv(folder / "results/plain_ddp/comparison.csv")
+    equivalence = pd.read_csv(folder / "results/plain_ddp/equivalence.csv")
     with Browser(binary) as b:
         b.open((folder / "report.html").as_uri())
         assert b.until("document.querySelector('#app nav') && document.body.innerText.includes('What the runs show')")
@@ -76,7 +76,7 @@ def test_report_in_a_browser(plain_ddp_swept, tmp_path):
         # The headline is on the landing page and says what comparison.csv and equivalence.csv say.
         items = b.evaluate("Array.from(document.querySelectorAll('#what-the-runs-show li, #what-the-runs-show p'))"
                            ".map(e => e.innerText)")  # fmt: skip
-        speed = pd.read_csv(folder / "results/mlp/speedup.csv").set_index("hardware")
+        speed = pd.read_csv(folder / "results/plain_ddp/speedup.csv").set_index("hardware")
         for r in comparison[~comparison.baseline].itertuples():
             # faster / slower / no clear difference as the interval says (words.in_words owns the wording)
             pace = words.in_words(words.SPEED, r.speedup, r.speedup_ci_low, r.speedup_ci_high)
@@ -106,7 +106,7 @@ def test_report_in_a_browser(plain_ddp_swept, tmp_path):
         # is the item clicked (not the previous one).
         results = b.evaluate("results")
         categories = b.evaluate("categories")
-        assert set(categories) == {"mlp", "All suites"}
+        assert set(categories) == {"plain_ddp", "All suites"}
         # Job parameters shown beside each item are a line or two, never the plan or the metrics.
         blobs = {p: r["job_properties"]["params"] for p, r in results.items() if len(r["job_properties"]["params"]) > 400}
         assert not blobs, blobs

@@ -137,7 +137,7 @@ def test_a_command_trainers_record_has_its_largest_processs_peak(tmp_path):
     cfg = yaml.safe_load((example / "config.yaml").read_text())
     cfg["recipe"]["schedule"] = {"steps": 10, "warmup_steps": 2}
     cfg["recipe"]["args"] = {"hidden": 16, "eval_every": 10}
-    spec = resolve(cfg, config_dir=example).spec("mlp", "hidden-32", "cpu1", 0).to_dict()
+    spec = resolve(cfg, config_dir=example).spec("plain_ddp", "hidden-32", "cpu1", 0).to_dict()
     spec["run_dir"] = str(tmp_path / "run")
     io.write_json(tmp_path / "spec.json", spec)
     cmd = [str(BIN / "python"), "-m", "hwsweep.run.launch", str(tmp_path / "spec.json"), "--threads", "1"]

@@ -75,6 +75,22 @@ def test_each_attempt_keeps_its_own_log_and_train_log_is_the_newest(tmp_path, mo
     assert not preempt.attempt_log(log, 2).exists()
 
 
+def test_a_failed_attempt_says_its_one_line_on_stderr_for_snakemakes_console(tmp_path, monkeypatch, capfd):
+    """The job's output goes to its log; the cause (escapes stripped) also goes to stderr, which snakemake shows."""
+    monkeypatch.chdir(tmp_path)
+    spec, log = spec_file(tmp_path), tmp_path / "logs/train.log"
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
+    message = "\\x1b[31mbatch of 7, expected 8\\x1b[0m"
+    raises = [sys.executable, "-c", f"print('step 1: loss 0.5'); raise ValueError('{message}')"]
+    assert preempt.run_attempt(str(spec), log, raises, env) == 1
+    err = capfd.readouterr().err
+    assert err.splitlines() == [f"hwsweep: {spec.parent}: train failed (exit 1): ValueError: batch of 7, expected 8 "
+                                f"(log: {preempt.attempt_log(log, 1)})"]  # fmt: skip
+    assert "\x1b" in log.read_text()  # the log keeps what the script printed
+    assert preempt.run_attempt(str(spec), log, attempt_command(0), env) == 0
+    assert capfd.readouterr().err == ""  # a run that trains says nothing there
+
+
 def test_a_stop_in_a_slurm_job_requeues_it_and_without_progress_only_so_many_times_in_a_row(tmp_path, scontrol,
                                                                                            monkeypatch):  # fmt: skip
     monkeypatch.setattr(preempt, "MAX_IDLE_REQUEUES", 2)

@@ -23,7 +23,7 @@ def example_spec(tmp_path, hardware: str, name: str, steps: int = 60) -> list[st
     cfg = yaml.safe_load((EXAMPLE / "config.yaml").read_text())
     cfg["recipe"] |= {"checkpoint_every": 10, "schedule": {"steps": steps, "warmup_steps": 5}}
     cfg["recipe"]["args"] = {"hidden": 32, "eval_every": 30}
-    spec = resolve(cfg, config_dir=EXAMPLE).spec("mlp", "default", hardware, 3).to_dict()
+    spec = resolve(cfg, config_dir=EXAMPLE).spec("runtime_api", "default", hardware, 3).to_dict()
     spec["run_dir"] = str(tmp_path / name)
     io.write_json(tmp_path / f"{name}.json", spec)
     return [str(BIN / "python"), "-m", "hwsweep.run.launch", str(tmp_path / f"{name}.json"), "--threads", "2"]

@@ -75,22 +75,22 @@ def check_sweep(folder, example_name: str, suite: str, metrics: list[str], per_s
 
 
 def test_plain_ddp_script_sweeps_unmodified(plain_ddp_swept):
-    """conftest's plain_ddp_swept: its suite mlp (its suite broken, failing beside it, is test_report's)."""
+    """conftest's plain_ddp_swept: its suite plain_ddp (its suite broken, failing beside it, is test_report's)."""
     name = "plain_ddp"
     folder, sweep, report = plain_ddp_swept
     failed = {re.search(r"output: results/(\w+)/", block)[1]  # the suite of each failed job
               for block in re.findall(r"^Error in rule \w+:\n((?:    .*\n)+)", sweep.stderr, flags=re.M)}
-    assert failed == {"broken"}, sweep.stderr[-4000:]  # no job of suite mlp failed
-    # A sweep with a failed suite makes no all-suites tables: suite mlp's own
-    runs = check_sweep(folder, name, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"}, report,
-                       tables="results/mlp")
-    tracked(folder, "mlp", ["loss", "val_acc"])
+    assert failed == {"broken"}, sweep.stderr[-4000:]  # no job of suite plain_ddp failed
+    # A sweep with a failed suite makes no all-suites tables: suite plain_ddp's own
+    runs = check_sweep(folder, name, "plain_ddp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"},
+                       report, tables="results/plain_ddp")
+    tracked(folder, "plain_ddp", ["loss", "val_acc"])
     assert (runs.val_acc > 0.5).all()  # it learned: chance is 0.25
-    record = json.loads((folder / "results/mlp/hidden-32/cpu2/seed1/train.json").read_text())
+    record = json.loads((folder / "results/plain_ddp/hidden-32/cpu2/seed1/train.json").read_text())
     assert record["plan"]["world_size"] == 2 and record["checks"] == []  # it logged the planned global batch
     assert record["curves"]["val_acc"]["steps"] == [30, 60]
     assert record["provenance"]["script"]["sha256"]
-    log = (folder / "logs/mlp/hidden-32/cpu2/seed1/train.log").read_text()
+    log = (folder / "logs/plain_ddp/hidden-32/cpu2/seed1/train.log").read_text()
     assert "--nproc_per_node 2 -m hwsweep.run.tether " in log  # every worker tethered to torchrun's agent
     assert "examples/plain_ddp/train.py --batch_size=16" in log and "--grad_accum=2" in log and "--seed=1" in log
 
@@ -114,8 +114,8 @@ def test_runtime_api_script_sweeps_with_its_own_record(tmp_path):
     cfg["tracking"] = ["tensorboard", "mlflow"]  # the script's runtime feeds the trackers; the runner forwards nothing
     proc = example_snakemake(folder, cfg, name)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    runs = check_sweep(folder, name, "mlp", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
-    tracked(folder, "mlp", ["loss", "val_acc", "lr"], every_step=False)  # lr: only the runtime logs it
+    runs = check_sweep(folder, name, "runtime_api", ["loss", "val_loss", "val_acc"], {"loss", "val_loss", "val_acc"})
+    tracked(folder, "runtime_api", ["loss", "val_acc", "lr"], every_step=False)  # lr: only the runtime logs it
     assert (runs.val_acc > 0.5).all()  # it learned: chance is 0.25
     assert (runs.data_order == "global-order/size4096/workers0").all()  # the runtime wrote the record
     # no seed flag, yet seeded by the runtime: the same seed on two hardware is a pair
@@ -123,7 +123,7 @@ def test_runtime_api_script_sweeps_with_its_own_record(tmp_path):
     assert set(pd.read_csv(folder / "results/equivalence.csv").test) == {"paired TOST"}
     # strict mode: one and two processes trained the same bits, seed by seed
     for seed in (0, 1):
-        one, two = (json.loads((folder / f"results/mlp/default/{hw}/seed{seed}/train.json").read_text())
+        one, two = (json.loads((folder / f"results/runtime_api/default/{hw}/seed{seed}/train.json").read_text())
                     for hw in ("cpu1", "cpu2"))  # fmt: skip
         assert one["curves"] == two["curves"] and one["metrics"] == two["metrics"]
         assert two["curves"]["val_acc"]["steps"] == [30, 60] and len(two["curves"]["loss"]["steps"]) == 60

@@ -409,3 +409,25 @@ def test_an_unwritable_results_folder_is_one_line_before_any_job_and_nothing_is_
     assert proc.returncode == 0, proc.stderr[-3000:]
     after = _snapshot(results)
     assert json.loads(after.pop("tiny/default/cpu1/seed0/eval.json"))["metrics"] and after == before
+
+
+def test_a_failing_scripts_one_line_is_in_snakemakes_console_without_its_escapes(tmp_path):
+    """Without the profile's show-failed-logs: the job's stderr says the cause right above "Error in rule train",
+    and status says the same line, neither with the colour the script's message had."""
+    from conftest import script_config
+
+    (tmp_path / "fails.py").write_text("print('step 1: loss 0.5', flush=True)\n"
+                                       "raise ValueError('\\x1b[1;31mno labels in\\x1b[0m data/train.csv')\n")  # fmt: skip
+    cfg = script_config({"command": ["python", "fails.py"], "workdir": str(tmp_path)},
+                        {"global_batch": 4, "micro_batch": 4, "schedule": {"steps": 3, "warmup_steps": 0}},
+                        {"loss": {"goal": "min"}})  # fmt: skip
+    proc = snakemake(tmp_path, cfg, "--cores", "1", "results/s/default/cpu1/seed0/train.json")
+    assert proc.returncode != 0
+    lines = proc.stderr.splitlines()
+    said = [i for i, line in enumerate(lines) if "train failed (exit 1): ValueError: no labels in data/train.csv" in line]
+    error = [i for i, line in enumerate(lines) if line.startswith("Error in rule train")]
+    assert said and error and said[0] < error[0], proc.stderr[-3000:]
+    assert "\x1b" not in lines[said[0]]
+    assert snakemake(tmp_path, cfg, "--cores", "1", "-f", "status").returncode == 0
+    [problem] = pd.read_csv(tmp_path / "results/partial/status.csv").problem
+    assert problem.endswith("ValueError: no labels in data/train.csv"), problem

@@ -1,7 +1,7 @@
 # Bookkeeping of the report only (functions, no rules): which targets exist while a report is
 # built, and the landing page. Paths and run inputs come from common.smk.
 from hwsweep.analysis.words import amount
-from hwsweep.report import current, landing
+from hwsweep.report import current, landing, method
 
 # `snakemake --report report.html` (not --report-after-run, which runs first): the report shows
 # what exists; a suite without tables (a failed or unfinished run) is left out of the DAG and
@@ -108,10 +108,14 @@ def stale_combined():
 
 def report_text():
     """The landing page: while a report is built, the headline of every suite (or why it has
-    none) computed from the tables, then workflow.rst; otherwise workflow.rst alone."""
+    none) computed from the tables, then workflow.rst (its method text as the records have it: the settings a
+    script did not receive); otherwise workflow.rst alone."""
     template = REPORT_DIR / "workflow.rst"
     if not REPORTING:
         return str(template)
+    template = method.template(
+        template, MATRIX, Path(".snakemake", "hwsweep", "workflow.rst").resolve()
+    )
     descriptions = {
         name: (suite or {}).get("description", "")
         for name, suite in config.get("suites", {}).items()
