@@ -35,6 +35,7 @@ STYLE = """
 .hw-glance td:first-child, .hw-glance th:first-child { position: sticky; left: 0; z-index: 1; }
 .hw-glance img { margin: 0; max-width: 100%; height: auto; }
 .hw-glance p.hw-none { margin: .2em 0; }
+@media (max-width: 720px) { .hw-glance td small { white-space: normal; min-width: 8em; } }
 @media print { .hw-glance td, .hw-glance th { -webkit-print-color-adjust: exact; print-color-adjust: exact; } }
 """
 
