@@ -45,14 +45,19 @@ COARSE = (1 / 16, 1 / 4, 1, 4, 16)
 
 
 def _speed_ticks(low: float, high: float) -> list[float]:
-    """Three to five ticks a reader names: halves and doubles, finer steps on a short axis, fours on a long one."""
+    """Three or four ticks a reader names: halves and doubles, finer steps on a short axis, fours on a long one."""
     ticks = [t for t in TICKS if low <= t <= high]
-    while len(ticks) > 5:
+    while len(ticks) > 4:
         thinner = [t for t in ticks if t in COARSE or math.log2(t).is_integer()] if len(ticks) > 7 else ticks[::2]
         ticks = thinner if len(thinner) < len(ticks) else ticks[::2]
         if 1 not in ticks:
             ticks = sorted({*ticks, 1})
     return ticks
+
+
+def _tick(x: float) -> str:
+    """'2×', '0.8×', '1/16×' (a power of two below one as its fraction: shorter than 0.0625)."""
+    return f"1/{1 / x:g}×" if x < 0.5 and math.log2(x).is_integer() else f"{x:g}×"
 
 
 def forest(comparison: pd.DataFrame, equivalence: pd.DataFrame, confidence: float = 0.95) -> str:
@@ -88,8 +93,8 @@ def forest(comparison: pd.DataFrame, equivalence: pd.DataFrame, confidence: floa
                 left.plot(x, y + offset, marker=MARKERS[k % len(MARKERS)], color=colour, mec="black", mew=0.5, ms=5,
                           ls="none")  # fmt: skip
     left.set_xlim(-CLIP - 0.2, CLIP + 0.2)
-    left.set_xticks([-CLIP, -1, 0, 1, CLIP], [f"−{CLIP:g}", "−margin", "0", "+margin", f"+{CLIP:g}"], fontsize=7)
-    left.set_title(f"results: difference ÷ margin\n({tost:g}% TOST; band: equivalent)", fontsize=8)
+    left.set_xticks([-CLIP, -1, 0, 1, CLIP], [f"−{CLIP:g}", "−1", "0", "+1", f"+{CLIP:g}"], fontsize=7)
+    left.set_title(f"results: difference ÷ margin\n({tost:g}% TOST; band ±1: equivalent)", fontsize=8)
     left.set_yticks(range(len(labels)), labels, fontsize=8)
     left.set_ylim(len(labels) - 0.5, -0.5)
     values = [v for r in rows.itertuples() for v in (r.speedup, r.speedup_ci_low, r.speedup_ci_high) if finite(v)
@@ -107,7 +112,7 @@ def forest(comparison: pd.DataFrame, equivalence: pd.DataFrame, confidence: floa
         right.plot(min(max(r.speedup, low), high), y, marker="o", color=colour, mec="black", mew=0.5, ms=5)
     right.set_xscale("log")
     right.set_xlim(low / 1.05, high * 1.05)
-    right.set_xticks(_speed_ticks(low, high), [f"{x:g}×" if x >= 0.1 else f"{x:.2g}×" for x in _speed_ticks(low, high)])
+    right.set_xticks(_speed_ticks(low, high), [_tick(x) for x in _speed_ticks(low, high)])
     right.xaxis.set_minor_formatter(plt.NullFormatter())
     right.tick_params(axis="x", labelsize=7)
     right.set_title(f"speed vs baseline\n({confidence:.0%} CI; right: faster)", fontsize=8)
