@@ -11,7 +11,7 @@ import math
 
 import pandas as pd
 
-from hwsweep.analysis.stats import untestable
+from hwsweep.analysis.stats import POWER, SEEDS_CAP, untestable
 from hwsweep.analysis.words import duration, figures, finite, money, side
 from hwsweep.report.headline import margin_text, pairing_words
 from hwsweep.report.tables import VERDICTS, _num, hardware_order, in_order
@@ -103,15 +103,16 @@ def _state(r) -> str:
 
 
 def _undecided(rows: pd.DataFrame) -> str:
-    """Why the inconclusive metrics are: a constant that no seed can change, else the seeds that would decide."""
+    """Why the inconclusive metrics are: a constant that no seed can change, else the seeds that would show the
+    equivalence (the equivalence table's seeds_needed)."""
     notes = [n for n in rows.note if untestable(n)] if "note" in rows else []
     if notes:
         return _why(notes[0], "no spread")
     needed = [x for x in rows.seeds_needed if finite(x) or x == math.inf] if "seeds_needed" in rows else []
     if not needed:
         return "more seeds needed"
-    most = max(needed)
-    return "over 100 seeds would decide" if most == math.inf else f"{int(most)} seeds would decide"
+    most = max(needed)  # seeds per hardware that show equivalence POWER of the time if there is no difference
+    return f"over {SEEDS_CAP} seeds needed" if most == math.inf else f"{int(most)} seeds for {POWER:.0%} power"
 
 
 def verdict_cell(r: dict, eq: pd.DataFrame) -> str:
