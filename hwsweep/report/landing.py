@@ -1,9 +1,11 @@
-"""The report's landing page, written when `snakemake --report` starts: each suite's headline
-from its tables, or, for a suite without tables, which runs failed and why (one line of each
-run's log). The static description (workflow/report/workflow.rst) follows."""
+"""The report's landing page, written when `snakemake --report` starts: first each suite's table and figure read at a
+glance (hwsweep.report.glance), then each suite's headline in words from its tables, or, for a suite without tables,
+which runs failed and why (one line of each run's log). The static description (workflow/report/workflow.rst)
+follows."""
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pandas as pd
 from hwsweep.contracts import io
 from hwsweep.contracts.failure import log_reason as failure_reason  # one line of a failed run's log
 from hwsweep.contracts.spec import EVAL_RECORD, LOG_DIR, TRAIN_RECORD
-from hwsweep.report import headline, tables, targets
+from hwsweep.report import glance, glance_figure, headline, tables, targets
 
 HOW = "How the runs were made"  # the template's method section: the headlines go before it
 
@@ -91,6 +93,49 @@ def suite_section(matrix, suite: str, complete: bool, description: str = "",
     return headline.once(lines)  # identical repeats said once per suite
 
 
+def _html(text: str) -> str:
+    """A headline sentence as HTML: escaped, its **verdict** marks bold."""
+    parts = text.split("**")
+    return "".join(f"<b>{html.escape(p)}</b>" if i % 2 else html.escape(p) for i, p in enumerate(parts))
+
+
+def suite_glance(matrix, suite: str, complete: bool, description: str = "", results: Path = Path("results"),
+                 stale: str | None = None) -> str:  # fmt: skip
+    """The suite's first-screen block (HTML): its table and forest figure; a suite on one hardware its variants
+    against their reference; one without tables the line that says why, the detail further down."""
+    title = html.escape(f"Suite {suite}" + (f" — {description}" if description else ""))
+    if complete and stale:
+        return glance.block(title, line=f"<b>Out of date</b> — {html.escape(left_out(stale))}.")
+    if not complete:
+        counts, _ = run_states(matrix, suite)
+        return glance.block(title, line=_html(headline.failure_sentence(counts, [])) + " Details below.")
+    comparison, equivalence = tables.ordered(pd.read_csv(results / suite / "comparison.csv"),
+                                             pd.read_csv(results / suite / "equivalence.csv"))  # fmt: skip
+    confidence = matrix.statistics.get("confidence", 0.95)
+    if len(comparison) and comparison.baseline.astype(bool).all():
+        hw = html.escape(str(comparison.hardware.iloc[0]))
+        variants = results / suite / "variants.csv"
+        frame = pd.read_csv(variants) if variants.exists() else pd.DataFrame()
+        if frame.empty:
+            return glance.block(title, line=f"Every run on {hw}, one variant: nothing to compare; the seeds below.")
+        return glance.block(title, glance.variants_table(frame), line=f"Every run on {hw}: its variants against "
+                            f"{html.escape(str(frame.reference.iloc[0]))}.")  # fmt: skip
+    ttt = results / suite / "target_comparison.csv"
+    expected = list(dict.fromkeys((r.variant, r.hardware) for r in matrix.runs(suite)))
+    table = glance.suite_table(comparison, equivalence, pd.read_csv(ttt) if ttt.exists() else pd.DataFrame(),
+                               expected, confidence)  # fmt: skip
+    figure = glance_figure.forest(comparison, equivalence, confidence)
+    return glance.block(title, table, figure, glance_figure.width_px())
+
+
+def first_screen(matrix, complete: dict[str, bool], descriptions: dict, stale_suites: dict) -> list[str]:
+    """The first screen's lines: every suite's glance block as raw HTML, the table's style once before them."""
+    blocks = [suite_glance(matrix, s, complete[s], descriptions.get(s, ""), stale=stale_suites.get(s))
+              for s in matrix.suites]  # fmt: skip
+    text = f"<style>{glance.STYLE}</style>\n" + "\n".join(blocks)
+    return [".. raw:: html", ""] + ["   " + line for line in text.splitlines()] + [""]
+
+
 def compare_section(results: Path = Path("results")) -> list[str]:
     """The comparisons across suites (results/compare.csv), both sides' training FLOPs side by side."""
     path = results / "compare.csv"
@@ -108,12 +153,14 @@ def left_out(why: str) -> str:
 
 def write(matrix, complete: dict[str, bool], template: Path, path: Path, descriptions: dict | None = None,
           stale: dict[str, str] | None = None, stale_suites: dict[str, str] | None = None) -> Path:  # fmt: skip
-    """The landing page's reStructuredText: headlines (or failures, or why the tables are out of date:
-    `stale_suites`, suite -> why) per suite, the comparisons across suites, which "All suites" tables are left
+    """The landing page's reStructuredText: every suite's first-screen table and figure, then headlines (or
+    failures, or why the tables are out of date: `stale_suites`, suite -> why) per suite, the comparisons across suites, which "All suites" tables are left
     out as out of date (`stale`: table -> why), then the template. The headline part is wrapped so the report's
     template engine leaves it as is."""
     stale, stale_suites = stale or {}, stale_suites or {}
     lines = ["What the runs show", "==================", ""]
+    lines += first_screen(matrix, complete, descriptions or {}, stale_suites)
+    lines += ["In words", "--------", ""]
     for suite in matrix.suites:
         lines += suite_section(matrix, suite, complete[suite], (descriptions or {}).get(suite, ""),
                                stale=stale_suites.get(suite))  # fmt: skip

@@ -152,3 +152,63 @@ def test_report_in_a_browser(plain_ddp_swept, tmp_path):
             _click(b, "Results")
         assert seen >= 10
         assert not b.errors, b.errors
+
+
+FIRST_TABLE = """(() => { const t = document.querySelector('#what-the-runs-show table.hw-first');
+    if (!t) return null; const r = t.getBoundingClientRect(), s = t.closest('.hw-scroll').getBoundingClientRect();
+    const graph = document.querySelector('#rulegraph'); const h1 = document.querySelector('#what-the-runs-show h1');
+    return {top: r.top, bottom: r.bottom, scrollRight: s.right, left: h1.getBoundingClientRect().left,
+            graph: graph ? graph.getBoundingClientRect().top : null, width: innerWidth, height: innerHeight,
+            rows: Array.from(t.querySelectorAll('tbody tr')).map(tr => Object.fromEntries(
+                Array.from(tr.querySelectorAll('td')).map(td => [td.dataset.kind, td.innerText.trim()]))),
+            figure: Array.from(document.querySelectorAll('.hw-glance img')).map(i => i.naturalWidth)}; })()"""
+
+
+def _ratio(text: str) -> tuple[float, float, float]:
+    """'1.24×, 95% CI 0.0761–20.3' or '1.57× faster\\n95% CI 1.41–1.73' -> the three numbers."""
+    found = [float(x) for x in re.findall(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?", text.replace("95% CI", ""))]
+    assert len(found) == 3, text
+    return found[0], found[1], found[2]
+
+
+@pytest.mark.slow
+def test_first_screen_answers_each_suite_without_scrolling(plain_ddp_swept, tmp_path):
+    """Issue 68: at 1400×950 the first table is whole above the fold (snakemake's job graph below it), and for each
+    compared cell it holds the verdict, the speedup with its interval and the cost ratio with its interval as
+    comparison.csv has them; at phone width the page starts at its left edge, the table scrolls inside the page."""
+    folder, _, proc = plain_ddp_swept
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    binary = chromium()
+    shots = Path(os.environ.get("HWSWEEP_SCREENSHOTS", tmp_path / "screenshots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    comparison = pd.read_csv(folder / "results/mlp/comparison.csv")
+    for width, height, name in ((1400, 950, "first_screen_wide.png"), (400, 850, "first_screen_phone.png")):
+        with Browser(binary, width=width, height=height) as b:
+            b.open((folder / "report.html").as_uri())
+            assert b.until("document.querySelector('table.hw-first') && document.querySelector('#rulegraph svg, "
+                           "#rulegraph canvas') && Array.from(document.querySelectorAll('.hw-glance img'))"
+                           ".every(i => i.complete && i.naturalWidth > 0)", timeout=20)  # fmt: skip
+            b.screenshot(shots / name)
+            seen = b.evaluate(FIRST_TABLE)
+            assert not b.errors, b.errors
+            assert seen["left"] >= 0 and seen["scrollRight"] <= width + 1, seen  # nothing cut off at the left
+            assert all(w > 100 for w in seen["figure"]) and len(seen["figure"]) == 1, seen  # mlp's; broken has none
+            if width == 1400:
+                assert 0 <= seen["top"] and seen["bottom"] <= height, seen  # the whole table above the fold
+                assert seen["graph"] >= height, seen  # the job graph off the first screen
+            else:
+                assert seen["top"] < height, seen  # the table starts on the phone's first screen
+        rows = {r["hardware"].split("\n")[0]: r for r in seen["rows"]}
+        for r in comparison.itertuples():
+            row = rows[r.hardware]
+            if r.baseline:
+                assert row["verdict"] == "◆ baseline", row
+                continue
+            assert r.verdict in row["verdict"] and row["verdict"].split()[0] in ("✓", "✓~", "✗", "?"), row
+            speed = _ratio(row["speed"])
+            shown = (1 / r.speedup, 1 / r.speedup_ci_high, 1 / r.speedup_ci_low) if "slower" in row["speed"] else \
+                (r.speedup, r.speedup_ci_low, r.speedup_ci_high)  # fmt: skip
+            assert all(abs(p - t) <= 0.006 * t for p, t in zip(speed, shown)), (row["speed"], shown)
+            cost = _ratio(row["cost"])
+            shown = (r.cost_ratio, r.cost_ratio_ci_low, r.cost_ratio_ci_high)
+            assert all(abs(p - t) <= 0.006 * t for p, t in zip(cost, shown)), (row["cost"], shown)
