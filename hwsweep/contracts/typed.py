@@ -83,7 +83,14 @@ def to_dict(obj) -> dict:
     return _plain(obj)
 
 
+# Values that are their own copy: returned as they are (copy.deepcopy's dispatch for each of a spec's thousands of
+# leaves was most of a dry run's cost of spec text).
+IMMUTABLE = (str, int, float, bool, type(None))
+
+
 def _plain(value):
+    if isinstance(value, IMMUTABLE):
+        return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
         for f in dataclasses.fields(value):
