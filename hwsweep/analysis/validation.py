@@ -23,6 +23,7 @@ from hwsweep.contracts.command import as_passed
 from hwsweep.contracts.metrics import REDUCE
 from hwsweep.contracts.records import EvalRecord, RecordError, RunRecord, read
 from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec
+from hwsweep.contracts.typed import hints_of
 
 DONE, TRAINED, STALE, CORRUPT, FAILED, MISSING = "done", "trained", "stale", "corrupt", "failed", "missing"
 NOT_NEGATIVE = ("train_seconds", "startup_seconds", "wall_seconds", "samples_per_second", "restarts", "eval_seconds")
@@ -53,7 +54,7 @@ def _is(value, hint) -> bool:
 
 def schema_problems(record) -> list[str]:
     """Fields whose value is not of the declared type, or a number that cannot be right."""
-    hints = typing.get_type_hints(type(record))
+    hints = hints_of(type(record))
     out = []
     for f in dataclasses.fields(record):
         value = getattr(record, f.name)
