@@ -4,8 +4,9 @@ machine its other processes take turns, not instructions) and wall seconds:
 
 - the dry run of a finished sweep (`snakemake -n all`, nothing to do) beside a bare Snakefile of the same shape
   (bench/dry_run.py's) in the same folder, interleaved: their ratio;
-- each job of a suite's tables (aggregate_suite, table_pages, plot_suite, estimate_vs_actual), combine and status:
-  `snakemake -f TARGET` less `snakemake -n -f TARGET` (the job alone, without the DAG that leads to it);
+- each job of a suite's tables (aggregate_suite, table_pages, plot_suite, estimate_vs_actual), combine and status,
+  forced (`snakemake -f TARGET`): the job's own wall seconds, from snakemake's metadata of its output (the job
+  alone, without the DAG that leads to it);
 - `snakemake --report` and the report's size.
 
 Each step's growth exponent is its log-log slope from the second size to the last (1,000 to 10,000 runs; goal
@@ -17,6 +18,8 @@ Each step's growth exponent is its log-log slope from the second size to the las
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import math
 import statistics
 import subprocess
@@ -42,6 +45,16 @@ JOBS = {
 }
 
 
+OUTPUT = {"status": "results/partial/status.csv"}  # a job's output, where its target is a rule's name
+
+
+def job_seconds(folder: Path, output: str) -> float:
+    """The job's own seconds, from its start to its end as snakemake's metadata of its output keeps them."""
+    name = base64.b64encode(output.encode()).decode()
+    meta = json.loads((folder / ".snakemake/metadata" / name).read_text())
+    return meta["endtime"] - meta["starttime"]
+
+
 def ours(*args: str) -> list[str]:
     return [SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--configfile", "config.yaml",
             "--replace-workflow-config", "--cores", "1", *args]  # fmt: skip
@@ -49,7 +62,8 @@ def ours(*args: str) -> list[str]:
 
 def finished(folder: Path, runs: int) -> None:
     """A finished sweep of `runs` runs in `folder`, its tables made by the workflow, and the bare Snakefile."""
-    cfg = write(folder, runs)
+    made = folder / "config.yaml"  # the records of an earlier call, kept (--keep)
+    cfg = yaml.safe_load(made.read_text()) if made.exists() else write(folder, runs)
     subprocess.run(ours("-q", "all"), cwd=folder, check=True, capture_output=True)
     variants = {}
     for path in sorted((folder / "results").glob("*/*/cpu1/seed0")):
@@ -58,7 +72,8 @@ def finished(folder: Path, runs: int) -> None:
 
 
 def measure(folder: Path, repeats: int) -> dict:
-    """step -> (median wall s, median CPU s) at this size; the dry run's ratio to the bare Snakefile too."""
+    """step -> (median wall s, median CPU s) at this size (a job's: its wall seconds twice); the dry run's ratio to the
+    bare Snakefile too."""
     out = {}
     pairs = []
     for _ in range(repeats):  # interleaved: the same load for both
@@ -67,12 +82,11 @@ def measure(folder: Path, repeats: int) -> dict:
     out["dry run"] = tuple(statistics.median(p[0][i] for p in pairs) for i in (0, 1))
     out["dry run / bare"] = tuple(statistics.median(o[i] / b[i] for o, b in pairs) for i in (0, 1))
     for job, target in JOBS.items():
-        costs = []
+        walls = []
         for _ in range(repeats):
-            whole = timed(ours("-q", "-f", target), folder)
-            dag = timed(ours("-n", "-q", "-f", target), folder)
-            costs.append((whole[0] - dag[0], whole[1] - dag[1]))
-        out[job] = tuple(statistics.median(c[i] for c in costs) for i in (0, 1))
+            timed(ours("-q", "-f", target), folder)
+            walls.append(job_seconds(folder, OUTPUT.get(job, target)))
+        out[job] = (statistics.median(walls),) * 2
     reports = [timed(ours("--report", "report.html"), folder) for _ in range(repeats)]
     out["report"] = tuple(statistics.median(r[i] for r in reports) for i in (0, 1))
     out["report size (MB)"] = ((folder / "report.html").stat().st_size / 1e6,) * 2
@@ -99,7 +113,7 @@ def main():
             found[runs] = measure(folder, args.repeats)
             print(yaml.safe_dump({runs: {k: [round(v, 3) for v in vs] for k, vs in found[runs].items()}}), flush=True)
     first, second, last = args.sizes[0], args.sizes[-2] if len(args.sizes) > 1 else args.sizes[0], args.sizes[-1]
-    print(f"{'step':22} " + " ".join(f"{n:>10} runs" for n in args.sizes) + f"  exponent {second}->{last} (CPU)")
+    print(f"{'step':22} " + " ".join(f"{n:>10} runs" for n in args.sizes) + f"  exponent {second}->{last}")
     for step in found[first]:
         cells = " ".join(f"{found[n][step][1]:>15.2f}" for n in args.sizes)
         slope = "" if "/" in step or "size" in step else f"{exponent(found[second][step][1], found[last][step][1], last / second):.2f}"
