@@ -93,9 +93,10 @@ def live_writer(spec, jobs: Scheduler | None, launched: set[str], state_of=job_s
     return None
 
 
-def live_writers(specs, jobs: Scheduler | None = None) -> list[str]:
-    """One line per run something still writes (live_writer), saying who and what to do."""
-    launched, out = host.launched_specs(), []
+def live_writers(specs, jobs: Scheduler | None = None, launched: set[str] | None = None) -> list[str]:
+    """One line per run something still writes (live_writer), saying who and what to do. `launched`: the spec paths
+    whose launcher runs on this node (host.launched_specs), where the caller has scanned /proc already."""
+    launched, out = host.launched_specs() if launched is None else launched, []
     for spec in specs:
         found = live_writer(spec, jobs, launched)
         if found is not None:

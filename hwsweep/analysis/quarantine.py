@@ -94,11 +94,13 @@ def settle_spec(spec: RunSpec, dry_run: bool = False) -> list[str]:
     return lines
 
 
-def settle_run(spec: RunSpec, evaluated: bool, dry_run: bool = False) -> tuple[validation.Verdict, list[str]]:
+def settle_run(spec: RunSpec, evaluated: bool, dry_run: bool = False,
+               verdict: validation.Verdict | None = None) -> tuple[validation.Verdict, list[str]]:  # fmt: skip
     """What the run's files said (validation's verdict; a stale run's names its record) and the lines said
-    moving a damaged or stale record aside."""
+    moving a damaged or stale record aside. `verdict`: validation.run_state's, where the caller has it (it judges
+    the records against the spec, not spec.json, so rewriting spec.json leaves it as it was)."""
     lines = settle_spec(spec, dry_run)
-    verdict = validation.run_state(spec, evaluated)
+    verdict = verdict or validation.run_state(spec, evaluated)
     action = "would move aside" if dry_run else "moved aside"
     if verdict.state == validation.STALE:  # one line: its spec.json, rewritten above, is part of the same change
         changed = changed_settings(io.read_json(spec.path(TRAIN_RECORD)).get("spec"), as_passed(spec)[1])
@@ -121,10 +123,11 @@ def _remember(spec: RunSpec, lines: list[str]) -> None:
         io.append_line(spec.log_path(REPAIRS_LOG), f"{stamp} {line.removeprefix('hwsweep: ')}")
 
 
-def repairs(spec: RunSpec, evaluated: bool) -> list[str]:
+def repairs(spec: RunSpec, evaluated: bool, verdict: validation.Verdict | None = None) -> list[str]:
     """The repairs of a run that `status` names, each saying who makes or made it (status itself changes
-    nothing): those the next `all` needs, then those earlier runs of `all` made, with their time."""
-    _, needed = settle_run(spec, evaluated, dry_run=True)
+    nothing): those the next `all` needs, then those earlier runs of `all` made, with their time. `verdict`: as
+    settle_run's."""
+    _, needed = settle_run(spec, evaluated, dry_run=True, verdict=verdict)
     try:
         seen = spec.log_path(REPAIRS_LOG).read_text(errors="replace").splitlines()
     except OSError:

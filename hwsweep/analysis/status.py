@@ -23,7 +23,7 @@ import pandas as pd
 from hwsweep.analysis import quarantine
 from hwsweep.analysis.holders import STAGE_LOG, Scheduler, live_writer, snakemake_waits
 from hwsweep.analysis.aggregate import aggregate, prices_of
-from hwsweep.analysis.validation import DONE, FAILED, MISSING, TRAINED, run_state
+from hwsweep.analysis.validation import DONE, FAILED, MISSING, TRAINED, Verdict, run_state
 from hwsweep.contracts import failure, host, io, lease, stopped
 from hwsweep.contracts.scheduler import ACTIVE, ENDED_BADLY, WAITING, Job
 from hwsweep.contracts.spec import EVAL_RECORD, SPEC_FILE, TRAIN_RECORD
@@ -93,10 +93,11 @@ def unwaited(spec) -> str:
 
 
 def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler,
-               launched_evaluations: frozenset[str] = frozenset()) -> dict:  # fmt: skip
+               launched_evaluations: frozenset[str] = frozenset(), verdict: Verdict | None = None) -> dict:  # fmt: skip
     """One row of status.csv: the run's state, what is wrong (problem), SLURM's view (scheduler). `launched`,
-    `launched_evaluations`: the spec paths whose launcher, evaluator, runs on this node."""
-    verdict = run_state(spec, evaluated)
+    `launched_evaluations`: the spec paths whose launcher, evaluator, runs on this node; `verdict`: what its files
+    say, where the caller has judged them already (validation.run_state)."""
+    verdict = verdict or run_state(spec, evaluated)
     state, problem, where = verdict.state, verdict.reason, ""
     if state != DONE:
         stage = "evaluate" if state == TRAINED else "train"
@@ -132,9 +133,10 @@ def status_rows(matrix, scheduler: Scheduler) -> pd.DataFrame:
     evaluating = host.launched_specs(host.EVALUATOR)
     for r in matrix.runs():
         spec = matrix.spec(r.suite, r.variant, r.hardware, r.seed)
+        verdict = run_state(spec, evaluated)  # once: the row's state and its repairs both start from it
         rows.append({"suite": r.suite, "variant": r.variant, "hardware": r.hardware, "seed": r.seed}
-                    | run_status(spec, evaluated, launched, scheduler, evaluating)
-                    | {"repairs": " | ".join(quarantine.repairs(spec, evaluated)),
+                    | run_status(spec, evaluated, launched, scheduler, evaluating, verdict)
+                    | {"repairs": " | ".join(quarantine.repairs(spec, evaluated, verdict)),
                        "tracking": tracking_problem(spec, evaluated)})  # fmt: skip
     return pd.DataFrame(rows)
 

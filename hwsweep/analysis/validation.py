@@ -22,7 +22,8 @@ from hwsweep.contracts import failure
 from hwsweep.contracts.command import as_passed
 from hwsweep.contracts.metrics import REDUCE
 from hwsweep.contracts.records import EvalRecord, RecordError, RunRecord, read
-from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, FINAL_SHARDS, TRAIN_RECORD, RunSpec
+from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, FINAL_SHARDS, TRAIN_RECORD, RunSpec, canonical_json
+from hwsweep.contracts.typed import hints_of
 
 DONE, TRAINED, STALE, CORRUPT, FAILED, MISSING = "done", "trained", "stale", "corrupt", "failed", "missing"
 NOT_NEGATIVE = ("train_seconds", "startup_seconds", "wall_seconds", "samples_per_second", "restarts", "eval_seconds")
@@ -51,9 +52,14 @@ def _is(value, hint) -> bool:
     return False
 
 
+def _number(value) -> bool:
+    """_is(value, float) without the type hint's unpacking: asked for each of a curve's values."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def schema_problems(record) -> list[str]:
     """Fields whose value is not of the declared type, or a number that cannot be right."""
-    hints = typing.get_type_hints(type(record))
+    hints = hints_of(type(record))
     out = []
     for f in dataclasses.fields(record):
         value = getattr(record, f.name)
@@ -93,13 +99,13 @@ def train_problems(record: RunRecord, spec: RunSpec) -> list[str]:
         except Exception as e:  # noqa: BLE001 - any malformed curve is a damaged record
             out.append(f"curve {name} is malformed ({e})")
             continue
-        if len(curve.steps) != len(curve.values) or not all(_is(v, float) for v in curve.values):
+        if len(curve.steps) != len(curve.values) or not all(_number(v) for v in curve.values):
             out.append(f"curve {name} is malformed (steps and values differ in length or are not numbers)")
         elif curve.steps and max(curve.steps) > spec.plan.steps:
             out.append(f"curve {name} reaches step {max(curve.steps)}, beyond the plan's {spec.plan.steps}")
     for name in _loss_curves(record, spec):
         values = record.curves[name].get("values", []) if isinstance(record.curves[name], dict) else []
-        bad = next((i for i, v in enumerate(values) if not (_is(v, float) and math.isfinite(v))), None)
+        bad = next((i for i, v in enumerate(values) if not (_number(v) and math.isfinite(v))), None)
         if bad is not None:
             out.append(f"curve {name} has {values[bad]!r} at its entry {bad + 1}, not a finite loss")
         trained = stopped or spec.plan.steps  # a run stopped at its targets trained up to there
@@ -139,9 +145,11 @@ def eval_problems(record: EvalRecord, spec: RunSpec) -> list[str]:
     return out
 
 
-def check(cls, path: Path, spec: RunSpec):
-    """The record at `path`, checked; RecordError naming the file and the first problem otherwise."""
-    record = read(cls, path, spec.metrics)  # keys, status, finite metrics inside their bounds
+def check(cls, path: Path, spec: RunSpec, record=None):
+    """The record at `path`, checked; RecordError naming the file and the first problem otherwise. `record`: the
+    file as records.read read it, where the caller has (it is not read again)."""
+    if record is None:
+        record = read(cls, path, spec.metrics)  # keys, status, finite metrics inside their bounds
     found = (train_problems if cls is RunRecord else eval_problems)(record, spec)
     if found:
         raise RecordError(f"{path}: {found[0]}")
@@ -165,9 +173,10 @@ def run_state(spec: RunSpec, evaluated: bool = True, root: Path = Path(".")) -> 
         return Verdict(MISSING) if why is None else Verdict(FAILED, reason=why)
     try:
         record = read(RunRecord, train_path, spec.metrics)
-        if record.spec != _normal(as_passed(spec)[1]) and not schema_problems(record):  # as runner records it
+        recorded = _normal(as_passed(spec, json.loads(canonical_json(spec)))[1])  # as runner records it
+        if record.spec != recorded and not schema_problems(record):
             return Verdict(STALE)
-        check(RunRecord, train_path, spec)
+        check(RunRecord, train_path, spec, record)
     except RecordError as e:
         return Verdict(CORRUPT, train_path, str(e))
     if not evaluated:

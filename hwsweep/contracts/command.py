@@ -218,13 +218,14 @@ def args_values(trainer: Trainer, script_args: dict) -> dict:
     return {name: value for name, value in script_args.items() if name in OWN_VALUES and name not in mapped}
 
 
-def as_passed(spec) -> tuple[dict, dict]:
+def as_passed(spec, spec_dict: dict | None = None) -> tuple[dict, dict]:
     """The plan and the spec (a RunSpec) as the script got them: a value it took from recipe.args in place of
     the plan's (args_values) is the one on record, in the plan and in the recipe's optimizer. The record's spec
-    is this, so whoever checks a record against the config of now compares with this too."""
+    is this, so whoever checks a record against the config of now compares with this too. `spec_dict`: the spec
+    as plain data where the caller has it (a fresh copy: it is changed), else spec.to_dict()."""
     given = args_values(spec.trainer, spec.recipe.args)
     plan = spec.plan.__dict__ | {k: v for k, v in given.items() if k in spec.plan.__dict__}
-    spec_dict = spec.to_dict()
+    spec_dict = spec.to_dict() if spec_dict is None else spec_dict
     for name, value in given.items():  # in the recipe's key for it: optimizer.lr, schedule.warmup_steps, optimizer.name
         if name != "min_lr":  # an absolute learning rate, where the recipe holds a ratio: in the plan's place only
             section, key = RECIPE_VALUES[name].split(".")

@@ -126,8 +126,14 @@ def inside(folder, name: str) -> Path | None:
 
 
 def canonical_json(spec: RunSpec) -> str:
-    """spec.json's exact text: one spec, one text, one hash."""
-    return json.dumps(spec.to_dict(), sort_keys=True) + "\n"
+    """spec.json's exact text: one spec, one text, one hash. Made once per spec object and kept on it (a spec is
+    frozen): the workflow asks for a run's text several times while its DAG is built (the train job's parameter,
+    settling spec.json)."""
+    text = spec.__dict__.get("_canonical_json")
+    if text is None:
+        text = json.dumps(spec.to_dict(), sort_keys=True) + "\n"
+        object.__setattr__(spec, "_canonical_json", text)
+    return text
 
 
 def sha256(text: str) -> str:

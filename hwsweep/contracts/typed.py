@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import typing
 
 # Field metadata of a mapping whose order is meaning (a script's flags, passed in the order written). Spec text is
@@ -23,6 +24,13 @@ class SpecError(ValueError):
     pass
 
 
+@functools.cache
+def hints_of(cls) -> dict:
+    """A record class's field types, resolved once per class (typing.get_type_hints compiles each string annotation
+    anew, and every record read asks). Read only."""
+    return typing.get_type_hints(cls)
+
+
 def from_dict(cls, data, path: str = ""):
     if not isinstance(data, dict):
         raise SpecError(f"{path or cls.__name__}: expected a mapping, got {type(data).__name__}")
@@ -30,7 +38,7 @@ def from_dict(cls, data, path: str = ""):
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise SpecError(f"{path + '.' if path else ''}{unknown[0]}: unknown key; allowed: {', '.join(sorted(fields))}")
-    hints = typing.get_type_hints(cls)
+    hints = hints_of(cls)
     values = {}
     for name, f in fields.items():
         where = f"{path}.{name}" if path else name
@@ -70,7 +78,7 @@ def _value(hint, value, where: str):
 
 
 def _tagged(classes, name, where: str):
-    names = {cls: typing.get_args(typing.get_type_hints(cls)["name"]) for cls in classes}
+    names = {cls: typing.get_args(hints_of(cls)["name"]) for cls in classes}
     for cls, allowed in names.items():
         if name in allowed:
             return cls
@@ -83,7 +91,14 @@ def to_dict(obj) -> dict:
     return _plain(obj)
 
 
+# Values that are their own copy: returned as they are (copy.deepcopy's dispatch for each of a spec's thousands of
+# leaves was most of a dry run's cost of spec text).
+IMMUTABLE = (str, int, float, bool, type(None))
+
+
 def _plain(value):
+    if isinstance(value, IMMUTABLE):
+        return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
         for f in dataclasses.fields(value):

@@ -377,7 +377,7 @@ def test_a_signal_at_1_2_5_and_10_s_into_successive_attempts_requeues_each_and_f
         assert "requeueing SLURM job" in text and "exit code 143" not in text, text[-3000:]
         assert "stopped by SIGTERM" in text or "(signals received: SIGTERM)" in text, text[-3000:]  # who said it
     assert "stop requested; checkpoint at step" not in texts[0], texts[0][-3000:]  # 1 s in: not yet in the loop
-    (job,) = {j["id"] for j in jobs_of(folder, slurm) if j["comment"].endswith("_c1s_0")}  # one job, requeued
+    (job,) = {j["id"] for j in jobs_of(folder, slurm) if j["comment"] in train_comments("tiny", "c1s")}  # requeued
     assert scontrol_job(job, slurm)["JobState"] == "COMPLETED"
 
 

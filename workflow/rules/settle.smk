@@ -6,6 +6,7 @@ from snakemake.io import IOFile
 
 from hwsweep.analysis import holders, quarantine, validation
 from hwsweep.analysis.status import status_rows
+from hwsweep.contracts import host
 from hwsweep.plan import interrupt
 from hwsweep.plan.matrix import Run
 
@@ -105,9 +106,10 @@ def refuse_live_writers(specs):
     per run naming the writer and what to do, so no second writer is started beside it. A dry run says the same as
     a warning.
     """
-    if "jobs" not in EXECUTOR:  # one squeue for the whole DAG
+    if "jobs" not in EXECUTOR:  # one squeue and one scan of /proc for the whole DAG, not one per suite or run
         EXECUTOR["jobs"] = holders.Scheduler() if executor() == "slurm" else None
-    found = holders.live_writers(specs, EXECUTOR["jobs"])
+        EXECUTOR["launched"] = host.launched_specs()
+    found = holders.live_writers(specs, EXECUTOR["jobs"], EXECUTOR["launched"])
     if not found:
         return
     for line in found:
