@@ -106,7 +106,9 @@ def refuse_live_writers(specs):
     per run naming the writer and what to do, so no second writer is started beside it. A dry run says the same as
     a warning.
     """
-    if "jobs" not in EXECUTOR:  # one squeue and one scan of /proc for the whole DAG, not one per suite or run
+    if (
+        "jobs" not in EXECUTOR
+    ):  # one squeue and one scan of /proc for the whole DAG, not one per suite or run
         EXECUTOR["jobs"] = holders.Scheduler() if executor() == "slurm" else None
         EXECUTOR["launched"] = host.launched_specs()
     found = holders.live_writers(specs, EXECUTOR["jobs"], EXECUTOR["launched"])
