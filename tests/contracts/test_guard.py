@@ -95,7 +95,7 @@ def test_guard_config_defaults_chance_auto_and_refusals(small_config):
     assert [m.spec("tiny", v, "cpu1", 0).guard.chance_loss for v in ("vocab_size-16", "vocab_size-64")] == [
         math.log(16), math.log(64)]  # fmt: skip
     for bad, words in (({"action": "warn"}, "guard.action: 'warn' is invalid"), ({"factor": 1}, "guard.factor: 1"),
-                       ({"patience": 2.0}, "guard.patience: 2.0 is invalid; give a value of type integer")):  # fmt: skip
+                       ({"patience": 2.0}, "guard.patience: 2.0 is invalid; write 2, an integer without a dot or an exponent")):  # fmt: skip
         small_config["guard"] = bad
         with pytest.raises(ConfigError, match=words.replace(".", r"\.")):
             resolve(small_config)
