@@ -27,6 +27,7 @@ from hwsweep.run.reduce import prepare
 from hwsweep.run.runtime.finish import Finish
 from hwsweep.run.runtime.history import History
 from hwsweep.run.runtime.loader import Loader
+from hwsweep.run.runtime import memory
 from hwsweep.run.runtime.loop import Loop
 from hwsweep.run.runtime.throughput import Throughput
 from hwsweep.run.runtime.trackers import Trackers
@@ -116,7 +117,7 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         self._spent = None  # this rank's FLOPs since the last flush (run.spend_flops); None: the script never says
         self._flops_batch = None  # a micro-batch to count the FLOPs on once a meta-built model has its weights
         self.optimizer_kernel = None  # the AdamW kernel run.adamw resolved; None: the script built its own
-        self.peak_memory = None  # (GB, source) per device, max over ranks: read by run.finish() on every rank
+        self.rank_memory = None  # every rank's {peak_gb, baseline_gb}: gathered by run.finish() on every rank
         self.module = None  # the model as built (unwrapped): what checkpoints and evaluations see
         self.start = None
         self.step = None  # optimizer steps done once the current loop iteration ends
@@ -143,6 +144,9 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         self._targets = [(t, curve_keys(by_name[t.metric]), by_name[t.metric].goal) for t in spec.targets]
         self._hit: set[int] = set()  # the targets reached so far
         self._signalled = stops.received  # only a flag (stops.catch): the loop decides on the all-reduced value
+        # What this rank holds before the model is built (interpreter, torch, process group): the plan counts what
+        # grows above it; taken again once the data is loaded (run.loader), which the plan does not count either.
+        self._memory_baseline = memory.held_bytes(self.device)
 
     # -- what the script builds -------------------------------------------------------
     def loader(self, dataset, **kwargs) -> "Loader":
@@ -159,6 +163,7 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         self._data_order = {"sampler": "global-order", "dataset_size": len(dataset), "num_workers": workers,
                             "placement": loader.placement}  # fmt: skip
         self.clock.mark("data")
+        self._memory_baseline = memory.held_bytes(self.device)
         return loader
 
     def wrap(self, model: torch.nn.Module, init=None) -> torch.nn.Module:
