@@ -1,7 +1,8 @@
 """HSDP through the workflow: a sweep of parallel.strategy over fsdp and hsdp on a hardware entry of 2 nodes x 2
 processes, run by snakemake on a SLURM cluster of its own (tests/slurm/cluster.py; the local executor runs one node
 only): HSDP shards within each node and replicates over the two, FSDP shards over all four, and both train the same
-losses up to the reduction's order. Its cluster has its own folder and ports, so test_slurm.py's may run beside it."""
+losses up to the reduction's order. Its cluster has its own folder and ports (150 above the default's;
+test_accounting.py's are 50, test_recommend.py's 100 above), so the others may run beside it."""
 
 import copy
 import json
@@ -27,7 +28,7 @@ def site(tmp_path_factory):
     users install it; the clients' environment."""
     if os.geteuid() != 0 and not cluster.shutil.which("slurmctld"):
         pytest.skip("needs root (to install and start SLURM) or an installed SLURM")
-    own = cluster.Cluster(cluster.ROOT.with_name(f"{cluster.ROOT.name}-hsdp"), cluster.PORT + 100)
+    own = cluster.Cluster(cluster.ROOT.with_name(f"{cluster.ROOT.name}-hsdp"), cluster.PORT + 150)
     env = own.up() | {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("xdg"))}
     env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
     try:
