@@ -84,13 +84,18 @@ def tracking_problem(spec, evaluated: bool) -> str:
 
 
 def memory_problem(spec) -> str:
-    """The problem of a trained run one of whose ranks used more memory than its plan allows (its record's check,
-    hwsweep.contracts.memory_check); "" otherwise, and where there is no readable record (the state column says)."""
-    try:
-        checks = io.read_json(spec.path(TRAIN_RECORD)).get("checks") or []
-    except (OSError, ValueError, AttributeError):
-        return ""
-    return "over its memory plan (train.json checks)" if memory_check.flagged(checks) else ""
+    """The problem of a trained run one of whose processes (training or evaluation) used more memory than its plan
+    allows (a record's check, hwsweep.contracts.memory_check); "" otherwise, and where a record is not readable (the
+    state column says)."""
+    over = []
+    for name in (TRAIN_RECORD, EVAL_RECORD):
+        try:
+            checks = io.read_json(spec.path(name)).get("checks") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        if memory_check.flagged(checks):
+            over.append(name)
+    return f"over its memory plan ({' and '.join(over)} checks)" if over else ""
 
 
 def unwaited(spec) -> str:

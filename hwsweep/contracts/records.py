@@ -131,6 +131,9 @@ class EvalRecord(Typed):
     peak_memory_source: str | None = None
     processes: int | None = None
     planned_memory_gb: float | None = None
+    # Each process's {peak_gb, baseline_gb}, as RunRecord.rank_memory; one over the training's plan puts a
+    # "memory: ..." line in checks. [] for a command's evaluation.
+    rank_memory: list = field(default_factory=list)
 
 
 def read(cls, path, metrics: list | None = None):

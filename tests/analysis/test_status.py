@@ -134,8 +134,8 @@ def test_a_slurm_client_with_no_cluster_to_ask_says_nothing_of_slurm(matrix, tmp
 
 
 def test_a_trained_run_over_its_memory_plan_says_so_in_the_problem_column(matrix, monkeypatch):
-    """A done run whose record flags a rank over its memory plan (hwsweep.contracts.memory_check) has one short
-    problem; a done run whose record has other checks only has none."""
+    """A done run whose training's or evaluation's record flags a process over its memory plan
+    (hwsweep.contracts.memory_check) has one short problem; a done run whose record has other checks only has none."""
     from hwsweep.analysis import status, validation
     from hwsweep.contracts import io
 
@@ -143,6 +143,8 @@ def test_a_trained_run_over_its_memory_plan_says_so_in_the_problem_column(matrix
     over = "memory: rank 1 used 0.400 GB above its start, over the plan's 0.080 GB by 400% (tolerance 15%)"
     for seed, checks in ((0, ["divergence: loss rose", over]), (1, ["divergence: loss rose"])):
         io.write_json(matrix.spec("tiny", "default", "cpu1", seed).path("train.json"), {"checks": checks})
+    io.write_json(matrix.spec("tiny", "default", "cpu1", 2).path("eval.json"), {"checks": [over]})  # its evaluation's
     rows = status.status_rows(matrix, Scheduler(ask=lambda: [])).set_index("seed")  # not the partial aggregate
     assert rows.loc[0, "problem"] == "over its memory plan (train.json checks)"
-    assert rows.loc[1:, "problem"].fillna("").eq("").all(), rows.problem
+    assert rows.loc[2, "problem"] == "over its memory plan (eval.json checks)"
+    assert rows.loc[[1, 3, 4, 5], "problem"].fillna("").eq("").all(), rows.problem

@@ -51,7 +51,8 @@ def test_hsdp_on_2_nodes_by_2_trains_through_snakemake_on_slurm_like_fsdp(site, 
     code, err = finish(start_slurm(tmp_path, cfg, site, "--retries", "0", "--jobs", "1"), timeout=900)
     assert code == 0, err[-4000:]
     runs = tmp_path / "results/tiny"
-    fsdp, hsdp = (json.loads((runs / f"strategy-{s}/g2n/seed0/train.json").read_text()) for s in ("fsdp", "hsdp"))
+    fsdp, hsdp = (json.loads((runs / f"strategy-{name}/g2n/seed0/train.json").read_text())
+                  for name in ("fsdp", "hsdp"))  # fmt: skip
     for record, strategy in ((fsdp, "fsdp"), (hsdp, "hsdp")):
         assert record["plan"]["strategy"] == strategy and record["plan"]["nodes"] == 2, record["plan"]
         assert record["plan"]["world_size"] == 4 and len(record["rank_memory"]) == 4

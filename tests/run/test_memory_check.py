@@ -4,13 +4,15 @@ flagged in the record's checks (hwsweep.contracts.memory_check), one within it i
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import helper_env, launcher
 
 from hwsweep.contracts import io, memory_check
 from hwsweep.contracts.hardware import GB
-from hwsweep.contracts.spec import TRAIN_RECORD, RunSpec
+from hwsweep.contracts.spec import EVAL_RECORD, TRAIN_RECORD, RunSpec
 from hwsweep.plan.config import resolve
 
 CONTEXT = 600 * 2**20
@@ -55,16 +57,28 @@ def _train(tmp_path, spec, processes: int, *over: str) -> dict:
     return json.loads((tmp_path / spec.run_dir / TRAIN_RECORD).read_text())
 
 
+def _evaluate(spec) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "hwsweep.run.evaluate", f"{spec.run_dir}/spec.json", "--threads", "2"],
+                          env=helper_env(), capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads((Path(spec.run_dir) / EVAL_RECORD).read_text())
+
+
 @pytest.mark.slow
 def test_every_ranks_memory_is_recorded_beside_the_plan_and_a_run_forced_over_it_is_flagged(tmp_path, small_config):
-    """A small DDP run keeps within its plan (its growth is torch's first use: no check); an FSDP run on 2 processes
-    whose rank 1 holds 300 MB more than its plan counts in its last step is flagged in its record, naming rank 1."""
+    """A small DDP run keeps within its plan (its growth is torch's first use: no check), and so does its evaluation
+    (one process); an FSDP run on 2 processes whose rank 1 holds 300 MB more than its plan counts in its last step is
+    flagged in its record, naming rank 1; its sharded evaluation, on 2 processes, is not."""
     normal = _spec(tmp_path, small_config, "normal", "ddp", 1)
     record = _train(tmp_path, normal, 1)
-    assert record["planned_memory_gb"] == normal.plan.est_memory_gb and record["memory_budget_gb"] == normal.plan.memory_gb
+    assert record["planned_memory_gb"] == normal.plan.est_memory_gb
+    assert record["memory_budget_gb"] == normal.plan.memory_gb
     (rank,) = record["rank_memory"]
     assert 0.1 < rank["baseline_gb"] < rank["peak_gb"] == record["peak_memory_gb"], record["rank_memory"]
     assert record["checks"] == [], record["checks"]
+    evaluated = _evaluate(normal)
+    assert len(evaluated["rank_memory"]) == 1 and evaluated["checks"] == [], evaluated
+    assert evaluated["peak_memory_gb"] == evaluated["rank_memory"][0]["peak_gb"]
 
     over = _spec(tmp_path, small_config, "over", "fsdp", 2)
     record = _train(tmp_path, over, 2, "1:300")
@@ -74,3 +88,5 @@ def test_every_ranks_memory_is_recorded_beside_the_plan_and_a_run_forced_over_it
     assert [c for c in record["checks"] if memory_check.flagged([c])] == [
         memory_check.over_plan(over.plan.est_memory_gb, "cpu", CONTEXT, record["rank_memory"])]
     assert record["checks"][-1].startswith("memory: rank 1 used "), record["checks"]
+    evaluated = _evaluate(over)
+    assert evaluated["processes"] == 2 and len(evaluated["rank_memory"]) == 2 and evaluated["checks"] == [], evaluated

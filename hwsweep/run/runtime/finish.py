@@ -1,6 +1,6 @@
 """Run's end: run.finish() writes train.json (the RunRecord, rank 0, atomically) and final.pt, after the
-collectives every rank takes part in (each rank's memory, held against the plan; device names). A sharded model's final checkpoint stays sharded
-(final/, hwsweep.run.checkpoint.link_final_sharded): no rank gathers the whole model."""
+collectives every rank takes part in (each rank's memory, held against the plan; device names). A sharded model's
+final checkpoint stays sharded (final/, hwsweep.run.checkpoint.link_final_sharded): no rank gathers the whole model."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from hwsweep.contracts.metrics import observations, summarise
 from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import FINAL_CHECKPOINT, FINAL_SHARDS, METRICS_FILE, TRAIN_RECORD
 from hwsweep.models.footprint import CUDA_CONTEXT_BYTES
-from hwsweep.run import repro, shutdown, startup, tracking
-from hwsweep.run.runtime import memory
+from hwsweep.run import rank_memory, repro, shutdown, startup, tracking
 from hwsweep.run.runtime.history import number
 from hwsweep.run.runtime.throughput import steady_start
 from hwsweep.run.startup import process_age
@@ -41,7 +40,8 @@ class Finish:
         write(lambda: self._write({}))  # values logged after the last step
         self._judge(self._guard.finish())
         final = {k: number(v) for k, v in (self._final | metrics).items()}
-        self.rank_memory = memory.per_rank(self.device, self._memory_baseline)  # a collective: before rank 0 writes
+        # a collective: before rank 0 alone writes the record
+        self.rank_memory = rank_memory.per_rank(self.device, self._memory_baseline)
         sharded = self.checkpoint.sharded
         if self.master and final and not refused:  # a line without a step: the run's value, not a point of a curve
             write(lambda: io.append_line(self.run_dir / METRICS_FILE, json.dumps(final)))
@@ -127,8 +127,8 @@ class Finish:
             tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=self._checks(),
             seeded=True,  # init() seeded every rank from the run's seed
             planned_memory_gb=self.plan.est_memory_gb, memory_budget_gb=self.plan.memory_gb,
-            peak_memory_gb=max(r["peak_gb"] for r in self.rank_memory), peak_memory_source=memory.source(self.device),
-            rank_memory=self.rank_memory, tracking=tracked,
+            peak_memory_gb=max(r["peak_gb"] for r in self.rank_memory), rank_memory=self.rank_memory,
+            peak_memory_source=rank_memory.source(self.device), tracking=tracked,
         )  # fmt: skip
 
     def _checks(self) -> list[str]:

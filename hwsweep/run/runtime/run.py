@@ -20,14 +20,13 @@ from hwsweep.contracts.guard import Guard
 from hwsweep.contracts.spec import CHECKPOINT_DIR, METRICS_FILE, RunSpec
 from hwsweep.contracts.target import curve_keys
 from hwsweep.contracts.tracking import TrackingConfig
-from hwsweep.run import lazy_dynamo, recompute, repro, stops, weights
+from hwsweep.run import lazy_dynamo, rank_memory, recompute, repro, stops, weights
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, Sharded, fingerprint, layout_fingerprint
 from hwsweep.run.reduce import prepare
 from hwsweep.run.runtime.finish import Finish
 from hwsweep.run.runtime.history import History
 from hwsweep.run.runtime.loader import Loader
-from hwsweep.run.runtime import memory
 from hwsweep.run.runtime.loop import Loop
 from hwsweep.run.runtime.throughput import Throughput
 from hwsweep.run.runtime.trackers import Trackers
@@ -146,7 +145,7 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         self._signalled = stops.received  # only a flag (stops.catch): the loop decides on the all-reduced value
         # What this rank holds before the model is built (interpreter, torch, process group): the plan counts what
         # grows above it; taken again once the data is loaded (run.loader), which the plan does not count either.
-        self._memory_baseline = memory.held_bytes(self.device)
+        self._memory_baseline = rank_memory.held_bytes(self.device)
 
     # -- what the script builds -------------------------------------------------------
     def loader(self, dataset, **kwargs) -> "Loader":
@@ -163,7 +162,7 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         self._data_order = {"sampler": "global-order", "dataset_size": len(dataset), "num_workers": workers,
                             "placement": loader.placement}  # fmt: skip
         self.clock.mark("data")
-        self._memory_baseline = memory.held_bytes(self.device)
+        self._memory_baseline = rank_memory.held_bytes(self.device)
         return loader
 
     def wrap(self, model: torch.nn.Module, init=None) -> torch.nn.Module:

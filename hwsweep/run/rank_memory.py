@@ -1,6 +1,6 @@
-"""Each rank's memory, for the record: what it held before the model was built (the baseline) and its peak, on a
-GPU torch's allocator's count, on a CPU the resident set; gathered from every rank at run.finish() and held against
-the plan there (hwsweep.contracts.memory_check)."""
+"""Each rank's memory, for the records: what it held before the model was built (the baseline) and its peak, on a
+GPU torch's allocator's count, on a CPU the resident set; gathered from every rank at run.finish() and at the end
+of an evaluation, and held against the plan there (hwsweep.contracts.memory_check)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,11 @@ def per_rank(device: torch.device, baseline: int) -> list[dict]:
     every = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
     dist.all_gather(every, mine)
     return [{"peak_gb": round(t[0].item() / GB, 4), "baseline_gb": round(t[1].item() / GB, 4)} for t in every]
+
+
+def alone(device: torch.device, baseline: int) -> list[dict]:
+    """per_rank's list for a process outside any process group (a one-process evaluation)."""
+    return [{"peak_gb": round(peak_bytes(device) / GB, 4), "baseline_gb": round(baseline / GB, 4)}]
 
 
 def source(device: torch.device) -> str:
