@@ -7,13 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import helper_env, launcher
 
 from hwsweep.contracts import io, memory_check
 from hwsweep.contracts.hardware import GB
+from hwsweep.contracts.records import RunRecord, run_row
 from hwsweep.contracts.spec import EVAL_RECORD, TRAIN_RECORD, RunSpec
 from hwsweep.plan.config import resolve
+from hwsweep.report.headline import check_sentences
 
 CONTEXT = 600 * 2**20
 
@@ -88,5 +91,8 @@ def test_every_ranks_memory_is_recorded_beside_the_plan_and_a_run_forced_over_it
     assert [c for c in record["checks"] if memory_check.flagged([c])] == [
         memory_check.over_plan(over.plan.est_memory_gb, "cpu", CONTEXT, record["rank_memory"])]
     assert record["checks"][-1].startswith("memory: rank 1 used "), record["checks"]
+    row = run_row(RunRecord.from_dict(record), None, [])  # runs.csv's checks: the report's warning line reads them
+    assert check_sentences(pd.DataFrame([{"hardware": "hw", "checks": row["checks"]}])) == [
+        f"⚠ hw, runs' checks: {record['checks'][-1]}."]
     evaluated = _evaluate(over)
     assert evaluated["processes"] == 2 and len(evaluated["rank_memory"]) == 2 and evaluated["checks"] == [], evaluated
