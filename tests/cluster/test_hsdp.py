@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import BIN, REPO, SMALL
-from test_slurm import HARDWARE, finish, start_slurm
+from conftest import REPO, SMALL
+from test_slurm import HARDWARE, finish, start_slurm, with_profile
 
 sys.path.insert(0, str(REPO / "tests" / "slurm"))
 import cluster  # noqa: E402
@@ -29,12 +29,9 @@ def site(tmp_path_factory):
     if os.geteuid() != 0 and not cluster.shutil.which("slurmctld"):
         pytest.skip("needs root (to install and start SLURM) or an installed SLURM")
     own = cluster.Cluster(cluster.ROOT.with_name(f"{cluster.ROOT.name}-hsdp"), cluster.PORT + 150)
-    env = own.up() | {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("xdg"))}
-    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    env = own.up()
     try:
-        proc = subprocess.run(["hwsweep", "profile", "install", "slurm"], capture_output=True, text=True, env=env,
-                              timeout=60)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
+        env, _ = with_profile(env, tmp_path_factory.mktemp("xdg"))
         yield env
     finally:
         if own.controller_up():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 
-import torch
 import torch.distributed as dist
 
 from hwsweep.contracts import host, io, memory_check
