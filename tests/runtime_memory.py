@@ -4,12 +4,12 @@ its peak resident set rose above its resident set before the model was built: on
 and initialised ("placed"), over the training steps ("trained", before the final checkpoint), and through run.finish() ("finished": the
 final checkpoint, which stays sharded, and the record); and, in absolute terms, that resident set ("before": the interpreter, torch, the
 process group and the data) and the peak resident set at the end of training ("peak"); and the class of the
-optimizer the recipe named ("optimizer"). Run as a module (`-m runtime_memory`, tests/ on PYTHONPATH): its workers
+optimizer the recipe named ("optimizer"). An optional argv[3], RANK:MB, makes that rank hold MB more during the
+last step than its plan counts (a run forced over its plan). Run as a module (`-m runtime_memory`, tests/ on PYTHONPATH): its workers
 are forked from the agent, which imported it, as the built-in trainer's are.
 """
 
 import json
-import os
 import sys
 
 import torch
@@ -21,17 +21,11 @@ from hwsweep.models import families
 from hwsweep.run import runtime
 
 
-def resident_bytes() -> int:
-    """This process's resident set now (not its peak): the baseline, so that growth is never understated."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def main() -> None:
     run = runtime.init(sys.argv[1])
     side = families.torch_side(run.recipe.model.name)
     loader = run.loader(TensorDataset(*side.tables(run.recipe)[0]))
-    before = resident_bytes()
+    before = host.resident_bytes()
     with torch.device("meta"):
         model = side.build(run.recipe)
     net = run.wrap(model)
@@ -39,9 +33,13 @@ def main() -> None:
     optimizer = run.optimizer(model.parameters())
     grown["optimizer"] = type(optimizer).__name__
     run.resume(model=model, optimizer=optimizer)
+    over_rank, over_mb = map(int, sys.argv[3].split(":")) if len(sys.argv) > 3 else (None, 0)
     for step in run.steps():
         for batch in run.accumulate(loader):
             run.backward(net(*batch))
+        if step == run.plan.steps - 1 and run.rank == over_rank:  # ones: every page touched, resident
+            held = torch.ones(over_mb * 2**20 // 4)
+            del held
         run.optimizer_step(optimizer)
         if step == run.plan.steps - 1:  # before the last checkpoint is written
             grown |= {"trained": host.peak_rss_bytes() - before, "before": before, "peak": host.peak_rss_bytes()}

@@ -11,7 +11,8 @@ scheduler, a run whose launcher runs on this node is running. A run whose job or
 (its snakemake was killed) says so; one its user stopped for good (`hwsweep stop`) is stopped, and who did when. It reads only: the next `all` moves a corrupt
 record aside (hwsweep.analysis.quarantine), not this; the repairs column names what that `all` will set right
 and what earlier ones did; the tracking column, which tracker did not take what a run sent it, as its records
-say. It writes results/partial/ and nothing else."""
+say. A trained run whose record flags a rank over its memory plan says so in the problem column. It writes
+results/partial/ and nothing else."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from hwsweep.analysis import quarantine
 from hwsweep.analysis.holders import STAGE_LOG, Scheduler, live_writer, snakemake_waits
 from hwsweep.analysis.aggregate import aggregate, prices_of
 from hwsweep.analysis.validation import DONE, FAILED, MISSING, TRAINED, Verdict, run_state
-from hwsweep.contracts import failure, host, io, lease, stopped
+from hwsweep.contracts import failure, host, io, lease, memory_check, stopped
 from hwsweep.contracts.scheduler import ACTIVE, ENDED_BADLY, WAITING, Job
 from hwsweep.contracts.spec import EVAL_RECORD, SPEC_FILE, TRAIN_RECORD
 from hwsweep.contracts.tracking import delivery_problem
@@ -82,6 +83,21 @@ def tracking_problem(spec, evaluated: bool) -> str:
     return " | ".join(out)
 
 
+def memory_problem(spec) -> str:
+    """The problem of a trained run one of whose processes (training or evaluation) used more memory than its plan
+    allows (a record's check, hwsweep.contracts.memory_check); "" otherwise, and where a record is not readable (the
+    state column says)."""
+    over = []
+    for name in (TRAIN_RECORD, EVAL_RECORD):
+        try:
+            checks = io.read_json(spec.path(name)).get("checks") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        if memory_check.flagged(checks):
+            over.append(name)
+    return f"over its memory plan ({' and '.join(over)} checks)" if over else ""
+
+
 def unwaited(spec) -> str:
     """The problem of a run whose job or trainer still runs although the snakemake that scheduled it (its lease
     names it) is gone: nothing collects its result until `all` runs again; "" while it lives, and where it cannot
@@ -115,6 +131,8 @@ def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler,
         state, problem = STOPPED, f"{mark.said()}; `hwsweep stop --undo {mark.run}` lets it run again"
     if state in (RUNNING, PENDING, PREEMPTED, EVALUATING) and not problem:
         problem = unwaited(spec)
+    if state in (DONE, TRAINED, EVALUATING) and not problem:
+        problem = memory_problem(spec)
     return {"state": state, "problem": problem, "scheduler": where}
 
 

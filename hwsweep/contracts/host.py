@@ -54,6 +54,16 @@ def peak_rss_bytes(children: bool = False) -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
+def resident_bytes() -> int:
+    """This process's resident set now (not its peak), in bytes: the baseline a run's growth is measured from. Where
+    /proc is missing (macOS), the peak so far: growth is then understated, never overstated."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return peak_rss_bytes()
+
+
 def reset_peak_rss() -> bool:
     """Start this process's peak resident set anew from its current size (Linux: /proc/self/clear_refs, mode 5), so
     one process can measure several peaks in turn; False where the system offers no such reset."""

@@ -72,11 +72,17 @@ class RunRecord(Typed):
     checks: list = field(default_factory=list)  # where the run did not follow its plan (flagged, not fatal)
     # Memory per device: the plan's estimate (plan.est_memory_gb; None where it has none, e.g. a user's model) and
     # the measured peak, max over ranks. peak_memory_source says what was measured: cuda_max_memory_allocated
-    # (comparable to the estimate, which adds the CUDA context) or host_rss (the process's resident set, the
-    # interpreter and torch included: not comparable to the estimate).
+    # (the estimate adds the CUDA context) or host_rss (the process's whole resident set, the interpreter and torch
+    # included: its growth above rank_memory's baseline is what compares with the estimate).
     planned_memory_gb: float | None = None
     peak_memory_gb: float | None = None
     peak_memory_source: str | None = None
+    # The memory the hardware entry declares per device (plan.memory_gb; None: none known), and each rank's
+    # {peak_gb, baseline_gb} in rank order (baseline: what it held before the model was built, which the plan does
+    # not count); a rank whose growth above it is over the plan beyond its tolerance puts a "memory: ..." line in
+    # checks (hwsweep.contracts.memory_check). [] where not measured per rank (a command's run).
+    memory_budget_gb: float | None = None
+    rank_memory: list = field(default_factory=list)
     # Throughput per device in the steady state; FLOPs from torch's counter on a real micro-batch
     # (runtime-API trainers that count them); mfu against the catalog's peak (None: no peak known).
     samples_per_second_per_device: float | None = None
@@ -125,6 +131,9 @@ class EvalRecord(Typed):
     peak_memory_source: str | None = None
     processes: int | None = None
     planned_memory_gb: float | None = None
+    # Each process's {peak_gb, baseline_gb}, as RunRecord.rank_memory; one over the training's plan puts a
+    # "memory: ..." line in checks. [] for a command's evaluation.
+    rank_memory: list = field(default_factory=list)
 
 
 def read(cls, path, metrics: list | None = None):

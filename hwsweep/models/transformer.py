@@ -95,7 +95,13 @@ class SequenceTransformer(nn.Module):
         x = self.tok(tokens) + self.pos
         for block in self.blocks:
             x = block(x)
-        return self.head(self.norm(x))
+        # The head on the positions flattened: a linear layer on a 3-D input with a bias returns a view of its 2-D
+        # product, and the head is an FSDP unit, on whose view output torch warns that an in-place op would drop the
+        # pre-backward hook. Its output is then a tensor of its own: the same kernel and bits, no warning
+        # (tests/run/test_fsdp_view.py: FSDP's gradients are DDP's on the same batch). The puzzle families' heads
+        # have no bias: matmul returns no view there.
+        x = self.norm(x)
+        return self.head(x.flatten(0, 1)).unflatten(0, x.shape[:2])
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean token cross-entropy of the micro-batch, in fp32 whatever the autocast precision."""

@@ -10,7 +10,8 @@ in the last bits, far below any margin (docs/hrm.md).
 A sharded (FSDP) run's final checkpoint stays sharded (final/): it is evaluated sharded, by one process per device
 of a node under torchrun (hwsweep.run.sharded_eval), so no process holds the whole model; this process starts them
 (`--threads` the node's, shared among them) and they write the record. The record holds the evaluation's peak
-memory per process (the largest over its processes) and how many there were."""
+memory per process (the largest over its processes), how many there were, and each one's peak and baseline
+(rank_memory), held against the training's plan per device as the training's are (a "memory: ..." check)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ COLLECTION_HELD = startup.hold_collection(__name__)  # until main starts: torch'
 
 import torch  # noqa: E402
 
-from hwsweep.contracts import host, io  # noqa: E402
+from hwsweep.contracts import io, memory_check  # noqa: E402
 from hwsweep.contracts.records import EvalRecord, RunRecord  # noqa: E402
 from hwsweep.contracts.spec import EVAL_RECORD, FINAL_CHECKPOINT, TRAIN_RECORD, RunSpec  # noqa: E402
 from hwsweep.models import families, flops  # noqa: E402
-from hwsweep.run import runner, sharded_eval, shutdown, tracking  # noqa: E402
+from hwsweep.models.footprint import CUDA_CONTEXT_BYTES  # noqa: E402
+from hwsweep.run import rank_memory, runner, sharded_eval, shutdown, tracking  # noqa: E402
 
 
 def fork_imports(argv: list[str]) -> list[str]:
@@ -50,11 +52,12 @@ def _final(spec: RunSpec) -> tuple[dict, RunRecord, int]:
 
 def builtin(spec: RunSpec, spec_path: str, threads: int, sharded: bool = False) -> int:
     t0 = time.perf_counter()
+    cuda = spec.hardware.accelerator == "cuda" and torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    baseline = rank_memory.held_bytes(device)  # before final.pt and the model: what the plan does not count
     state, trained, last = _final(spec)
     if "shards" in state and not sharded:  # a sharded run's checkpoint: evaluated by its ranks, which write the record
         return sharded_eval.launch(spec, spec_path, threads)
-    cuda = spec.hardware.accelerator == "cuda" and torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
     if sharded:
         metrics, memory = sharded_eval.evaluate(spec, state, threads, trained.curves)
         if int(os.environ.get("RANK", 0)) != 0:
@@ -67,25 +70,22 @@ def builtin(spec: RunSpec, spec_path: str, threads: int, sharded: bool = False) 
         _, held_out = fam.tables(spec.recipe)
         with torch.no_grad():
             metrics = fam.evaluate(model, spec.recipe, held_out, curves=trained.curves)
-        memory = {"peak_memory_gb": _peak_gb(device), "peak_memory_source": "cuda_max_memory_allocated" if cuda
-                  else "host_rss", "processes": 1}  # fmt: skip
+        ranks = rank_memory.alone(device, baseline)
+        memory = {"peak_memory_gb": ranks[0]["peak_gb"], "peak_memory_source": rank_memory.source(device),
+                  "processes": 1, "rank_memory": ranks}  # fmt: skip
     metrics |= costs(spec, trained, last, metrics)
+    # the training's plan per device bounds the evaluation's (no gradients, no optimizer state)
+    over = memory_check.over_plan(spec.plan.est_memory_gb, device.type, CUDA_CONTEXT_BYTES, memory["rank_memory"])
     record = EvalRecord(suite=spec.suite, variant=spec.variant, hardware=spec.hardware_name, seed=spec.seed,
                         evaluator="builtin", metrics=metrics, eval_seconds=time.perf_counter() - t0,
-                        device=device.type, planned_memory_gb=spec.plan.est_memory_gb, **memory)  # fmt: skip
+                        device=device.type, planned_memory_gb=spec.plan.est_memory_gb, checks=[over] if over else [],
+                        **memory)  # fmt: skip
     print(f"hwsweep.run.evaluate: evaluated on {device.type} by {memory['processes']} process(es), peak "
           f"{memory['peak_memory_gb']:.3f} GB each at most", file=sys.stderr)  # fmt: skip
     io.write_json(spec.path(EVAL_RECORD), record.to_dict())
     _publish(spec)
     print(f"{spec.run_dir}: " + ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} none" for k, v in metrics.items()))
     return 0
-
-
-def _peak_gb(device: torch.device) -> float:
-    """This process's peak: the allocator's on a GPU, else its resident set."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**30
-    return host.peak_rss_bytes() / 2**30
 
 
 def costs(spec: RunSpec, trained: RunRecord, steps: int, metrics: dict) -> dict:

@@ -74,22 +74,22 @@ def inner(key: str, state: dict):
 
 def evaluate(spec: RunSpec, final: dict, threads: int, curves) -> tuple[dict, dict]:
     """One rank's part (under torchrun): (metrics, memory) where memory is {peak_memory_gb, peak_memory_source,
-    processes}, the peak the largest over the ranks. Collective: every rank calls it."""
+    processes, rank_memory}, the peak the largest over the ranks, rank_memory each one's peak and baseline. Collective: every rank calls it."""
     import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 
-    from hwsweep.contracts import host
     from hwsweep.models import families
     from hwsweep.run import device as devices
-    from hwsweep.run import weights
+    from hwsweep.run import rank_memory, weights
     from hwsweep.run.reduce import ShardedReduction
 
     local_rank, local_world = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
     torch.set_num_threads(max(1, threads // local_world))
     device = devices.select(spec.plan.accelerator, local_rank)
     dist.init_process_group(backend=device.backend)
+    baseline = rank_memory.held_bytes(device.torch_device)  # before the model: what the plan does not count
     fam = families.torch_side(spec.recipe.model.name)
     with weights.meta_device():
         model = fam.build(spec.recipe)
@@ -107,11 +107,7 @@ def evaluate(spec: RunSpec, final: dict, threads: int, curves) -> tuple[dict, di
     dist.all_gather_object(every, metrics)
     if any(m != every[0] for m in every):
         raise RuntimeError(f"the ranks of the sharded evaluation disagree: {every}")
-    if device.accelerator == "cuda":
-        peak, source = torch.cuda.max_memory_allocated(device.torch_device), "cuda_max_memory_allocated"
-    else:
-        peak, source = host.peak_rss_bytes(), "host_rss"
-    most = torch.tensor([float(peak)], device=device.torch_device)
-    dist.all_reduce(most, op=dist.ReduceOp.MAX)
-    memory = {"peak_memory_gb": most.item() / 2**30, "peak_memory_source": source, "processes": dist.get_world_size()}
+    ranks = rank_memory.per_rank(device.torch_device, baseline)
+    memory = {"peak_memory_gb": max(r["peak_gb"] for r in ranks), "processes": dist.get_world_size(),
+              "peak_memory_source": rank_memory.source(device.torch_device), "rank_memory": ranks}  # fmt: skip
     return metrics, memory

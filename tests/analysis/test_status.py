@@ -131,3 +131,20 @@ def test_a_slurm_client_with_no_cluster_to_ask_says_nothing_of_slurm(matrix, tmp
     assert scheduler.note == "" and not scheduler.asked and set(rows.state) == {"missing"}
     (bin_dir / "squeue").write_text("#!/bin/sh\necho 'squeue: error: Invalid user' >&2\nexit 1\n")
     assert Scheduler().note.startswith("squeue failed: squeue: error: Invalid user")  # a cluster's real refusal
+
+
+def test_a_trained_run_over_its_memory_plan_says_so_in_the_problem_column(matrix, monkeypatch):
+    """A done run whose training's or evaluation's record flags a process over its memory plan
+    (hwsweep.contracts.memory_check) has one short problem; a done run whose record has other checks only has none."""
+    from hwsweep.analysis import status, validation
+    from hwsweep.contracts import io
+
+    monkeypatch.setattr(status, "run_state", lambda spec, evaluated: validation.Verdict(validation.DONE))
+    over = "memory: rank 1 used 0.400 GB above its start, over the plan's 0.080 GB by 400% (tolerance 15%)"
+    for seed, checks in ((0, ["divergence: loss rose", over]), (1, ["divergence: loss rose"])):
+        io.write_json(matrix.spec("tiny", "default", "cpu1", seed).path("train.json"), {"checks": checks})
+    io.write_json(matrix.spec("tiny", "default", "cpu1", 2).path("eval.json"), {"checks": [over]})  # its evaluation's
+    rows = status.status_rows(matrix, Scheduler(ask=lambda: [])).set_index("seed")  # not the partial aggregate
+    assert rows.loc[0, "problem"] == "over its memory plan (train.json checks)"
+    assert rows.loc[2, "problem"] == "over its memory plan (eval.json checks)"
+    assert rows.loc[[1, 3, 4, 5], "problem"].fillna("").eq("").all(), rows.problem

@@ -16,8 +16,8 @@ import time
 
 import pytest
 import yaml
-from conftest import BIN, REPO, SMALL
-from test_slurm import HARDWARE, WAITING, jobs_of, login_status, start_slurm, train_job, wait_for
+from conftest import REPO, SMALL
+from test_slurm import HARDWARE, WAITING, jobs_of, login_status, start_slurm, train_job, wait_for, with_profile
 
 sys.path.insert(0, str(REPO / "tests" / "slurm"))
 import cluster  # noqa: E402
@@ -45,12 +45,9 @@ def accounted(tmp_path_factory):
     if os.geteuid() != 0 and not cluster.shutil.which("slurmdbd"):
         pytest.skip("needs root (to install and start SLURM, MariaDB and slurmdbd) or them installed")
     site = cluster.with_accounting(min_job_age=2)
-    env = site.up() | {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("xdg"))}
-    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    env = site.up()
     try:
-        proc = subprocess.run(["hwsweep", "profile", "install", "slurm"], capture_output=True, text=True, env=env,
-                              timeout=60)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
+        env, proc = with_profile(env, tmp_path_factory.mktemp("xdg"))
         assert "forgets an ended job after 2 s (MinJobAge)" in proc.stdout, proc.stdout  # the executor asks sacct
         yield env
     finally:

@@ -51,10 +51,7 @@ def slurm(tmp_path_factory):
     """The test cluster, and the slurm profile installed as users install it, into a private XDG_CONFIG_HOME."""
     if os.geteuid() != 0 and not cluster.shutil.which("slurmctld"):
         pytest.skip("needs root (to install and start SLURM) or an installed SLURM")
-    env = cluster.up() | {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("xdg"))}
-    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
-    proc = subprocess.run(["hwsweep", "profile", "install", "slurm"], capture_output=True, text=True, env=env, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    env, proc = with_profile(cluster.up(), tmp_path_factory.mktemp("xdg"))
     assert f"installed profile slurm: {env['XDG_CONFIG_HOME']}/snakemake/slurm/config.yaml" in proc.stdout
     # No accounting here: snakemake asks squeue (test_accounting.py's cluster keeps accounting: sacct)
     assert "\nslurm-status-command: squeue" in Path(env["XDG_CONFIG_HOME"], "snakemake/slurm/config.yaml").read_text()
@@ -62,6 +59,15 @@ def slurm(tmp_path_factory):
     if cluster.controller_up():  # a test may have stopped it; then scancel would retry for some 15 s
         subprocess.run(["scancel", "--user", "root"], env=env, check=False)
     cluster.down()
+
+
+def with_profile(env: dict, xdg: Path) -> tuple[dict, subprocess.CompletedProcess]:
+    """A cluster's clients' environment with the slurm profile installed as users install it (`hwsweep profile
+    install slurm`), into `xdg` as XDG_CONFIG_HOME; and the install's output."""
+    env = env | {"XDG_CONFIG_HOME": str(xdg), "PATH": f"{BIN}{os.pathsep}{env['PATH']}"}
+    proc = subprocess.run(["hwsweep", "profile", "install", "slurm"], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return env, proc
 
 
 # Seconds before the first and between status checks (the profile's 20): each job's end is seen this

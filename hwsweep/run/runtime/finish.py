@@ -1,20 +1,20 @@
 """Run's end: run.finish() writes train.json (the RunRecord, rank 0, atomically) and final.pt, after the
-collectives every rank takes part in (peak memory, device names). A sharded model's final checkpoint stays sharded
-(final/, hwsweep.run.checkpoint.link_final_sharded): no rank gathers the whole model."""
+collectives every rank takes part in (each rank's memory, held against the plan; device names). A sharded model's
+final checkpoint stays sharded (final/, hwsweep.run.checkpoint.link_final_sharded): no rank gathers the whole model."""
 
 from __future__ import annotations
 
 import json
 import os
 
-import torch
 import torch.distributed as dist
 
-from hwsweep.contracts import host, io
+from hwsweep.contracts import host, io, memory_check
 from hwsweep.contracts.metrics import observations, summarise
 from hwsweep.contracts.records import RunRecord
 from hwsweep.contracts.spec import FINAL_CHECKPOINT, FINAL_SHARDS, METRICS_FILE, TRAIN_RECORD
-from hwsweep.run import repro, shutdown, startup, tracking
+from hwsweep.models.footprint import CUDA_CONTEXT_BYTES
+from hwsweep.run import rank_memory, repro, shutdown, startup, tracking
 from hwsweep.run.runtime.history import number
 from hwsweep.run.runtime.throughput import steady_start
 from hwsweep.run.startup import process_age
@@ -39,7 +39,8 @@ class Finish:
         write(lambda: self._write({}))  # values logged after the last step
         self._judge(self._guard.finish())
         final = {k: number(v) for k, v in (self._final | metrics).items()}
-        self.peak_memory = self._peak_memory_gb()  # a collective: before rank 0 alone writes the record
+        # a collective: before rank 0 alone writes the record
+        self.rank_memory = rank_memory.per_rank(self.device, self._memory_baseline)
         sharded = self.checkpoint.sharded
         if self.master and final and not refused:  # a line without a step: the run's value, not a point of a curve
             write(lambda: io.append_line(self.run_dir / METRICS_FILE, json.dumps(final)))
@@ -122,20 +123,15 @@ class Finish:
             checkpoint=FINAL_CHECKPOINT, step_seconds=step_seconds, flops_per_step=self.flops_per_step,
             periodic_eval_seconds=self.history.get("eval_seconds", []), stopped_at_step=self.history.get("stopped_at"),
             samples_per_second_per_device=steady["samples_per_second_per_device"],
-            tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=list(self.history["checks"]),
+            tflops_per_device=steady["tflops_per_device"], mfu=steady["mfu"], checks=self._checks(),
             seeded=True,  # init() seeded every rank from the run's seed
-            planned_memory_gb=self.plan.est_memory_gb, peak_memory_gb=self.peak_memory[0],
-            peak_memory_source=self.peak_memory[1], tracking=tracked,
+            planned_memory_gb=self.plan.est_memory_gb, memory_budget_gb=self.plan.memory_gb,
+            peak_memory_gb=max(r["peak_gb"] for r in self.rank_memory), rank_memory=self.rank_memory,
+            peak_memory_source=rank_memory.source(self.device), tracking=tracked,
         )  # fmt: skip
 
-    def _peak_memory_gb(self) -> tuple[float, str]:
-        """(peak GB, its source), the maximum over ranks: on CUDA what the allocator handed out (what the plan
-        estimates, less the CUDA context); elsewhere the process's peak resident set, which holds the Python
-        process and torch itself: not comparable to the plan's estimate."""
-        if self.device.type == "cuda":
-            peak, source = torch.cuda.max_memory_allocated(self.device), "cuda_max_memory_allocated"
-        else:
-            peak, source = host.peak_rss_bytes(), "host_rss"
-        most = torch.tensor([float(peak)], device=self.device)
-        dist.all_reduce(most, op=dist.ReduceOp.MAX)
-        return most.item() / 2**30, source
+    def _checks(self) -> list[str]:
+        """The run's checks: the loop's (divergence) and, where a rank used more memory than the plan allows, that."""
+        over = memory_check.over_plan(self.plan.est_memory_gb, self.device.type, CUDA_CONTEXT_BYTES, self.rank_memory,
+                                      self.recipe.compile)  # fmt: skip
+        return list(self.history["checks"]) + ([over] if over else [])

@@ -20,7 +20,7 @@ from hwsweep.contracts.guard import Guard
 from hwsweep.contracts.spec import CHECKPOINT_DIR, METRICS_FILE, RunSpec
 from hwsweep.contracts.target import curve_keys
 from hwsweep.contracts.tracking import TrackingConfig
-from hwsweep.run import lazy_dynamo, recompute, repro, stops, weights
+from hwsweep.run import lazy_dynamo, rank_memory, recompute, repro, stops, weights
 from hwsweep.run import device as devices
 from hwsweep.run.checkpoint import CheckpointManager, Sharded, fingerprint, layout_fingerprint
 from hwsweep.run.reduce import prepare
@@ -116,7 +116,7 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         self._spent = None  # this rank's FLOPs since the last flush (run.spend_flops); None: the script never says
         self._flops_batch = None  # a micro-batch to count the FLOPs on once a meta-built model has its weights
         self.optimizer_kernel = None  # the AdamW kernel run.adamw resolved; None: the script built its own
-        self.peak_memory = None  # (GB, source) per device, max over ranks: read by run.finish() on every rank
+        self.rank_memory = None  # every rank's {peak_gb, baseline_gb}: gathered by run.finish() on every rank
         self.module = None  # the model as built (unwrapped): what checkpoints and evaluations see
         self.start = None
         self.step = None  # optimizer steps done once the current loop iteration ends
@@ -143,6 +143,9 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         self._targets = [(t, curve_keys(by_name[t.metric]), by_name[t.metric].goal) for t in spec.targets]
         self._hit: set[int] = set()  # the targets reached so far
         self._signalled = stops.received  # only a flag (stops.catch): the loop decides on the all-reduced value
+        # What this rank holds before the model is built (interpreter, torch, process group): the plan counts what
+        # grows above it; taken again once the data is loaded (run.loader), which the plan does not count either.
+        self._memory_baseline = rank_memory.held_bytes(self.device)
 
     # -- what the script builds -------------------------------------------------------
     def loader(self, dataset, **kwargs) -> "Loader":
@@ -159,6 +162,7 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         self._data_order = {"sampler": "global-order", "dataset_size": len(dataset), "num_workers": workers,
                             "placement": loader.placement}  # fmt: skip
         self.clock.mark("data")
+        self._memory_baseline = rank_memory.held_bytes(self.device)
         return loader
 
     def wrap(self, model: torch.nn.Module, init=None) -> torch.nn.Module:
