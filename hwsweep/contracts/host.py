@@ -50,6 +50,16 @@ def peak_rss_bytes(children: bool = False) -> int:
     import resource
     import sys
 
+    if not children:
+        # Linux: VmHWM, the high-water mark reset_peak_rss starts anew; getrusage's maxrss also keeps the mark of
+        # each thread that exited, which no reset clears.
+        try:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
     peak = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
 
