@@ -181,7 +181,7 @@ def test_first_screen_answers_each_suite_without_scrolling(plain_ddp_swept, tmp_
     binary = chromium()
     shots = Path(os.environ.get("HWSWEEP_SCREENSHOTS", tmp_path / "screenshots"))
     shots.mkdir(parents=True, exist_ok=True)
-    comparison = pd.read_csv(folder / "results/mlp/comparison.csv")
+    comparison = pd.read_csv(folder / "results/plain_ddp/comparison.csv")
     for width, height, name in ((1400, 950, "first_screen_wide.png"), (400, 850, "first_screen_phone.png")):
         with Browser(binary, width=width, height=height) as b:
             b.open((folder / "report.html").as_uri())
@@ -192,7 +192,7 @@ def test_first_screen_answers_each_suite_without_scrolling(plain_ddp_swept, tmp_
             seen = b.evaluate(FIRST_TABLE)
             assert not b.errors, b.errors
             assert seen["left"] >= 0 and seen["scrollRight"] <= width + 1, seen  # nothing cut off at the left
-            assert all(w > 100 for w in seen["figure"]) and len(seen["figure"]) == 1, seen  # mlp's; broken has none
+            assert all(w > 100 for w in seen["figure"]) and len(seen["figure"]) == 1, seen  # plain_ddp's; broken has none
             if width == 1400:
                 assert 0 <= seen["top"] and seen["bottom"] <= height, seen  # the whole table above the fold
                 assert seen["graph"] >= height, seen  # the job graph off the first screen

@@ -10,6 +10,8 @@ import pytest
 import yaml
 from conftest import BIN, REPO, SMALL, snakemake
 
+from hwsweep.contracts.hardware import DEFAULT_RUNTIME_MIN
+
 pytestmark = pytest.mark.slow
 
 SCRIPT = """
@@ -89,32 +91,41 @@ def sbatch_args(tmp_path, cfg, *args) -> list[str]:
     return (tmp_path / "sbatch.args").read_text().splitlines()
 
 
+def signalled_after(args: list[str]) -> int:
+    """Seconds from a job's start to its SIGTERM: its time limit (-t, minutes) less the --signal lead. The run's job
+    also holds its evaluation's minutes (workflow/rules/allocation.smk), and its signal comes that much earlier."""
+    (lead,) = [int(a.split("@")[1]) for a in args if a.startswith("--signal=TERM@")]
+    return int(args[args.index("-t") + 1].strip("'")) * 60 - lead
+
+
 def test_a_three_minute_runtime_is_submitted_with_a_quarter_of_it_as_the_signal_lead(tmp_path):
-    """Hardware.signal_lead reaches sbatch: 45 s before a 3-minute limit, not 180 s (signalled as it starts)."""
+    """Hardware.signal_lead reaches sbatch: 45 s before a 3-minute training's limit, not 180 s (signalled as it
+    starts)."""
     cfg = copy.deepcopy(SMALL)
     cfg["hardware"]["cpu1"]["runtime"] = 3
     args = sbatch_args(tmp_path, cfg)
-    assert "--signal=TERM@45" in args and "--signal=TERM@180" not in args, args
+    assert signalled_after(args) == 3 * 60 - 45, args
 
 
 @pytest.mark.parametrize("timing", ["exclusive", "shared", "auto"])
 def test_the_slurm_profile_asks_for_exclusive_nodes_for_timed_runs(tmp_path, timing):
     """auto, the default, does not take whole nodes on a cluster."""
     args = sbatch_args(tmp_path, copy.deepcopy(SMALL) | {"timing": timing})
-    assert "--signal=TERM@180" in args  # the checkpoint-before-the-limit signal stays
+    assert signalled_after(args) == DEFAULT_RUNTIME_MIN * 60 - 180  # the checkpoint-before-the-limit signal stays
     assert "--requeue" in args and "--open-mode=append" in args  # a checkpointed stop requeues the job itself
     assert ("--exclusive" in args) == (timing == "exclusive")
 
 
-@pytest.mark.parametrize("extra, kept, dropped", [
-    ("--mail-type=END", ["--mail-type=END", "--signal=TERM@180", "--exclusive"], []),  # added to, not replaced
-    ("--signal=TERM@50", ["--signal=TERM@50", "--exclusive"], ["--signal=TERM@180"]),  # named: the profile's
-    ("--no-requeue", ["--no-requeue", "--signal=TERM@180"], ["--requeue"]),  # its opposite named: the profile's
+@pytest.mark.parametrize("extra, kept, dropped, ours", [
+    ("--mail-type=END", ["--mail-type=END", "--exclusive"], [], True),  # added to, not replaced
+    ("--signal=TERM@50", ["--signal=TERM@50", "--exclusive"], [], False),  # named: the profile's
+    ("--no-requeue", ["--no-requeue"], ["--requeue"], True),  # its opposite named: the profile's
 ])  # fmt: skip
-def test_a_profiles_slurm_extra_for_train_is_merged_with_hwsweeps(tmp_path, extra, kept, dropped):
+def test_a_profiles_slurm_extra_for_train_is_merged_with_hwsweeps(tmp_path, extra, kept, dropped, ours):
     args = sbatch_args(tmp_path, copy.deepcopy(SMALL) | {"timing": "exclusive"},
                        "--set-resources", f"train:slurm_extra='{extra}'")  # fmt: skip
     assert all(a in args for a in kept) and not any(a in args for a in dropped), args
+    assert (signalled_after(args) == DEFAULT_RUNTIME_MIN * 60 - 180) == ours, args  # hwsweep's signal, or the profile's
 
 
 def test_a_local_snakemake_without_a_timing_slot_is_warned_once(tmp_path):

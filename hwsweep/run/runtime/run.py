@@ -240,6 +240,13 @@ class Run(Loop, History, Throughput, Trackers, Finish):
         from hwsweep.models import flops  # only runs that count pay for the import
 
         self._flops_batch = None
+        # On meta only where the count's memory could raise the run's peak (sharded weights, or activations that
+        # checkpointing keeps small): counting there imports sympy (torch's Python references), 0.3-0.5 CPU-s of a
+        # small run's start-up; elsewhere the count waits for run.wrap's weights.
+        meta_matters = self.sharded or self.recipe.activation_checkpointing != "none"
+        if weights.on_meta(model) and not meta_matters:
+            self._flops_batch = batch
+            return None
         if weights.on_meta(model):
             try:
                 with recompute.suspended(), lazy_dynamo.eager():
