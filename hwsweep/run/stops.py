@@ -84,10 +84,18 @@ def hold(phase: str) -> None:
         time.sleep(0.05)
 
 
+COORDINATED = ("resume", "loop")  # phases whose stop the loop takes for every rank at once (several ranks)
+
+
 def check(phase: str) -> None:
     """A worker at `phase` of its start-up: stop here if a stop was asked for (see the module's docstring)."""
     hold(phase)
     if not requested():
+        return
+    if phase in COORDINATED and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        # Past the model, ranks go straight into the first step's collectives: one rank leaving on its own would
+        # leave its peers waiting in one. The loop's stop, decided on the all-reduced flag, takes it at the first
+        # step, with a checkpoint.
         return
     folder = os.environ.get(STOPPED_DIR)
     why = names() or "its launcher's request"
