@@ -13,6 +13,9 @@ def evaluation_settings_of_its_own():
     return any(name in given for name in TRAIN_STRINGS + ("gpu", "gpu_model"))
 
 
+RUN_GROUPS = {}
+
+
 def run_group(wildcards):
     """The group that puts this run's train and evaluate jobs in one SLURM job (run_<suite>_<variant>_<hardware>
     _seed<seed>), when the run still trains under the slurm executor and is evaluated; None otherwise (the
@@ -29,13 +32,18 @@ def run_group(wildcards):
     run = Run(
         wildcards.suite, wildcards.variant, wildcards.hardware, int(wildcards.seed)
     )
-    settled(wildcards.suite, [run])
-    state = SETTLED_STATES.get(
-        MATRIX.spec(run.suite, run.variant, run.hardware, run.seed).run_dir
-    )
-    if state in (validation.DONE, validation.TRAINED):
-        return None
-    return "run_{suite}_{variant}_{hardware}_seed{seed}".format(**wildcards)
+    if (
+        run not in RUN_GROUPS
+    ):  # asked by each resource of both jobs: the run's spec made once
+        settled(wildcards.suite, [run])
+        state = SETTLED_STATES.get(run.run_dir)
+        trains = state not in (validation.DONE, validation.TRAINED)
+        RUN_GROUPS[run] = (
+            "run_{suite}_{variant}_{hardware}_seed{seed}".format(**wildcards)
+            if trains
+            else None
+        )
+    return RUN_GROUPS[run]
 
 
 def train_resource(name, wildcards):
@@ -86,5 +94,8 @@ def share_train_strings():
             continue
         own = {name: rules.evaluate.rule.resources.get(name)}
         rules.evaluate.rule.resources[name] = evaluate_resource(
-            name, lambda wildcards, own=own: setting(own, name, "evaluate", wildcards)
+            name,
+            lambda wildcards, own=own, name=name: setting(
+                own, name, "evaluate", wildcards
+            ),
         )
