@@ -36,6 +36,8 @@ rule all:
         all_inputs(),
 
 
+signatures_once()
+
 # What parsing made (snakemake's, pandas' and hwsweep's modules) lives as long as the process: left out of the
 # garbage collector's walks, each snakemake of this workflow (a dry run, status, a job) spends 0.3 CPU-s less.
 gc.freeze()

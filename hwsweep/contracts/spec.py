@@ -18,6 +18,7 @@ from hwsweep.contracts.hardware import BatchPlan, Hardware
 from hwsweep.contracts.metrics import Metric
 from hwsweep.contracts.recipe import Recipe
 from hwsweep.contracts.target import Target
+from hwsweep.contracts import typed
 from hwsweep.contracts.typed import Typed
 
 # One place for the output layout; workflow/rules/common.smk builds its patterns from these.
@@ -131,7 +132,7 @@ def canonical_json(spec: RunSpec) -> str:
     settling spec.json)."""
     text = spec.__dict__.get("_canonical_json")
     if text is None:
-        text = json.dumps(spec.to_dict(), sort_keys=True) + "\n"
+        text = json.dumps(typed.shared_dict(spec), sort_keys=True) + "\n"
         object.__setattr__(spec, "_canonical_json", text)
     return text
 

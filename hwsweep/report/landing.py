@@ -14,7 +14,7 @@ import pandas as pd
 from hwsweep.contracts import io
 from hwsweep.contracts.failure import log_reason as failure_reason  # one line of a failed run's log
 from hwsweep.contracts.spec import EVAL_RECORD, LOG_DIR, TRAIN_RECORD
-from hwsweep.report import glance, glance_figure, headline, tables, targets
+from hwsweep.report import glance, headline, tables, targets
 
 HOW = "How the runs were made"  # the template's method section: the headlines go before it
 
@@ -124,6 +124,10 @@ def suite_glance(matrix, suite: str, complete: bool, description: str = "", resu
     expected = list(dict.fromkeys((r.variant, r.hardware) for r in matrix.runs(suite)))
     table = glance.suite_table(comparison, equivalence, pd.read_csv(ttt) if ttt.exists() else pd.DataFrame(),
                                expected, confidence)  # fmt: skip
+    # Imported here: matplotlib would otherwise load in every snakemake of the workflow (a dry run, each job), which
+    # parses this module for the report's landing page, 0.5-0.8 CPU-s each.
+    from hwsweep.report import glance_figure
+
     figure = glance_figure.forest(comparison, equivalence, confidence)
     return glance.block(title, table, figure, glance_figure.width_px())
 

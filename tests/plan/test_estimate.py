@@ -250,3 +250,39 @@ def test_a_measured_run_is_printed_by_plan_and_predicts_the_next_real_run(tmp_pa
     assert len(predicted) == 2 and predicted.basis.eq("catalog only").all()
     page = (tmp_path / "results/tiny/tables/estimate_vs_actual.html").read_text()
     assert "finished runs predicted: " in page and "of 2 inside their predicted interval" in page
+
+
+def test_measurements_give_each_runs_estimate_as_a_scan_of_every_other_run_would():
+    """estimate.Measurements (sums per cell, ordered MFUs per device kind) against the estimate's definition read
+    directly: the mean of the cell's other runs, else the median over the device kind's other runs with an MFU, for
+    every run left out in turn and for none, on cells of 1 to 5 runs, ties and runs without an MFU included."""
+    import random
+    import statistics
+
+    from hwsweep.plan.matrix import Run
+
+    rng = random.Random(7)
+    for trial in range(30):
+        measured = {}
+        for i in range(rng.randint(1, 14)):
+            run = Run("s", f"v{rng.randint(0, 3)}", rng.choice(["h1", "h2"]), i)
+            kind = ("h100" if run.hardware == "h1" else rng.choice(["h100", "cpu"]), "fp32")
+            mfu = None if rng.random() < 0.2 else rng.choice([0.1, 0.2, round(rng.random(), 3)])
+            measured[run] = estimate.Measured(rng.choice([1.0, rng.random()]), rng.random() * 5, mfu, kind)
+        index = estimate.Measurements(measured)
+        cells = {(r.suite, r.variant, r.hardware) for r in measured} | {("s", "v9", "h1")}
+        for exclude in [None, *measured]:
+            others = {r: m for r, m in measured.items() if r != exclude}
+            for cell in cells:
+                same = [m for r, m in others.items() if (r.suite, r.variant, r.hardware) == cell]
+                got = index.cell_means(cell, exclude)
+                if not same:
+                    assert got is None
+                    continue
+                want = (statistics.fmean(m.seconds_per_step for m in same), statistics.fmean(m.startup_seconds for m in same))
+                assert got == pytest.approx(want, rel=1e-9, abs=1e-12), (trial, cell, exclude)
+            for kind in {m.kind for m in measured.values()} | {("a100", "fp32")}:
+                typed = [m for m in others.values() if m.kind == kind and m.mfu is not None]
+                got = index.kind_medians(kind, exclude)
+                want = (statistics.median(m.mfu for m in typed), statistics.median(m.startup_seconds for m in typed)) if typed else None
+                assert got == (pytest.approx(want) if want else None), (trial, kind, exclude)

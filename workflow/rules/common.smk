@@ -1,4 +1,5 @@
 # Bookkeeping only: paths, wildcards, input functions and resources. Never imports torch.
+import inspect
 import json
 import os
 import shlex
@@ -11,6 +12,7 @@ from hwsweep.contracts.hardware import DEFAULT_RUNTIME_MIN
 from hwsweep.contracts import spec as layout
 from hwsweep.contracts import tracking as tracking_contract
 from hwsweep.plan import placement, shared
+from snakemake.common import FUNC_OVERWRITE_PARAMS_ATTR
 from snakemake.utils import update_config
 
 from hwsweep.plan.config import ConfigError, load_file, parse_override, resolve_or_exit
@@ -420,3 +422,23 @@ def suite_stamps(suite):
 def recorded_predictions(wildcards):
     """results/predictions.csv where `hwsweep recommend` has written it (nothing otherwise)."""
     return [layout.PREDICTIONS_FILE] if os.path.exists(layout.PREDICTIONS_FILE) else []
+
+
+def signatures_once():
+    """Each function the rules call per job (inputs, parameters, resources, threads, group) gets its signature read
+    here, once: snakemake reads it again at every call (its inspect.signature, about 20 a run, was a fifth of a
+    10,000-run dry run's cost beyond a bare Snakefile's). The attribute is snakemake's own hook
+    (snakemake.common.get_function_params); the signature stays the function's."""
+    for each in workflow.rules:
+        given = [*each.input, *each.params, *each.log, each._group]
+        given += [getattr(r, "_evaluator", r) for r in each.resources.values()]
+        for item in given:
+            function = getattr(getattr(item, "_file", item), "callable", item)
+            if inspect.isfunction(function) and not hasattr(
+                function, FUNC_OVERWRITE_PARAMS_ATTR
+            ):
+                setattr(
+                    function,
+                    FUNC_OVERWRITE_PARAMS_ATTR,
+                    inspect.signature(function).parameters,
+                )
