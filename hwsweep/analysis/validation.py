@@ -11,6 +11,7 @@ hwsweep.analysis.quarantine's job."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import types
@@ -36,12 +37,11 @@ class Verdict:
     reason: str = ""
 
 
-def _is(value, hint) -> bool:
-    """Whether a JSON value has the declared field type (int is not a bool; a float field takes an int)."""
-    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-    for option in options:
-        base = typing.get_origin(option) or option
-        if option is type(None) and value is None:
+def _is(value, kinds: tuple) -> bool:
+    """Whether a JSON value has a declared field type, given as _kinds of it (int is not a bool; a float field takes
+    an int)."""
+    for base in kinds:
+        if base is type(None) and value is None:
             return True
         if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
             return True
@@ -52,21 +52,38 @@ def _is(value, hint) -> bool:
     return False
 
 
-def _number(value) -> bool:
-    """_is(value, float) without the type hint's unpacking: asked for each of a curve's values."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _kinds(hint) -> tuple:
+    """The plain types a field type accepts (X | None: X and NoneType; list[X]: list)."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    return tuple(typing.get_origin(o) or o for o in options)
+
+
+NUMBERS = {int, float}  # a JSON number's types as read (bool is a type of its own)
+
+
+def _numbers(values) -> bool:
+    """Whether every value is a number (not a bool): asked of each curve, so by type, not one call a value."""
+    return set(map(type, values)) <= NUMBERS
+
+
+@functools.cache
+def _checks(cls) -> tuple:
+    """(name, the plain types it accepts, the type's name) of each field of a record class, resolved once: every
+    record read asks."""
+    hints = hints_of(cls)
+    return tuple((f.name, _kinds(hints[f.name]), getattr(hints[f.name], "__name__", hints[f.name]))
+                 for f in dataclasses.fields(cls))  # fmt: skip
 
 
 def schema_problems(record) -> list[str]:
     """Fields whose value is not of the declared type, or a number that cannot be right."""
-    hints = hints_of(type(record))
     out = []
-    for f in dataclasses.fields(record):
-        value = getattr(record, f.name)
-        if not _is(value, hints[f.name]):
-            out.append(f"{f.name} is {value!r}, not {getattr(hints[f.name], '__name__', hints[f.name])}")
-        elif f.name in NOT_NEGATIVE and value is not None and not (math.isfinite(value) and value >= 0):
-            out.append(f"{f.name} is {value!r}, not a finite number >= 0")
+    for name, kinds, shown in _checks(type(record)):
+        value = getattr(record, name)
+        if not _is(value, kinds):
+            out.append(f"{name} is {value!r}, not {shown}")
+        elif name in NOT_NEGATIVE and value is not None and not (math.isfinite(value) and value >= 0):
+            out.append(f"{name} is {value!r}, not a finite number >= 0")
     return out
 
 
@@ -79,9 +96,10 @@ def _loss_curves(record: RunRecord, spec: RunSpec) -> list[str]:
     return [name for name in record.curves if name == "loss" or name in keys]
 
 
-def train_problems(record: RunRecord, spec: RunSpec) -> list[str]:
-    """Why train.json cannot be the record of this run (empty when it can)."""
-    out = schema_problems(record)
+def train_problems(record: RunRecord, spec: RunSpec, schema: list[str] | None = None) -> list[str]:
+    """Why train.json cannot be the record of this run (empty when it can); `schema`: its schema_problems, where the
+    caller has them."""
+    out = schema_problems(record) if schema is None else list(schema)
     if out:
         return out
     mine = (spec.suite, spec.variant, spec.hardware_name, spec.seed)
@@ -99,13 +117,14 @@ def train_problems(record: RunRecord, spec: RunSpec) -> list[str]:
         except Exception as e:  # noqa: BLE001 - any malformed curve is a damaged record
             out.append(f"curve {name} is malformed ({e})")
             continue
-        if len(curve.steps) != len(curve.values) or not all(_number(v) for v in curve.values):
+        if len(curve.steps) != len(curve.values) or not _numbers(curve.values):
             out.append(f"curve {name} is malformed (steps and values differ in length or are not numbers)")
         elif curve.steps and max(curve.steps) > spec.plan.steps:
             out.append(f"curve {name} reaches step {max(curve.steps)}, beyond the plan's {spec.plan.steps}")
     for name in _loss_curves(record, spec):
         values = record.curves[name].get("values", []) if isinstance(record.curves[name], dict) else []
-        bad = next((i for i, v in enumerate(values) if not (_number(v) and math.isfinite(v))), None)
+        bad = None if _numbers(values) and all(map(math.isfinite, values)) else next(
+            (i for i, v in enumerate(values) if not (type(v) in NUMBERS and math.isfinite(v))), None)  # fmt: skip
         if bad is not None:
             out.append(f"curve {name} has {values[bad]!r} at its entry {bad + 1}, not a finite loss")
         trained = stopped or spec.plan.steps  # a run stopped at its targets trained up to there
@@ -145,12 +164,15 @@ def eval_problems(record: EvalRecord, spec: RunSpec) -> list[str]:
     return out
 
 
-def check(cls, path: Path, spec: RunSpec, record=None):
+def check(cls, path: Path, spec: RunSpec, record=None, schema: list[str] | None = None):
     """The record at `path`, checked; RecordError naming the file and the first problem otherwise. `record`: the
-    file as records.read read it, where the caller has (it is not read again)."""
+    file as records.read read it, where the caller has (it is not read again); `schema`: its schema_problems."""
     if record is None:
         record = read(cls, path, spec.metrics)  # keys, status, finite metrics inside their bounds
-    found = (train_problems if cls is RunRecord else eval_problems)(record, spec)
+    if cls is RunRecord:
+        found = train_problems(record, spec, schema)
+    else:
+        found = eval_problems(record, spec)
     if found:
         raise RecordError(f"{path}: {found[0]}")
     return record
@@ -174,9 +196,10 @@ def run_state(spec: RunSpec, evaluated: bool = True, root: Path = Path(".")) -> 
     try:
         record = read(RunRecord, train_path, spec.metrics)
         recorded = _normal(as_passed(spec, json.loads(canonical_json(spec)))[1])  # as runner records it
-        if record.spec != recorded and not schema_problems(record):
+        schema = schema_problems(record)
+        if record.spec != recorded and not schema:
             return Verdict(STALE)
-        check(RunRecord, train_path, spec, record)
+        check(RunRecord, train_path, spec, record, schema)
     except RecordError as e:
         return Verdict(CORRUPT, train_path, str(e))
     if not evaluated:

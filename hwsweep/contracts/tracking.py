@@ -67,11 +67,22 @@ class TrackingConfig(Typed):
             return cls()
 
 
+def _text(config: TrackingConfig) -> str:
+    """The TRACKING_FILE text of `config`, made once per config (every run of a sweep asks while its DAG is built)."""
+    made = _TEXTS.get(id(config))
+    if made is None or made[0] is not config:
+        made = _TEXTS[id(config)] = (config, json.dumps(config.to_dict(), sort_keys=True) + "\n")
+    return made[1]
+
+
+_TEXTS: dict[int, tuple] = {}  # id -> (the config, kept alive so its id names no other, its text)
+
+
 def refresh_run_file(run_dir, config: TrackingConfig, dry_run: bool = False) -> bool:
     """Make the run's TRACKING_FILE hold `config` (dry_run: write nothing); whether a file there held another
     block (the config's tracking changed since the run was started)."""
     path = Path(run_dir, TRACKING_FILE)
-    text = json.dumps(config.to_dict(), sort_keys=True) + "\n"
+    text = _text(config)
     try:
         held = path.read_text()
     except (OSError, UnicodeDecodeError):

@@ -32,25 +32,44 @@ def hints_of(cls) -> dict:
     return typing.get_type_hints(cls)
 
 
+@functools.cache
+def fields_of(cls) -> dict:
+    """A record class's fields by name, once per class (every record read asks). Read only."""
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def _as_is(hint) -> bool:
+    """Whether a value of this field type is taken as it is: no record (dataclass) in it to build."""
+    try:
+        return _as_is_cached(hint)
+    except TypeError:  # an unhashable type hint: asked each time
+        return _as_is_cached.__wrapped__(hint)
+
+
+@functools.cache
+def _as_is_cached(hint) -> bool:
+    return not dataclasses.is_dataclass(hint) and not any(dataclasses.is_dataclass(a) for a in typing.get_args(hint))
+
+
 def from_dict(cls, data, path: str = ""):
     if not isinstance(data, dict):
         raise SpecError(f"{path or cls.__name__}: expected a mapping, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = fields_of(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise SpecError(f"{path + '.' if path else ''}{unknown[0]}: unknown key; allowed: {', '.join(sorted(fields))}")
     hints = hints_of(cls)
     values = {}
     for name, f in fields.items():
-        where = f"{path}.{name}" if path else name
         if name not in data:
             if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
                 continue
-            raise SpecError(f"{where}: missing")
+            raise SpecError(f"{path + '.' if path else ''}{name}: missing")
         value = data[name]
         if f.metadata.get("ordered") and isinstance(value, list):
-            value = _pairs(value, where)
-        values[name] = _value(hints[name], value, where)
+            value = _pairs(value, f"{path}.{name}" if path else name)
+        # A plain field's value is kept as it is: most of a record's fields, and most of its reading time.
+        values[name] = value if _as_is(hints[name]) else _value(hints[name], value, f"{path}.{name}" if path else name)
     return cls(**values)
 
 
