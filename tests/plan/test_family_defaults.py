@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 import yaml
 from conftest import REPO
 
-from hwsweep.plan.config import resolve
+from hwsweep.plan.config import ConfigError, resolve
 from hwsweep.plan.config.schema import family_defaults, load_schema
 
 # The original's settings, read off its code: AdamATan2(lr, weight_decay=0.1, betas=(0.9, 0.95)), no clipping,
@@ -34,6 +35,14 @@ def test_a_minimal_hrm_config_resolves_to_the_original_settings():
     r = resolve(_config({"task": {"name": "sudoku"}, "model": {"name": "hrm"}})).cells[0].recipe
     assert _settings(r) == ORIGINAL
     assert r.schedule.steps > r.schedule.warmup_steps  # the warmup fits the family's steps
+    alone = resolve(_config({"model": {"name": "hrm"}})).cells[0].recipe  # no task: the original's sudoku
+    assert _settings(alone) == ORIGINAL and alone.task.name == "sudoku"
+
+
+def test_a_model_family_written_as_family_is_answered_with_the_key_that_names_it():
+    with pytest.raises(ConfigError) as refused:
+        resolve(_config({"model": {"family": "hrm"}}))
+    assert str(refused.value) == "recipe.model.family: unknown key; the model's family is its name: write name: 'hrm'"
 
 
 def test_other_families_keep_the_general_defaults_and_written_values_win():

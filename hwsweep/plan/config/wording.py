@@ -96,12 +96,20 @@ def _fix(err: jsonschema.ValidationError) -> str:
     return "see hwsweep/schemas/config.schema.yaml"
 
 
+# Words other projects use for a key of ours: an unknown one is answered with ours (model.family -> model.name).
+OTHER_WORDS = {"family": "name", "type": "name", "kind": "name"}
+
+
 def _message(err: jsonschema.ValidationError) -> str:
     where = _path(err.absolute_path)
     if "propertyNames" in err.relative_schema_path or "propertyNames" in err.schema_path:
         return f"{where}: name {err.instance!r} is not allowed; {_fix(err)}"
     if err.validator == "additionalProperties":
         extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+        meant = OTHER_WORDS.get(extra[0])
+        if meant in err.schema.get("properties", {}):
+            value = SHOWN.repr(err.instance[extra[0]])
+            return f"{where}.{extra[0]}: unknown key; the {where.rsplit('.', 1)[-1]}'s {extra[0]} is its {meant}: write {meant}: {value}"
         return f"{where}.{extra[0]}: unknown key; {_fix(err)}"
     if err.validator == "required":
         missing = [k for k in err.validator_value if k not in err.instance]
