@@ -67,12 +67,13 @@ def train(seed: int, curves: dict) -> RunRecord:
 
 
 def test_curve_points_are_one_row_a_logged_point_with_the_runs_keys():
-    records = [train(0, {"loss": {"steps": [1, 2, 3], "values": [3.0, 2.0, 1.5]}, "acc": {"steps": [3], "values": [0.5]}}),
-               train(7, {"loss": {"steps": [1, 2, 3], "values": [3.0, 2.5]}})]  # a value short: zip's length  # fmt: skip
+    first = {"loss": {"steps": [1, 2, 3], "values": [3.0, 2.0, 1.5]}, "acc": {"steps": [3], "values": [0.5]}}
+    records = [train(0, first), train(7, {"loss": {"steps": [1, 2, 3], "values": [3.0, 2.5]}})]  # a value short
     points = {c: [] for c in KEYS + ["metric", "step", "value"]}
     for r in records:
         add_curve_points(r, points)
-    rows = list(zip(*points.values()))
-    assert rows == [("s", "v", "h", 0, "loss", 1, 3.0), ("s", "v", "h", 0, "loss", 2, 2.0), ("s", "v", "h", 0, "loss", 3, 1.5),
-                    ("s", "v", "h", 0, "acc", 3, 0.5), ("s", "v", "h", 7, "loss", 1, 3.0), ("s", "v", "h", 7, "loss", 2, 2.5)]  # fmt: skip
+    rows = [row[3:] for row in zip(*points.values())]
+    assert {row[:3] for row in zip(*points.values())} == {("s", "v", "h")}
+    assert rows == [(0, "loss", 1, 3.0), (0, "loss", 2, 2.0), (0, "loss", 3, 1.5), (0, "acc", 3, 0.5),
+                    (7, "loss", 1, 3.0), (7, "loss", 2, 2.5)]  # zip's length: a point has a step and a value  # fmt: skip
     assert {len(v) for v in points.values()} == {6}

@@ -16,7 +16,8 @@
 Every function works for whatever metrics the config declares (Settings); no name is listed here. The modules
 take their distributions from distributions (scipy.special underneath), never scipy.stats: its import (~1 CPU-s)
 was the largest constant cost of a suite's aggregate and of status; scipy's submodules load on first use, so
-scipy.special loads only where a statistic is computed (the Snakefile imports this package). This package re-exports what the rest of hwsweep, the workflow, bench/ and the tests use as `stats.<name>`.
+scipy.special loads only where a statistic is computed (the Snakefile imports this package). This package
+re-exports what the rest of hwsweep, the workflow, bench/ and the tests use as `stats.<name>`.
 """
 
 from hwsweep.analysis.stats.amdahl import amdahl_fit
