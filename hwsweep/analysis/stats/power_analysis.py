@@ -95,12 +95,10 @@ def seeds_to_decide(sd: float, d: float, margin: float, alpha: float, paired: bo
         return 2.0
     sd, k = spread_bound(sd, df), 1.0 if paired else 2.0
     z = norm_ppf(target)
-    for n in range(2, cap + 1):
-        dof = n - 1 if paired else 2 * n - 2
-        t = t_ppf(1 - alpha if inside else 1 - alpha / 2, dof)
-        if (t + z) * sd * math.sqrt(k / n) <= room:
-            return float(n)
-    return math.inf
+    n = np.arange(2, cap + 1)  # every count at once: one t quantile call, not one a count (~100 a metric)
+    t = t_ppf(1 - alpha if inside else 1 - alpha / 2, n - 1 if paired else 2 * n - 2)
+    enough = np.flatnonzero((t + z) * sd * np.sqrt(k / n) <= room)
+    return float(n[enough[0]]) if len(enough) else math.inf
 
 
 def seeds_words(needed: float) -> str:
