@@ -9,6 +9,7 @@ metric from them (stats.REPEATS), and say a speedup's interval is timing noise o
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from hwsweep.contracts.metrics import Metric
@@ -22,25 +23,43 @@ def learning_curves(metrics: list[Metric]) -> set[str]:
     return {"loss"} | {key for m in metrics for key in curve_keys(m)}
 
 
+CELL = ["suite", "variant", "hardware"]
+
+
 def identical_cells(runs: pd.DataFrame, curves: pd.DataFrame, metrics: list[Metric]) -> set[tuple]:
-    """The cells (suite, variant, hardware) whose >= 2 seeds are identical repeats (see the module)."""
+    """The cells (suite, variant, hardware) whose >= 2 seeds are identical repeats (see the module). One pass over
+    each frame (a groupby, then each cell's rows once): the cost grows with the runs and their logged points."""
     if curves.empty or runs.empty:
         return set()
     learned = curves[curves.metric.isin(learning_curves(metrics))]
+    same = {cell: _same_curves(learned.iloc[rows]) for cell, rows in learned.groupby(CELL, sort=False).indices.items()}
     names = [m.name for m in metrics if m.name in runs]
+    finals = runs[names].apply(pd.to_numeric, errors="coerce").fillna(-1e308).to_numpy(float)  # missing: one value
     out = set()
-    for cell, frame in runs.groupby(["suite", "variant", "hardware"], sort=False):
-        seeds = sorted(set(frame.seed))
-        mine = learned[(learned.suite == cell[0]) & (learned.variant == cell[1]) & (learned.hardware == cell[2])]
-        if len(seeds) < 2 or mine.empty:  # one seed, or nothing logged to compare: no evidence either way
+    for cell, rows in runs.groupby(CELL, sort=False).indices.items():
+        seeds = runs.seed.iloc[rows].nunique()
+        if seeds < 2 or cell not in same:  # one seed, or nothing logged to compare: no evidence either way
             continue
-        series = {s: tuple(map(tuple, c.sort_values(["metric", "step"])[["metric", "step", "value"]].to_numpy()))
-                  for s, c in mine.groupby("seed")}  # fmt: skip
-        values = frame[names].apply(pd.to_numeric, errors="coerce").fillna(-1e308)  # a missing value: one value
-        finals = {tuple(r) for r in values.to_numpy().tolist()}
-        if len(series) == len(seeds) and len(set(series.values())) == 1 and len(finals) == 1:
+        logged, equal = same[cell]
+        if logged == seeds and equal and (finals[rows] == finals[rows[0]]).all():
             out.add(cell)
     return out
+
+
+def _same_curves(cell: pd.DataFrame) -> tuple[int, bool]:
+    """(the seeds that logged a curve, whether each logged the same (metric, step, value) rows as the first).
+    The rows sorted once by seed, metric, step and value, then compared as arrays, value for value: a seed with
+    more or fewer points differs; NaN equals nothing (as a recorded value compared with ==)."""
+    metric = pd.factorize(cell.metric)[0]
+    seed, step, value = (cell[c].to_numpy() for c in ("seed", "step", "value"))
+    order = np.lexsort((value, step, metric, seed))  # the last key sorts first
+    seed, columns = seed[order], [metric[order], step[order], value[order]]
+    starts = np.flatnonzero(np.r_[True, seed[1:] != seed[:-1]])
+    sizes = np.diff(np.r_[starts, len(seed)])
+    if (sizes != sizes[0]).any():
+        return len(starts), False
+    shape = (len(starts), int(sizes[0]))
+    return len(starts), all((c.reshape(shape) == c[: shape[1]]).all() for c in columns)
 
 
 def mark(runs: pd.DataFrame, curves: pd.DataFrame, metrics: list[Metric]) -> pd.DataFrame:

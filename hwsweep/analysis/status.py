@@ -67,31 +67,46 @@ def _with_scheduler(verdict_state: str, reason: str, job: Job | None, log: Path)
     return verdict_state, reason
 
 
-def tracking_problem(spec, evaluated: bool) -> str:
+def read_records(spec) -> dict:
+    """train.json and eval.json as JSON (record name -> its data; None where it is missing or not JSON: the state
+    column judges it), read once for the columns that look inside them (tracking, problem)."""
+    out = {}
+    for name in (TRAIN_RECORD, EVAL_RECORD):
+        try:
+            out[name] = io.read_json(spec.path(name))
+        except (OSError, ValueError):  # no record (yet), or one the state column judges
+            out[name] = None
+    return out
+
+
+def tracking_problem(spec, evaluated: bool, records: dict | None = None) -> str:
     """What the run's records say its trackers did not take ("" when each took everything, or nothing is tracked
-    or recorded yet): train.json's for the training, eval.json's for the evaluation (docs/tracking.md)."""
+    or recorded yet): train.json's for the training, eval.json's for the evaluation (docs/tracking.md).
+    `records`: read_records(spec), where the caller has read them."""
+    records = records if records is not None else read_records(spec)
     out = []
     for stage, name in (("train", TRAIN_RECORD), ("eval", EVAL_RECORD)):
-        if stage == "eval" and not evaluated:
+        if records[name] is None or stage == "eval" and not evaluated:
             continue
         try:
-            problem = delivery_problem(io.read_json(spec.path(name)).get("tracking"))
-        except (OSError, ValueError, AttributeError):  # no record (yet), or one the state column judges
+            problem = delivery_problem(records[name].get("tracking"))
+        except (ValueError, AttributeError):  # a record the state column judges
             continue
         if problem:
             out.append(f"{stage}: {problem}")
     return " | ".join(out)
 
 
-def memory_problem(spec) -> str:
+def memory_problem(spec, records: dict | None = None) -> str:
     """The problem of a trained run one of whose processes (training or evaluation) used more memory than its plan
     allows (a record's check, hwsweep.contracts.memory_check); "" otherwise, and where a record is not readable (the
-    state column says)."""
+    state column says). `records`: read_records(spec), where the caller has read them."""
+    records = records if records is not None else read_records(spec)
     over = []
     for name in (TRAIN_RECORD, EVAL_RECORD):
         try:
-            checks = io.read_json(spec.path(name)).get("checks") or []
-        except (OSError, ValueError, AttributeError):
+            checks = (records[name] or {}).get("checks") or []
+        except AttributeError:  # not an object: the state column says
             continue
         if memory_check.flagged(checks):
             over.append(name)
@@ -109,10 +124,12 @@ def unwaited(spec) -> str:
 
 
 def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler,
-               launched_evaluations: frozenset[str] = frozenset(), verdict: Verdict | None = None) -> dict:  # fmt: skip
+               launched_evaluations: frozenset[str] = frozenset(), verdict: Verdict | None = None,
+               records: dict | None = None) -> dict:  # fmt: skip
     """One row of status.csv: the run's state, what is wrong (problem), SLURM's view (scheduler). `launched`,
     `launched_evaluations`: the spec paths whose launcher, evaluator, runs on this node; `verdict`: what its files
-    say, where the caller has judged them already (validation.run_state)."""
+    say, where the caller has judged them already (validation.run_state); `records`: read_records(spec), where
+    the caller has read them."""
     verdict = verdict or run_state(spec, evaluated)
     state, problem, where = verdict.state, verdict.reason, ""
     if state != DONE:
@@ -132,7 +149,7 @@ def run_status(spec, evaluated: bool, launched: set[str], scheduler: Scheduler,
     if state in (RUNNING, PENDING, PREEMPTED, EVALUATING) and not problem:
         problem = unwaited(spec)
     if state in (DONE, TRAINED, EVALUATING) and not problem:
-        problem = memory_problem(spec)
+        problem = memory_problem(spec, records)
     return {"state": state, "problem": problem, "scheduler": where}
 
 
@@ -152,10 +169,11 @@ def status_rows(matrix, scheduler: Scheduler) -> pd.DataFrame:
     for r in matrix.runs():
         spec = matrix.spec(r.suite, r.variant, r.hardware, r.seed)
         verdict = run_state(spec, evaluated)  # once: the row's state and its repairs both start from it
+        records = read_records(spec)  # once: the tracking and memory problems both look inside them
         rows.append({"suite": r.suite, "variant": r.variant, "hardware": r.hardware, "seed": r.seed}
-                    | run_status(spec, evaluated, launched, scheduler, evaluating, verdict)
+                    | run_status(spec, evaluated, launched, scheduler, evaluating, verdict, records)
                     | {"repairs": " | ".join(quarantine.repairs(spec, evaluated, verdict)),
-                       "tracking": tracking_problem(spec, evaluated)})  # fmt: skip
+                       "tracking": tracking_problem(spec, evaluated, records)})  # fmt: skip
     return pd.DataFrame(rows)
 
 

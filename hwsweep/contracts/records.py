@@ -195,13 +195,17 @@ def run_row(train: RunRecord, evaluation: EvalRecord | None, metric_names: list[
     return row
 
 
-def curve_rows(train: RunRecord) -> list[dict]:
-    base = {k: getattr(train, k) for k in KEYS}
-    rows = []
+def add_curve_points(train: RunRecord, points: dict) -> None:
+    """Append the run's logged points to `points` (KEYS, metric, step, value: a list each, one entry a point):
+    columns, not a dict per point, so that a sweep of many runs and long curves makes its frame in one go."""
+    key = [getattr(train, k) for k in KEYS]
     for name in train.curves:
         curve = train.curve(name)
-        rows.extend(base | {"metric": name, "step": s, "value": v} for s, v in zip(curve.steps, curve.values))
-    return rows
+        n = min(len(curve.steps), len(curve.values))  # zip's length: a point has both
+        for column, value in zip(KEYS + ["metric"], key + [name]):
+            points[column].extend([value] * n)
+        points["step"].extend(curve.steps[:n])
+        points["value"].extend(curve.values[:n])
 
 
 def load(train_paths, eval_paths, metrics: list):
@@ -209,12 +213,13 @@ def load(train_paths, eval_paths, metrics: list):
     `eval_paths` is empty when the config has no evaluation stage."""
     import pandas as pd  # here, so the launcher that writes records starts fast
 
-    runs, curves = [], []
+    columns = KEYS + ["metric", "step", "value"]
+    runs, points = [], {c: [] for c in columns}
     evals = list(eval_paths) or [None] * len(train_paths)
     for tp, ep in zip(train_paths, evals, strict=True):
         train = read(RunRecord, tp, metrics)
         evaluation = read(EvalRecord, ep, metrics) if ep else None
         runs.append(run_row(train, evaluation, [m.name for m in metrics]))
-        curves.extend(curve_rows(train))
-    columns = KEYS + ["metric", "step", "value"]
-    return pd.DataFrame(runs), pd.DataFrame(curves, columns=columns)
+        add_curve_points(train, points)
+    curves = pd.DataFrame(points, columns=columns) if points["step"] else pd.DataFrame([], columns=columns)
+    return pd.DataFrame(runs), curves

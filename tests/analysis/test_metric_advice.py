@@ -73,3 +73,29 @@ def test_runs_without_a_value_bind_as_censoring_and_a_shared_floor_as_a_bound():
     floor = row(runs(np.zeros(3), base=0.0, spread=0.0))
     assert floor.binds == stats.BOUND and "more seeds give the same value" in floor.advice
     assert floor.advice.startswith("token accuracy is 0 points on every seed (its floor)")
+
+
+def test_seeds_to_decide_is_the_first_count_that_decides_as_one_count_at_a_time_finds_it():
+    """All counts at once (one t quantile call): the same count as trying 2, 3, ... in turn, inside and beyond
+    the margin, paired or not, and inf where no count up to the cap decides."""
+    from hwsweep.analysis.stats import power_analysis as pa
+    from hwsweep.analysis.stats.distributions import norm_ppf, t_ppf
+
+    def one_at_a_time(sd, d, margin, alpha, paired, df):
+        inside = abs(d) < margin
+        room = margin - abs(d) if inside else abs(d) - margin
+        sd, k = pa.spread_bound(sd, df), 1.0 if paired else 2.0
+        for n in range(2, pa.SEEDS_CAP + 1):
+            t = t_ppf(1 - alpha if inside else 1 - alpha / 2, n - 1 if paired else 2 * n - 2)
+            if (t + norm_ppf(pa.POWER)) * sd * math.sqrt(k / n) <= room:
+                return float(n)
+        return math.inf
+
+    found = set()
+    for sd in (0.001, 0.01, 0.05):
+        for d in (0.0, 0.004, 0.02, 0.2):
+            for paired in (True, False):
+                want = one_at_a_time(sd, d, 0.01, 0.05, paired, 4)
+                assert pa.seeds_to_decide(sd, d, 0.01, 0.05, paired, 4) == want
+                found.add(want)
+    assert math.inf in found and 2.0 in found and len(found) > 4  # the cap, the floor and counts between

@@ -80,3 +80,51 @@ def test_runs_without_a_seeded_column_get_one(column):
     runs, curves = suite({"cpu1": True})
     runs = runs if column else runs.drop(columns="seeded")
     assert not repeats.mark(runs, curves, [ACC]).seeded.any()
+
+
+def by_row(runs, curves, metrics) -> set:
+    """identical_cells as issue 68 wrote it (each cell's rows filtered from the whole frame, each seed's curve a
+    tuple of tuples): the reference the one-pass version must agree with."""
+    learned = curves[curves.metric.isin(repeats.learning_curves(metrics))]
+    out = set()
+    for cell, frame in runs.groupby(["suite", "variant", "hardware"], sort=False):
+        mine = learned[(learned.suite == cell[0]) & (learned.variant == cell[1]) & (learned.hardware == cell[2])]
+        if frame.seed.nunique() < 2 or mine.empty:
+            continue
+        series = {s: tuple(map(tuple, c.sort_values(["metric", "step"])[["metric", "step", "value"]].to_numpy()))
+                  for s, c in mine.groupby("seed")}  # fmt: skip
+        finals = {tuple(r) for r in frame[[ACC.name]].fillna(-1e308).to_numpy().tolist()}
+        if len(series) == frame.seed.nunique() and len(set(series.values())) == 1 and len(finals) == 1:
+            out.add(cell)
+    return out
+
+
+def many_cells(seed: int):
+    """Six cells of five seeds, some identical, some one value apart (a curve's or a final's), rows shuffled."""
+    frames = [suite({f"hw{i}": i % 2 == 0}, seeds=range(5)) for i in range(6)]
+    runs = pd.concat([f[0] for f in frames], ignore_index=True)
+    curves = pd.concat([f[1] for f in frames], ignore_index=True)
+    last = (curves.hardware == "hw2") & (curves.seed == 4) & (curves.metric == "loss") & (curves.step == 20)
+    curves.loc[last, "value"] = np.nextafter(curves.loc[last, "value"], 9.0)  # the last step, the last bit
+    runs.loc[(runs.hardware == "hw4") & (runs.seed == 3), ACC.name] = np.nan  # a missing final: another value
+    return runs.sample(frac=1, random_state=seed), curves.sample(frac=1, random_state=seed)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_identical_cells_agree_with_the_per_row_reference_whatever_the_row_order(seed):
+    runs, curves = many_cells(seed)
+    found = repeats.identical_cells(runs, curves, [ACC])
+    assert found == {("s", "v", "hw0")} and found == by_row(runs, curves, [ACC])
+
+
+def test_a_seed_missing_a_point_or_logging_nan_is_not_a_repeat():
+    runs, curves = suite({"cpu1": True})
+    last = (curves.seed == 1) & (curves.metric == "loss") & (curves.step == 20)
+    assert repeats.identical_cells(runs, curves[~last], [ACC]) == set()  # one point fewer
+    doubled = pd.concat([curves, curves[last]], ignore_index=True)
+    assert repeats.identical_cells(runs, doubled, [ACC]) == set()  # one point twice
+    runs, curves = suite({"cpu1": True})
+    curves.loc[curves.metric == "loss", "value"] = np.nan  # NaN equals nothing, as before: no evidence of repeats
+    assert repeats.identical_cells(runs, curves, [ACC]) == set() == by_row(runs, curves, [ACC])
+    runs, curves = suite({"cpu1": True})
+    assert repeats.identical_cells(runs, curves[curves.seed != 2], [ACC]) == set()  # a seed logged nothing

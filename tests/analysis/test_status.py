@@ -148,3 +148,26 @@ def test_a_trained_run_over_its_memory_plan_says_so_in_the_problem_column(matrix
     assert rows.loc[0, "problem"] == "over its memory plan (train.json checks)"
     assert rows.loc[2, "problem"] == "over its memory plan (eval.json checks)"
     assert rows.loc[[1, 3, 4, 5], "problem"].fillna("").eq("").all(), rows.problem
+
+
+def test_status_reads_each_record_once_for_its_tracking_and_memory_columns(matrix, monkeypatch):
+    """Besides run_state's own reading (validation, not counted here), the tracking and problem columns share one
+    read of each record per run: a sweep's status costs a read of its records, not one per column."""
+    from collections import Counter
+
+    from hwsweep.analysis import status, validation
+    from hwsweep.contracts import io
+
+    monkeypatch.setattr(status, "run_state", lambda spec, evaluated: validation.Verdict(validation.DONE))
+    over = "memory: rank 1 used 0.400 GB above its start, over the plan's 0.080 GB by 400% (tolerance 15%)"
+    failed = {"backends": {"mlflow": {"state": "failed", "why": "down", "dropped": 0, "undelivered": 2}}}
+    for seed in range(6):
+        spec = matrix.spec("tiny", "default", "cpu1", seed)
+        io.write_json(spec.path("train.json"), {"checks": [over], "tracking": failed})
+        io.write_json(spec.path("eval.json"), {"checks": []})
+    reads, read_json = Counter(), io.read_json
+    monkeypatch.setattr(io, "read_json", lambda path: reads.update([str(path)]) or read_json(path))
+    rows = status.status_rows(matrix, Scheduler(ask=lambda: []))
+    assert (rows.problem == "over its memory plan (train.json checks)").all()
+    assert (rows.tracking == "train: mlflow failed (down), 2 rows undelivered").all()
+    assert len(reads) == 12 and set(reads.values()) == {1}, reads  # each run's two records, once each

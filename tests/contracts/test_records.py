@@ -5,7 +5,7 @@ import json
 import pytest
 
 from hwsweep.contracts.metrics import Metric
-from hwsweep.contracts.records import EvalRecord, RecordError, read
+from hwsweep.contracts.records import KEYS, EvalRecord, RecordError, RunRecord, add_curve_points, read
 
 ACCURACY = Metric.from_dict({"name": "acc", "goal": "max", "margin": 0.01, "primary": True, "stage": "eval",
                              "pattern": None, "key": None, "reduce": "last", "bounds": [0, 1]})  # fmt: skip
@@ -57,3 +57,23 @@ def test_status_works_before_any_run_has_finished(tmp_path, monkeypatch, small_c
     status = write_status(resolve(small_config))
     assert set(status.state) == {"missing"} and len(status) == 4
     assert (tmp_path / "results/partial/comparison.csv").exists()
+
+
+def train(seed: int, curves: dict) -> RunRecord:
+    return RunRecord(status="complete", suite="s", variant="v", hardware="h", seed=seed, trainer="builtin", spec={},
+                     plan={}, metrics={}, provenance={}, data_order={}, curves=curves, train_seconds=1.0,
+                     startup_seconds=1.0, wall_seconds=2.0, samples_per_second=1.0, segments=[], restarts=0,
+                     resumed_from_step=None, step_seconds=[], periodic_eval_seconds=[])  # fmt: skip
+
+
+def test_curve_points_are_one_row_a_logged_point_with_the_runs_keys():
+    first = {"loss": {"steps": [1, 2, 3], "values": [3.0, 2.0, 1.5]}, "acc": {"steps": [3], "values": [0.5]}}
+    records = [train(0, first), train(7, {"loss": {"steps": [1, 2, 3], "values": [3.0, 2.5]}})]  # a value short
+    points = {c: [] for c in KEYS + ["metric", "step", "value"]}
+    for r in records:
+        add_curve_points(r, points)
+    rows = [row[3:] for row in zip(*points.values())]
+    assert {row[:3] for row in zip(*points.values())} == {("s", "v", "h")}
+    assert rows == [(0, "loss", 1, 3.0), (0, "loss", 2, 2.0), (0, "loss", 3, 1.5), (0, "acc", 3, 0.5),
+                    (7, "loss", 1, 3.0), (7, "loss", 2, 2.5)]  # zip's length: a point has a step and a value  # fmt: skip
+    assert {len(v) for v in points.values()} == {6}

@@ -7,14 +7,17 @@
 - power_analysis: power and seeds needed; untested: comparisons that have no test, and why; metric_advice: the
   constraint that keeps a metric's equivalence undecided, and its fix.
 - seed_pairing: paired or not; verdicts: equivalence per metric and overall; verdict_words: a verdict in words.
+- distributions: the t, normal and chi-squared functions and the skewness test, without scipy.stats.
 - normality: seeds that lie apart or look skewed.
 - speedup_ratio: a speedup and its interval; amdahl: the serial fraction; speedup_table: speedup, efficiency
   and cost per cell.
 - export: the comparison table; curves: logged series over seeds.
 
 Every function works for whatever metrics the config declares (Settings); no name is listed here. The modules
-import scipy, not scipy.stats: its submodules load on first use, so scipy.stats (~0.4 s) loads only where a
-statistic is computed (the Snakefile imports this package). This package re-exports what the rest of hwsweep, the workflow, bench/ and the tests use as `stats.<name>`.
+take their distributions from distributions (scipy.special underneath), never scipy.stats: its import (~1 CPU-s)
+was the largest constant cost of a suite's aggregate and of status; scipy's submodules load on first use, so
+scipy.special loads only where a statistic is computed (the Snakefile imports this package). This package
+re-exports what the rest of hwsweep, the workflow, bench/ and the tests use as `stats.<name>`.
 """
 
 from hwsweep.analysis.stats.amdahl import amdahl_fit

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy  # lazy submodules: see the package's docstring
+
+from hwsweep.analysis.stats.distributions import t_ppf
 
 GOLDEN = (math.sqrt(5) - 1) / 2
 
@@ -35,7 +36,7 @@ def amdahl_fit(devices: np.ndarray, seconds: np.ndarray, confidence: float = 0.9
     j = (1 - 1 / x) / (f[:, None] + (1 - f[:, None]) / x)  # d log t / d f
     with np.errstate(invalid="ignore", divide="ignore"):
         se = np.sqrt(rss(f) / (m - 2) / ((j - j.mean(axis=1, keepdims=True)) ** 2).sum(axis=1))
-    half = scipy.stats.t.ppf(0.5 + confidence / 2, m - 2) * se
+    half = t_ppf(0.5 + confidence / 2, m - 2) * se
     return {"f": f, "se": se, "low": np.clip(f - half, 0, 1), "high": np.clip(f + half, 0, 1)}
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy  # lazy submodules: see the package's docstring
+
+from hwsweep.analysis.stats.distributions import t_ppf, t_sf
 
 CORNERS_UP_TO = 12  # box dimensions whose 2^n corners are enumerated; a looser bound (still valid) above
 
@@ -113,7 +114,7 @@ def interval_decide(a_lo, a_hi, b_lo, b_hi, margin: float, alpha: float, paired:
     an RCP-style flag that a shift inside the margin never raises."""
     um, us, lm, ls, df = interval_moments(a_lo, a_hi, b_lo, b_hi, paired)
     with np.errstate(invalid="ignore"):
-        t1, t2 = scipy.stats.t.ppf(1 - alpha, df), scipy.stats.t.ppf(1 - alpha / 2, df)
+        t1, t2 = t_ppf(1 - alpha, df), t_ppf(1 - alpha / 2, df)
     spread = (us.max(axis=1) > 0) | (ls.max(axis=1) > 0)
     mids = [(np.atleast_2d(np.asarray(lo, float)) + np.atleast_2d(np.asarray(hi, float))) / 2
             for lo, hi in ((a_lo, a_hi), (b_lo, b_hi))]  # fmt: skip
@@ -124,8 +125,8 @@ def interval_decide(a_lo, a_hi, b_lo, b_hi, margin: float, alpha: float, paired:
     # than the reference's spread allows): the lower bound above +margin, or the upper below -margin.
     above, below = _largest_t(lm - margin, ls), _largest_t(-um - margin, us)
     nan = np.full(len(d), np.nan)
-    p_tost = np.where(spread, scipy.stats.t.sf(tost, df), nan)
-    p_diff = np.where(spread, np.minimum(1.0, 2 * scipy.stats.t.sf(apart, df)), nan)
+    p_tost = np.where(spread, t_sf(tost, df), nan)
+    p_diff = np.where(spread, np.minimum(1.0, 2 * t_sf(apart, df)), nan)
     ci_low = np.where(spread, (lm - t2 * ls).min(axis=1), nan)
     ci_high = np.where(spread, (um + t2 * us).max(axis=1), nan)
     verdict = np.where(spread & (p_tost < alpha), "equivalent",
@@ -134,5 +135,5 @@ def interval_decide(a_lo, a_hi, b_lo, b_hi, margin: float, alpha: float, paired:
             "tost_ci_low": np.where(spread, (lm - t1 * ls).min(axis=1), nan),
             "tost_ci_high": np.where(spread, (um + t1 * us).max(axis=1), nan),
             "p_difference": p_diff, "p_tost": p_tost, "verdict": verdict, "spread": spread,
-            "p_beyond": np.where(spread, scipy.stats.t.sf(np.maximum(above, below), df), nan),
+            "p_beyond": np.where(spread, t_sf(np.maximum(above, below), df), nan),
             "beyond_above": above >= below}  # fmt: skip

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import scipy  # lazy submodules: see the package's docstring
 
+from hwsweep.analysis.stats.distributions import skewtest_p, t_sf
 from hwsweep.analysis.stats.settings import CELL, Settings
 from hwsweep.analysis.words import plain
 
@@ -30,7 +30,7 @@ def grubbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(invalid="ignore", divide="ignore"):
         g = np.where(testable, dev.max(axis=1) / values.std(axis=1, ddof=1), 0.0)
         t2 = n * (n - 2) * g**2 / np.maximum((n - 1) ** 2 - n * g**2, 1e-300)
-        p = np.minimum(1.0, 2 * n * scipy.stats.t.sf(np.sqrt(t2), n - 2))
+        p = np.minimum(1.0, 2 * n * t_sf(np.sqrt(t2), n - 2))
     return column, np.where(testable, p, 1.0)
 
 
@@ -66,7 +66,7 @@ def spread_check(runs: pd.DataFrame, settings: Settings = Settings()) -> pd.Data
             column, p = grubbs(values[None, :])
             if p[0] * tests[key[0]] < SPREAD_LEVEL:
                 found.append(f"seed {seeds[column[0]]} lies apart in {name} (Grubbs p = {plain(p[0], 1)}, {share})")
-            if len(values) >= SKEW_SEEDS and scipy.stats.skewtest(values).pvalue * tests[key[0]] < SPREAD_LEVEL:
+            if len(values) >= SKEW_SEEDS and skewtest_p(values) * tests[key[0]] < SPREAD_LEVEL:
                 found.append(f"{name} looks skewed over the seeds ({share})")
         more = ", ".join(str(s) for s in range(top, top + min(sub.seed.nunique(), MORE_SEEDS)))
         text = "; ".join(found) + f": the intervals assume roughly normal seeds; add seeds {more} to check" if found else ""

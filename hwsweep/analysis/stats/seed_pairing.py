@@ -28,7 +28,8 @@ def sides(sub: pd.DataFrame, base: pd.DataFrame, metric: str, paired: bool, shar
     value on either side left out), else every value of each."""
     if not paired:
         return sub[metric].dropna().to_numpy(float), base[metric].dropna().to_numpy(float)
-    x = sub.set_index("seed")[metric].loc[shared]
-    y = base.set_index("seed")[metric].loc[shared]
+    # the metric's column by seed (not set_index, which copies every column of the runs: a cell's cost was that)
+    x = pd.Series(sub[metric].to_numpy(), index=sub.seed.to_numpy()).loc[shared]
+    y = pd.Series(base[metric].to_numpy(), index=base.seed.to_numpy()).loc[shared]
     ok = x.notna().to_numpy() & y.notna().to_numpy()
     return x.to_numpy(float)[ok], y.to_numpy(float)[ok]

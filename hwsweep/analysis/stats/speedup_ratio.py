@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import scipy  # lazy submodules: see the package's docstring
 
+from hwsweep.analysis.stats.distributions import t_ppf
 from hwsweep.analysis.stats.t_interval import mean_ci
 from hwsweep.analysis.stats.tost import welch_df
 from hwsweep.analysis.stats.untested import NEEDS_SEEDS, NO_SPREAD, REPEATS, repeats
@@ -34,7 +34,7 @@ def speedup_ci(base: np.ndarray, new: np.ndarray, confidence: float, paired: boo
     vn = new.var(axis=1, ddof=1) / new.shape[1] / mn**2
     se = np.sqrt(vb + vn)
     df = welch_df(vb, vn, base.shape[1], new.shape[1])
-    half = np.where(se > 0, scipy.stats.t.ppf(0.5 + confidence / 2, df) * se, np.nan)
+    half = np.where(se > 0, t_ppf(0.5 + confidence / 2, df) * se, np.nan)
     return est, est * np.exp(-half), est * np.exp(half)
 
 

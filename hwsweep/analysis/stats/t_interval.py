@@ -6,16 +6,15 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import scipy  # lazy submodules: see the package's docstring
+
+from hwsweep.analysis.stats.distributions import t_ppf
 
 
 def t_half_width(std, n, confidence: float) -> np.ndarray:
     """Half-width of the Student t CI of a mean from the sample std and count (n - 1 df); NaN below 2."""
     n = np.asarray(n, float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        # stdtrit is t.ppf (the same function underneath) without loading scipy.stats: the figures job, which needs
-        # only this, takes ~0.25 CPU-s less (status and aggregate load scipy.stats for their tests anyway)
-        half = scipy.special.stdtrit(np.maximum(n - 1, 1), 0.5 + confidence / 2) * np.asarray(std, float) / np.sqrt(n)
+        half = t_ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)) * np.asarray(std, float) / np.sqrt(n)
     return np.where(n >= 2, half, np.nan)
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy  # lazy submodules: see the package's docstring
+
+from hwsweep.analysis.stats.distributions import t_cdf, t_ppf, t_sf
 
 
 def paired_stats(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -40,14 +41,14 @@ def decide(d, se, df, margin: float, alpha: float) -> dict:
     d, se, df = (np.asarray(x, float) for x in (d, se, df))
     with np.errstate(invalid="ignore", divide="ignore"):
         safe = np.where(se > 0, se, 1.0)
-        p_lower = scipy.stats.t.sf((d + margin) / safe, df)  # H0: d <= -margin
-        p_upper = scipy.stats.t.cdf((d - margin) / safe, df)  # H0: d >= +margin
+        p_lower = t_sf((d + margin) / safe, df)  # H0: d <= -margin
+        p_upper = t_cdf((d - margin) / safe, df)  # H0: d >= +margin
         # No spread (se 0) gives no p-value: a test would say p = 0 from nothing. Bitwise equal pairs (every
         # difference exactly 0) are equivalent without one; any other zero spread is inconclusive.
         p_tost = np.where(se > 0, np.maximum(p_lower, p_upper), np.nan)
-        p_diff = np.where(se > 0, 2 * scipy.stats.t.sf(np.abs(d) / safe, df), np.nan)
-        t1 = np.where(se > 0, scipy.stats.t.ppf(1 - alpha, df), 0.0)
-        t2 = np.where(se > 0, scipy.stats.t.ppf(1 - alpha / 2, df), 0.0)
+        p_diff = np.where(se > 0, 2 * t_sf(np.abs(d) / safe, df), np.nan)
+        t1 = np.where(se > 0, t_ppf(1 - alpha, df), 0.0)
+        t2 = np.where(se > 0, t_ppf(1 - alpha / 2, df), 0.0)
     tested = se > 0
     exact = tested | (d == 0)  # bitwise equal pairs: the difference is 0, not estimated
     ci_low, ci_high = np.where(exact, d - t2 * se, np.nan), np.where(exact, d + t2 * se, np.nan)
