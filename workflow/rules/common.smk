@@ -430,7 +430,7 @@ def signatures_once():
     10,000-run dry run's cost beyond a bare Snakefile's). The attribute is snakemake's own hook
     (snakemake.common.get_function_params); the signature stays the function's."""
     for each in workflow.rules:
-        given = [*each.input, *each.params, *each.log, each._group]
+        given = [*each.input, *each.params, *each.log, getattr(each, "_group", None)]
         given += [getattr(r, "_evaluator", r) for r in each.resources.values()]
         for item in given:
             function = getattr(getattr(item, "_file", item), "callable", item)
