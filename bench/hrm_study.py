@@ -10,7 +10,8 @@ it (`snakemake ... suite_puzzle_embeddings`: its tables are results/<suite>/ onl
 they are not in this run's tables). Prints
 markdown: where and when it ran (commit, torch, cores), the measured time, seed 001's six questions each with
 its interval and verdict (or "not decided at this size"), each suite's landing-page sentences as the report
-gives them, the variant comparisons with their intervals (primary metrics, then the secondary ones the
+gives them (its words, not its raw-HTML glance blocks), the variant comparisons with their intervals (primary
+metrics, then the secondary ones the
 questions read), the baseline's hardware comparison and time to target, the per-run means (accuracies, pass@k,
 supervised segments and FLOPs per training sample, training seconds), ACT at evaluation (accuracy after each
 segment, all segments as the original against halting where the Q head says, with paired intervals), and seen
@@ -175,6 +176,22 @@ def questions(runs: pd.DataFrame, variants: pd.DataFrame, compare: pd.DataFrame)
     return out
 
 
+def landing_words(rst: str) -> list[str]:
+    """The landing page's words: its lines less blank ones, title underlines and raw-HTML directives (the glance
+    blocks: a style sheet, tables and base64 images, which a reader of this markdown cannot read)."""
+    out, raw = [], False
+    for ln in rst.splitlines():
+        if ln.startswith(".. raw::"):
+            raw = True  # the directive's block: every blank or indented line after it
+            continue
+        if raw and (not ln.strip() or ln[:1].isspace()):
+            continue
+        raw = False
+        if ln.strip() and set(ln) != {"="}:
+            out.append(ln)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results")
@@ -204,8 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     if landing.is_file():
         text = landing.read_text()
         body = text.split("What the runs show", 1)[-1].split("{% endraw %}", 1)[0]  # the template follows
-        out += ["", "### What the report's landing page says", "", *[ln for ln in body.splitlines()
-                                                                      if ln.strip() and set(ln) != {"="}]]  # fmt: skip
+        out += ["", "### What the report's landing page says", "", *landing_words(body)]
 
     if len(variants):
         for title, keep in (("primary metrics", variants.primary.astype(bool)),

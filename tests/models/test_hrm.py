@@ -1253,6 +1253,31 @@ def test_the_study_reads_one_suite_s_results_as_well_as_the_whole_study_s(tmp_pa
     assert "no runs." in capsys.readouterr().out  # an empty folder: said, no crash
 
 
+def test_the_study_prints_the_landing_page_s_words_not_its_raw_html(tmp_path, capsys):
+    """The landing page's glance blocks are raw HTML with base64 images: the study's markdown keeps the words only."""
+    study = _study()
+    landing = tmp_path / "landing.rst"
+    landing.write_text("\n".join([
+        "{% raw %}", "What the runs show", "==================", "",
+        ".. raw:: html", "", "   <style>.hw-glance { margin: 0; }</style>",
+        '   <div class="hw-glance"><img src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUg"></div>', "",
+        "   <div>after a blank line, still the block</div>", "",
+        "In words", "--------", "",
+        "**Suite baseline** - HRM on 4x4 sudoku.",
+        "- cpu2 against cpu1: **inconclusive**,", "  a continuation line kept.", "",
+        ".. raw:: html", "", "   <div>a second block</div>", "Closing words.",
+        "{% endraw %}", "", "the template follows: not printed",
+    ]))  # fmt: skip
+    study.main(["--results", str(tmp_path / "results"), "--landing", str(landing)])
+    text = capsys.readouterr().out
+    said = text.split("### What the report's landing page says", 1)[1]
+    assert "<div" not in said and "<style" not in said and "base64" not in said and ".. raw::" not in said
+    assert "\nIn words\n--------\n**Suite baseline** - HRM on 4x4 sudoku.\n" in said
+    assert "- cpu2 against cpu1: **inconclusive**,\n  a continuation line kept.\nClosing words." in said
+    assert "the template follows" not in said
+    assert study.landing_words("just words\n\n  indented, no directive") == ["just words", "  indented, no directive"]
+
+
 def test_the_study_cuts_an_accuracy_s_interval_at_its_bounds_and_says_so():
     """A t interval over three seeds near 100% reaches past it; an accuracy cannot, so the study cuts it there (which
     keeps its coverage) and says it did, rather than printing a CI up to 105 points."""
