@@ -332,3 +332,14 @@ def test_zero_spread_gives_no_p_value_anywhere():
     assert np.isnan(out["ci_low"]) and out["note"] == stats.NO_SPREAD and "no spread" in stats.finding(out)
     same = stats.compare(a, a.copy(), 0.2, 0.95, paired=True)
     assert same["verdict"] == "equivalent" and np.isnan(same["p_tost"]) and same["note"] == stats.BITWISE
+
+
+def test_paired_sides_take_each_shared_seed_once_in_order_and_drop_a_seed_missing_on_either_side():
+    """seed_pairing.sides by a seed -> value mapping gives what indexing the metric by seed gives: the shared seeds in
+    the order asked, a seed with a missing value on either side left out."""
+    from hwsweep.analysis.stats.seed_pairing import sides
+
+    sub = pd.DataFrame({"seed": [3, 1, 2, 5], "m": [0.3, 0.1, np.nan, 0.5]})
+    base = pd.DataFrame({"seed": [1, 2, 3, 4], "m": [1.1, 1.2, 1.3, np.nan]})
+    x, y = sides(sub, base, "m", True, [1, 2, 3])
+    assert x.tolist() == [0.1, 0.3] and y.tolist() == [1.1, 1.3]

@@ -11,7 +11,7 @@ import pandas as pd
 
 from hwsweep.analysis.stats.amdahl import amdahl_fit, amdahl_speedup
 from hwsweep.analysis.stats.settings import CELL, Settings
-from hwsweep.analysis.stats.speedup_ratio import ratio, seed_times
+from hwsweep.analysis.stats.speedup_ratio import cell_seed_times, ratio
 from hwsweep.analysis.stats.untested import TIMING_ONLY
 from hwsweep.contracts.records import SPEED_COLUMNS
 
@@ -52,12 +52,13 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
     # its times are unknown (NaN), never a zero that divides.
     runs = runs.assign(**{c: runs[c].where(runs[c] > 0) for c in ("train_seconds", "samples_per_second")})
     cells = {key: frame for key, frame in runs.groupby(CELL, sort=False)}
+    times = cell_seed_times(runs, CELL)
     rows = []
     for (suite, variant, hw), sub in cells.items():
         base = cells.get((suite, variant, baseline))
         if base is None:
             continue
-        r = ratio(base, sub, settings.confidence)
+        r = ratio(times[(suite, variant, baseline)], times[(suite, variant, hw)], settings.confidence)
         ws, ws_base = int(sub.world_size.iloc[0]), int(base.world_size.iloc[0])
         gpu, gpu_base = sub.gpu_type.iloc[0], base.gpu_type.iloc[0]
         hours = float((sub.world_size * sub.train_seconds).mean() / 3600)
@@ -93,11 +94,11 @@ def speedup(runs: pd.DataFrame, baseline: str, settings: Settings = Settings(), 
     for col in AMDAHL_COLUMNS:
         out[col] = math.nan
     for _, idx in out.groupby(["suite", "variant", "gpu_type"], sort=False).groups.items():
-        _scaling(out, idx, cells, baseline, settings)
+        _scaling(out, idx, times, baseline, settings)
     return out
 
 
-def _scaling(out: pd.DataFrame, idx, cells: dict, baseline: str, settings: Settings) -> None:
+def _scaling(out: pd.DataFrame, idx, times: dict, baseline: str, settings: Settings) -> None:
     """Efficiency within one device type, for the hardware above its smallest device count: speedup
     over that count (`scaling_reference`, the baseline where it is one) / device ratio; Amdahl's fit
     where the type has >= 3 device counts."""
@@ -109,16 +110,16 @@ def _scaling(out: pd.DataFrame, idx, cells: dict, baseline: str, settings: Setti
     for i in idx:
         if out.at[i, "world_size"] == ref_ws:  # nothing smaller to compare with: no efficiency of 1 against itself
             continue
-        r = ratio(cells[(suite, variant, ref_hw)], cells[(suite, variant, out.at[i, "hardware"])], settings.confidence)
+        r = ratio(times[(suite, variant, ref_hw)], times[(suite, variant, out.at[i, "hardware"])], settings.confidence)
         out.loc[i, ["scaling_speedup", "scaling_ci_low", "scaling_ci_high"]] = r["value"], r["low"], r["high"]
         out.at[i, "scaling_reference"] = ref_hw
         out.at[i, "efficiency"] = r["value"] / (out.at[i, "world_size"] / ref_ws)
     sub = out.loc[idx]
-    times = [np.asarray(seed_times(cells[(suite, variant, hw)]), float) for hw in sub.hardware]
+    per_seed = [np.asarray(times[(suite, variant, hw)], float) for hw in sub.hardware]
     # runs of one step time no training (NaN): no fit rather than a fit to nothing
-    if sub.world_size.nunique() >= 3 and all(len(t) and np.isfinite(t).all() and (t > 0).all() for t in times):
-        devices = np.concatenate([np.full(len(t), ws / ref_ws) for t, ws in zip(times, sub.world_size)])
-        fit = {k: float(v[0]) for k, v in amdahl_fit(devices, np.concatenate(times), settings.confidence).items()}
+    if sub.world_size.nunique() >= 3 and all(len(t) and np.isfinite(t).all() and (t > 0).all() for t in per_seed):
+        devices = np.concatenate([np.full(len(t), ws / ref_ws) for t, ws in zip(per_seed, sub.world_size)])
+        fit = {k: float(v[0]) for k, v in amdahl_fit(devices, np.concatenate(per_seed), settings.confidence).items()}
         n = 2 * int(sub.world_size.max())
         out.loc[idx, AMDAHL_COLUMNS] = [fit["f"], fit["se"], fit["low"], fit["high"], n,
                                         amdahl_speedup(fit["f"], n / ref_ws)]  # fmt: skip
