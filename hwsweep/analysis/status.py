@@ -69,7 +69,7 @@ def _with_scheduler(verdict_state: str, reason: str, job: Job | None, log: Path)
 
 def read_records(spec) -> dict:
     """train.json and eval.json as JSON (record name -> its data; None where it is missing or not JSON: the state
-    column judges it), read once for the columns that look inside them (tracking, problem)."""
+    column judges it), read once for the columns that look inside them (state, tracking, problem)."""
     out = {}
     for name in (TRAIN_RECORD, EVAL_RECORD):
         try:
@@ -168,8 +168,8 @@ def status_rows(matrix, scheduler: Scheduler) -> pd.DataFrame:
     evaluating = host.launched_specs(host.EVALUATOR)
     for r in matrix.runs():
         spec = matrix.spec(r.suite, r.variant, r.hardware, r.seed)
-        verdict = run_state(spec, evaluated)  # once: the row's state and its repairs both start from it
-        records = read_records(spec)  # once: the tracking and memory problems both look inside them
+        records = read_records(spec)  # once: the state, the tracking and memory problems all look inside them
+        verdict = run_state(spec, evaluated, read_json=records)  # once: the row's state and its repairs start from it
         rows.append({"suite": r.suite, "variant": r.variant, "hardware": r.hardware, "seed": r.seed}
                     | run_status(spec, evaluated, launched, scheduler, evaluating, verdict, records)
                     | {"repairs": " | ".join(quarantine.repairs(spec, evaluated, verdict)),

@@ -164,11 +164,12 @@ def eval_problems(record: EvalRecord, spec: RunSpec) -> list[str]:
     return out
 
 
-def check(cls, path: Path, spec: RunSpec, record=None, schema: list[str] | None = None):
+def check(cls, path: Path, spec: RunSpec, record=None, schema: list[str] | None = None, data: dict | None = None):
     """The record at `path`, checked; RecordError naming the file and the first problem otherwise. `record`: the
-    file as records.read read it, where the caller has (it is not read again); `schema`: its schema_problems."""
+    file as records.read read it, where the caller has (it is not read again); `schema`: its schema_problems;
+    `data`: the file's JSON, where the caller has read it."""
     if record is None:
-        record = read(cls, path, spec.metrics)  # keys, status, finite metrics inside their bounds
+        record = read(cls, path, spec.metrics, data)  # keys, status, finite metrics inside their bounds
     if cls is RunRecord:
         found = train_problems(record, spec, schema)
     else:
@@ -184,17 +185,19 @@ def _log_reason(spec: RunSpec, name: str, root: Path = Path(".")) -> str | None:
     return failure.log_reason(log) if log.exists() else None
 
 
-def run_state(spec: RunSpec, evaluated: bool = True, root: Path = Path(".")) -> Verdict:
+def run_state(spec: RunSpec, evaluated: bool = True, root: Path = Path("."), read_json: dict | None = None) -> Verdict:
     """What the run's files say, in pipeline order: a damaged record makes the run corrupt (the records
     after it are made from it); a record of another config makes it stale. `root`: the sweep's folder (another
-    machine's, for an import)."""
+    machine's, for an import); `read_json`: record name -> its file's JSON where the caller has read it (None, or
+    no entry: read here)."""
+    read_json = read_json or {}
     folder = root / spec.run_dir
     train_path, eval_path = folder / TRAIN_RECORD, folder / EVAL_RECORD
     if not train_path.exists():
         why = _log_reason(spec, "train.log", root)  # a started run without a record failed, or still runs
         return Verdict(MISSING) if why is None else Verdict(FAILED, reason=why)
     try:
-        record = read(RunRecord, train_path, spec.metrics)
+        record = read(RunRecord, train_path, spec.metrics, read_json.get(TRAIN_RECORD))
         recorded = _normal(as_passed(spec, json.loads(canonical_json(spec)))[1])  # as runner records it
         schema = schema_problems(record)
         if record.spec != recorded and not schema:
@@ -208,7 +211,7 @@ def run_state(spec: RunSpec, evaluated: bool = True, root: Path = Path(".")) -> 
     if not eval_path.exists():  # an evaluation that failed (or still runs) says why in its log
         return Verdict(CORRUPT, train_path, lost) if lost else Verdict(TRAINED, reason=_log_reason(spec, "evaluate.log", root) or "")
     try:
-        check(EvalRecord, eval_path, spec)
+        check(EvalRecord, eval_path, spec, data=read_json.get(EVAL_RECORD))
     except RecordError as e:
         return Verdict(CORRUPT, train_path, f"{lost}; and {e}") if lost else Verdict(CORRUPT, eval_path, str(e))
     return Verdict(DONE, reason=f"{lost} (not needed: the run is evaluated)" if lost else "")

@@ -136,11 +136,12 @@ class EvalRecord(Typed):
     rank_memory: list = field(default_factory=list)
 
 
-def read(cls, path, metrics: list | None = None):
+def read(cls, path, metrics: list | None = None, data: dict | None = None):
     """A record from its file; a damaged, incomplete or implausible one (a metric not a finite
-    number, or outside its declared bounds) raises RecordError naming the file."""
+    number, or outside its declared bounds) raises RecordError naming the file. `data`: the file's JSON, where the
+    caller has read it (it is not read again)."""
     try:
-        record = cls.from_dict(io.read_json(path), cls.__name__)
+        record = cls.from_dict(io.read_json(path) if data is None else data, cls.__name__)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError, SpecError, TypeError) as e:
         raise RecordError(f"{path}: {e}") from None
     if getattr(record, "status", "complete") != "complete":

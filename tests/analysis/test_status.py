@@ -139,7 +139,7 @@ def test_a_trained_run_over_its_memory_plan_says_so_in_the_problem_column(matrix
     from hwsweep.analysis import status, validation
     from hwsweep.contracts import io
 
-    monkeypatch.setattr(status, "run_state", lambda spec, evaluated: validation.Verdict(validation.DONE))
+    monkeypatch.setattr(status, "run_state", lambda spec, evaluated, **_: validation.Verdict(validation.DONE))
     over = "memory: rank 1 used 0.400 GB above its start, over the plan's 0.080 GB by 400% (tolerance 15%)"
     for seed, checks in ((0, ["divergence: loss rose", over]), (1, ["divergence: loss rose"])):
         io.write_json(matrix.spec("tiny", "default", "cpu1", seed).path("train.json"), {"checks": checks})
@@ -158,7 +158,7 @@ def test_status_reads_each_record_once_for_its_tracking_and_memory_columns(matri
     from hwsweep.analysis import status, validation
     from hwsweep.contracts import io
 
-    monkeypatch.setattr(status, "run_state", lambda spec, evaluated: validation.Verdict(validation.DONE))
+    monkeypatch.setattr(status, "run_state", lambda spec, evaluated, **_: validation.Verdict(validation.DONE))
     over = "memory: rank 1 used 0.400 GB above its start, over the plan's 0.080 GB by 400% (tolerance 15%)"
     failed = {"backends": {"mlflow": {"state": "failed", "why": "down", "dropped": 0, "undelivered": 2}}}
     for seed in range(6):

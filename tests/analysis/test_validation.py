@@ -78,6 +78,22 @@ def test_a_damaged_or_implausible_record_makes_the_run_corrupt_and_is_named(run,
     assert verdict.reason.startswith(str(run.path(name))) and words in verdict.reason, verdict.reason
 
 
+@pytest.mark.parametrize("name, change, words", DAMAGE[:1] + DAMAGE[5:6], ids=["eval", "train"])
+def test_records_read_by_the_caller_are_judged_as_the_files_are_and_not_read_again(run, name, change, words):
+    """status reads each record once and hands its JSON to run_state: the same verdict as run_state's own reading,
+    for a finished run and a damaged one, and no record file read again."""
+    from hwsweep.analysis.status import read_records
+
+    for damaged in (False, True):
+        if damaged:
+            edit(run.path(name), change)
+        given, alone = read_records(run), validation.run_state(run)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(io, "read_json", lambda path: pytest.fail(f"{path} read again"))
+            assert validation.run_state(run, read_json=given) == alone
+        assert (alone.state == "corrupt" and words in alone.reason) if damaged else alone.state == "done"
+
+
 def test_states_in_pipeline_order(run):
     run.path("eval.json").unlink()
     assert validation.run_state(run).state == "trained"
