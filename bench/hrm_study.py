@@ -5,17 +5,15 @@
     snakemake --configfile config/hrm_cpu.yaml --replace-workflow-config --report report.html
     .venv/bin/python bench/hrm_study.py --wall-seconds 900 > /tmp/hrm_study.md
 
-Run in the folder that ran the study (results/, benchmarks/, .snakemake/hwsweep/landing.rst), or one suite of
-it (`snakemake ... suite_puzzle_embeddings`: its tables are results/<suite>/ only; the others' questions then say
-they are not in this run's tables). Prints
-markdown: where and when it ran (commit, torch, cores), the measured time, seed 001's six questions each with
-its interval and verdict (or "not decided at this size"), each suite's landing-page sentences as the report
-gives them (its words, not its raw-HTML glance blocks), the variant comparisons with their intervals (primary
-metrics, then the secondary ones the
-questions read), the baseline's hardware comparison and time to target, the per-run means (accuracies, pass@k,
-supervised segments and FLOPs per training sample, training seconds), ACT at evaluation (accuracy after each
-segment, all segments as the original against halting where the Q head says, with paired intervals), and seen
-against unseen puzzles. Nothing is typed in by hand.
+Run in the folder that ran the study (results/, benchmarks/, .snakemake/hwsweep/landing.rst), or one suite of it
+(`snakemake ... suite_puzzle_embeddings`: its tables are results/<suite>/ only; the others' questions then say they
+are not in this run's tables). Prints markdown: where and when it ran (commit, torch, cores), the measured time, seed
+001's six questions each with its interval and verdict (or "not decided at this size"), each suite's landing-page
+sentences as the report gives them (its words, not its raw-HTML glance blocks), the variant comparisons with their
+intervals (primary metrics, then the secondary ones the questions read), the baseline's hardware comparison and time
+to target, the per-run means (accuracies, pass@k, supervised segments and FLOPs per training sample, training
+seconds), ACT at evaluation (accuracy after each segment, all segments as the original against halting where the Q
+head says, with paired intervals), and seen against unseen puzzles. Nothing is typed in by hand.
 """
 
 from __future__ import annotations

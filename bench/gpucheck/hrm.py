@@ -143,6 +143,6 @@ def _plan(spec, out: dict) -> None:
         from hwsweep.plan import estimate
 
         out["flops"] = estimate.step_flops(spec.recipe, spec.plan)
-        out["run"] = estimate.estimate_run(spec, {}, {})
+        out["run"] = estimate.estimate_run(spec, {}, estimate.Measurements({}))
     except Exception as e:  # raised again by the rows that need it
         out["error"] = e

@@ -69,10 +69,9 @@ class TrackingConfig(Typed):
 
 def _text(config: TrackingConfig) -> str:
     """The TRACKING_FILE text of `config`, made once per config (every run of a sweep asks while its DAG is built)."""
-    made = _TEXTS.get(id(config))
-    if made is None or made[0] is not config:
-        made = _TEXTS[id(config)] = (config, json.dumps(config.to_dict(), sort_keys=True) + "\n")
-    return made[1]
+    if id(config) not in _TEXTS:
+        _TEXTS[id(config)] = (config, json.dumps(config.to_dict(), sort_keys=True) + "\n")
+    return _TEXTS[id(config)][1]
 
 
 _TEXTS: dict[int, tuple] = {}  # id -> (the config, kept alive so its id names no other, its text)

@@ -248,7 +248,8 @@ class Measurements:
         return (per_step / n, startup / n) if n else None
 
     def kind_medians(self, kind: tuple, exclude=None) -> tuple[float, float] | None:
-        """The median MFU and startup seconds of the device kind's runs with an MFU (without `exclude`); None if none."""
+        """The median MFU and startup seconds of the device kind's runs with an MFU (without `exclude`); None if
+        none."""
         mfus, startups = self.kinds.get(kind, ([], []))
         left = self.measured.get(exclude) if exclude is not None else None
         if left is not None and left.kind == kind and left.mfu is not None:
@@ -288,11 +289,8 @@ def job_start(settings: dict) -> float:
     return settings.get("job_start_seconds", 15.0)
 
 
-def estimate_run(spec, settings: dict, measured: Measurements | dict, exclude=None) -> dict:
-    """One run's estimate from the runs measured so far (leaving out `exclude`, for estimated vs actual); `measured`
-    made into Measurements once by a caller that estimates many runs."""
-    if not isinstance(measured, Measurements):
-        measured = Measurements(measured)
+def estimate_run(spec, settings: dict, measured: Measurements, exclude=None) -> dict:
+    """One run's estimate from the runs measured so far (leaving out `exclude`, for estimated vs actual)."""
     kind = _kind(spec)
     same = measured.cell_means((spec.suite, spec.variant, spec.hardware_name), exclude)
     typed = measured.kind_medians(kind, exclude)

@@ -6,6 +6,7 @@ import pytest
 import yaml
 from conftest import REPO
 
+from hwsweep.contracts import typed
 from hwsweep.contracts.spec import RunSpec, canonical_json
 from hwsweep.contracts.typed import SpecError
 from hwsweep.plan.config import resolve
@@ -51,6 +52,7 @@ def test_canonical_json_is_the_specs_own_data(config):
             canonical_json(first)
         first.to_dict()["recipe"]["optimizer"]["lr"] = -1.0
         assert '"lr": -1.0' not in canonical_json(second)
+        assert typed.shared_dict(second.recipe) is typed.shared_dict(first.recipe)  # made into data once
         for spec in specs:
             assert canonical_json(spec) == json.dumps(spec.to_dict(), sort_keys=True) + "\n"
 
